@@ -1,0 +1,23 @@
+package dev.ttpipe.actors.cli;
+
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/** {@code ttpipe bench ...}: programs that measure and print figures (never pass/fail on time). */
+@Command(name = "bench",
+        description = "Measure performance and print figures (matmul throughput, training step, transport, bridge).",
+        subcommands = {
+                BenchMatmulCommand.class,
+        },
+        footer = {"", "Examples:",
+                "  ttpipe bench matmul --size 1024 --threads 2",
+                "  ttpipe bench matmul --json"})
+public final class BenchCommand implements Runnable {
+    @CommandLine.Spec
+    CommandLine.Model.CommandSpec spec;
+
+    @Override
+    public void run() {
+        spec.commandLine().usage(spec.commandLine().getOut());
+    }
+}

@@ -1,0 +1,119 @@
+package dev.ttpipe.actors.cli;
+
+import ch.qos.logback.classic.Level;
+import ch.qos.logback.classic.Logger;
+import dev.ttpipe.actors.config.ConfigException;
+import org.slf4j.LoggerFactory;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+import java.io.PrintWriter;
+
+/**
+ * The {@code ttpipe} command line: one subcommand per user job.
+ *
+ * <p>Exit codes: 0 ok, 2 bad input (config, flags, files), 1 anything else. Errors are one line;
+ * {@code --verbose} adds debug logging and stack traces.
+ */
+@Command(name = "ttpipe",
+        mixinStandardHelpOptions = true,
+        versionProvider = Main.Version.class,
+        description = {"Actor-based, asynchronous pipeline-parallel trainer for Tenstorrent meshes (and any JVM).", ""},
+        subcommands = {
+                SimulateCommand.class,
+                BenchCommand.class,
+                CommandLine.HelpCommand.class,
+        },
+        footer = {"", "Run 'ttpipe COMMAND --help' for a command's options and examples."})
+public final class Main implements Runnable {
+
+    public static final int EXIT_OK = 0;
+    public static final int EXIT_FAILURE = 1;
+    public static final int EXIT_BAD_INPUT = 2;
+
+    @Option(names = "--verbose", scope = CommandLine.ScopeType.INHERIT,
+            description = "Debug logging, and stack traces on errors.")
+    void setVerbose(boolean verbose) {
+        Main.verbose = verbose;
+        Logger root = (Logger) LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
+        root.setLevel(verbose ? Level.DEBUG : Level.WARN);
+    }
+
+    static volatile boolean verbose;
+
+    @CommandLine.Spec
+    CommandLine.Model.CommandSpec spec;
+
+    @Override
+    public void run() {
+        spec.commandLine().usage(spec.commandLine().getOut());
+    }
+
+    public static void main(String[] args) {
+        System.exit(run(args));
+    }
+
+    /** Runs the command line and returns the exit code (tests call this instead of {@link #main}). */
+    public static int run(String... args) {
+        return newCommandLine(new PrintWriter(System.out, true), new PrintWriter(System.err, true)).execute(args);
+    }
+
+    static CommandLine newCommandLine(PrintWriter out, PrintWriter err) {
+        CommandLine cl = new CommandLine(new Main());
+        cl.setOut(out);
+        cl.setErr(err);
+        cl.setCaseInsensitiveEnumValuesAllowed(true);
+        cl.setUsageHelpAutoWidth(true);
+        cl.setExitCodeExceptionMapper(Main::exitCodeOf);
+        cl.setParameterExceptionHandler((ex, argv) -> {
+            CommandLine c = ex.getCommandLine();
+            c.getErr().println("ttpipe: " + ex.getMessage());
+            c.getErr().println("Run '" + c.getCommandSpec().qualifiedName() + " --help' for usage.");
+            return EXIT_BAD_INPUT;
+        });
+        cl.setExecutionExceptionHandler((ex, c, parseResult) -> {
+            c.getErr().println("ttpipe: " + oneLine(ex));
+            if (verbose) ex.printStackTrace(c.getErr());
+            c.getErr().flush();
+            return exitCodeOf(ex);
+        });
+        return cl;
+    }
+
+    static int exitCodeOf(Throwable ex) {
+        for (Throwable t = ex; t != null; t = t.getCause()) {
+            if (t instanceof ConfigException || t instanceof UserInputException
+                    || t instanceof CommandLine.ParameterException) {
+                return EXIT_BAD_INPUT;
+            }
+        }
+        return EXIT_FAILURE;
+    }
+
+    /** The message a user sees: the user-facing cause if there is one, else the exception itself. */
+    static String oneLine(Throwable ex) {
+        for (Throwable t = ex; t != null; t = t.getCause()) {
+            if (t instanceof ConfigException || t instanceof UserInputException) return t.getMessage();
+        }
+        Throwable root = ex;
+        while (root.getCause() != null && root.getCause() != root) root = root.getCause();
+        String msg = root.getMessage();
+        String what = root.getClass().getSimpleName();
+        return msg == null ? what + (verbose ? "" : " (run with --verbose for the stack trace)")
+                : msg + (verbose ? "" : "  [" + what + "; --verbose for the stack trace]");
+    }
+
+    /** {@code --version}: from the jar manifest, with the JVM it runs on. */
+    static final class Version implements CommandLine.IVersionProvider {
+        @Override
+        public String[] getVersion() {
+            String v = Main.class.getPackage().getImplementationVersion();
+            return new String[]{
+                    "ttpipe " + (v == null ? "(development build)" : v),
+                    "JVM: " + System.getProperty("java.vm.name") + " " + System.getProperty("java.version")
+                            + " on " + System.getProperty("os.name") + " " + System.getProperty("os.arch")
+                            + ", " + Runtime.getRuntime().availableProcessors() + " cpus"};
+        }
+    }
+}

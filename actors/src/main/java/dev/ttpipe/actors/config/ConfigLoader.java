@@ -1,0 +1,325 @@
+package dev.ttpipe.actors.config;
+
+import org.yaml.snakeyaml.LoaderOptions;
+import org.yaml.snakeyaml.Yaml;
+import org.yaml.snakeyaml.error.MarkedYAMLException;
+import org.yaml.snakeyaml.nodes.MappingNode;
+import org.yaml.snakeyaml.nodes.Node;
+import org.yaml.snakeyaml.nodes.NodeTuple;
+import org.yaml.snakeyaml.nodes.ScalarNode;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.Reader;
+import java.io.StringReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * Reads a ttpipe (or TTML) YAML config into a {@link TtpipeConfig}. Reports every problem at once as
+ * {@code file:line: key.path: value given, what was expected}; unknown keys are errors with a
+ * did-you-mean. TTML's own keys that ttpipe has no use for (wandb, moreh AdamW, ...) are accepted.
+ */
+public final class ConfigLoader {
+    static final List<String> BACKENDS = List.of("cpu", "sim", "ttnn");
+    static final List<String> SOCKET_TYPES = List.of("local", "aeron", "fabric");
+    static final List<String> MODEL_TYPES = List.of("gpt2", "llama");
+    static final List<String> RUNNER_TYPES = List.of("default", "memory_efficient");
+    static final List<String> OPTIMIZERS = List.of("adamw", "sgd");
+    static final List<String> SCHEDULERS = List.of("identity", "warmup_linear", "cosine");
+    static final List<String> DTYPES = List.of("fp32", "bf16");
+    static final List<String> MODES = List.of("static", "ready_first");
+    static final List<String> TOKENIZERS = List.of("char");
+    static final List<String> POSITIONAL = List.of("trainable", "rope", "none");
+
+    private ConfigLoader() {
+    }
+
+    /** Loads and validates a config file. Throws {@link ConfigException} listing every problem. */
+    public static TtpipeConfig load(Path file) {
+        TtpipeConfig cfg = read(file);
+        ConfigValidator.validate(cfg);
+        return cfg;
+    }
+
+    /** Reads a config file without the cross-key checks (callers apply flag overrides, then validate). */
+    public static TtpipeConfig read(Path file) {
+        String text;
+        try {
+            text = Files.readString(file, StandardCharsets.UTF_8);
+        } catch (NoSuchFileException e) {
+            throw new ConfigException(file + ": no such file (expected a YAML config; see configs/ for examples)");
+        } catch (IOException e) {
+            throw new ConfigException(file + ": cannot read (" + e.getMessage() + ")");
+        }
+        return read(text, file.toString(), file.toAbsolutePath().getParent());
+    }
+
+    /** Reads a classpath resource (the embedded default configs). */
+    public static TtpipeConfig readResource(String resource) {
+        try (InputStream in = ConfigLoader.class.getResourceAsStream(resource)) {
+            if (in == null) throw new IllegalStateException("missing resource " + resource);
+            return read(new String(in.readAllBytes(), StandardCharsets.UTF_8), "(embedded " + resource + ")", null);
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Reads YAML text; {@code baseDir} resolves relative paths inside it (null: the working directory). */
+    public static TtpipeConfig read(String yamlText, String sourceName, Path baseDir) {
+        ConfigProblems problems = new ConfigProblems(sourceName);
+        TtpipeConfig cfg = new TtpipeConfig();
+        cfg.source = sourceName;
+        cfg.origins = problems;
+        Node root = compose(new StringReader(yamlText), sourceName);
+        if (root == null) {
+            return cfg; // an empty file: all defaults
+        }
+        YamlSection top = new YamlSection("", root, problems);
+        YamlSection training = top.section("training_config");
+        readTraining(training, cfg.training, baseDir);
+        // TTML keeps transformer_config inside training_config, or in a separate model_config file.
+        if (training.has("transformer_config")) {
+            readTransformer(training.section("transformer_config"), cfg.transformer);
+        }
+        if (training.has("model_config")) {
+            readModelConfigFile(training, cfg, baseDir, problems);
+        }
+        if (top.has("transformer_config")) {
+            readTransformer(top.section("transformer_config"), cfg.transformer);
+        }
+        readDevice(top.section("device_config"), cfg.device, baseDir);
+        readMultihost(top.section("multihost_config"), cfg.multihost);
+        for (YamlSection b : top.sectionList("rank_bindings")) {
+            cfg.rankBindings.add(readRankBinding(b));
+        }
+        readEval(top.section("eval_config"), cfg.eval);
+        top.accept("mesh_graph_desc_path", "global_env"); // tt-run rank-binding files carry these
+        training.rejectUnknownKeys();
+        top.rejectUnknownKeys();
+        problems.throwIfAny();
+        return cfg;
+    }
+
+    private static Node compose(Reader reader, String sourceName) {
+        LoaderOptions options = new LoaderOptions();
+        options.setAllowDuplicateKeys(false);
+        try {
+            return new Yaml(options).compose(reader);
+        } catch (MarkedYAMLException e) {
+            int line = e.getProblemMark() == null ? 0 : e.getProblemMark().getLine() + 1;
+            int column = e.getProblemMark() == null ? 0 : e.getProblemMark().getColumn() + 1;
+            throw new ConfigException(sourceName + ":" + line + ":" + column + ": not valid YAML: " + e.getProblem());
+        } catch (RuntimeException e) {
+            throw new ConfigException(sourceName + ": not valid YAML: " + e.getMessage());
+        }
+    }
+
+    private static void readTraining(YamlSection s, TtpipeConfig.TrainingConfig t, Path baseDir) {
+        t.projectName = s.string("project_name", t.projectName);
+        t.seed = s.integer("seed", t.seed, 0, Integer.MAX_VALUE);
+        t.batchSize = s.integer("batch_size", t.batchSize, 1, Integer.MAX_VALUE);
+        t.numEpochs = s.integer("num_epochs", t.numEpochs, 1, Integer.MAX_VALUE);
+        t.maxSteps = s.integer("max_steps", t.maxSteps, 1, Integer.MAX_VALUE);
+        t.learningRate = s.number("learning_rate", t.learningRate, 0, 10);
+        t.weightDecay = s.number("weight_decay", t.weightDecay, 0, 10);
+        t.optimizer = s.choice("optimizer", t.optimizer, OPTIMIZERS);
+        t.beta1 = s.number("beta1", t.beta1, 0, 0.999999);
+        t.beta2 = s.number("beta2", t.beta2, 0, 0.999999999);
+        t.epsilon = s.number("epsilon", t.epsilon, 0, 1);
+        t.momentum = s.number("momentum", t.momentum, 0, 1);
+        t.dampening = s.number("dampening", t.dampening, 0, 1);
+        t.nesterov = s.bool("nesterov", t.nesterov);
+        t.schedulerType = s.choice("scheduler_type", t.schedulerType, SCHEDULERS);
+        t.warmupSteps = s.integer("warmup_steps", t.warmupSteps, 0, Integer.MAX_VALUE);
+        t.minLearningRate = s.number("min_learning_rate", t.minLearningRate, 0, 10);
+        t.useClipGradNorm = s.bool("use_clip_grad_norm", t.useClipGradNorm);
+        t.clipGradNormMaxNorm = s.number("clip_grad_norm_max_norm", t.clipGradNormMaxNorm, 1e-12, Double.MAX_VALUE);
+        t.gradientAccumulationSteps = s.integer("gradient_accumulation_steps", t.gradientAccumulationSteps, 1, 1 << 20);
+        t.dataPath = resolve(baseDir, s.string("data_path", t.dataPath));
+        t.tokenizerType = s.choice("tokenizer_type", t.tokenizerType, TOKENIZERS);
+        t.validationFraction = s.number("validation_fraction", t.validationFraction, 0, 0.9);
+        t.evalEvery = s.integer("eval_every", t.evalEvery, 0, Integer.MAX_VALUE);
+        t.evalBatches = s.integer("eval_batches", t.evalBatches, 1, 1 << 20);
+        t.modelSaveInterval = s.integer("model_save_interval", t.modelSaveInterval, 0, Integer.MAX_VALUE);
+        t.checkpointDir = resolve(baseDir, s.string("checkpoint_dir", t.checkpointDir));
+        t.runsDir = s.string("runs_dir", t.runsDir);
+        // TTML keys accepted as they are; ttpipe has no use for them.
+        s.accept("model_type", "use_moreh_adamw", "use_kahan_summation", "use_no_op", "model_path",
+                "tokenizer_path", "save_and_exit", "model_config", "transformer_config");
+    }
+
+    private static void readModelConfigFile(YamlSection training, TtpipeConfig cfg, Path baseDir, ConfigProblems problems) {
+        String rel = training.string("model_config", null);
+        Path p = baseDir == null ? Path.of(rel) : baseDir.resolve(rel);
+        if (!Files.isRegularFile(p)) {
+            training.problems().add(training.keyPath("model_config"), rel,
+                    "a readable model config YAML (looked for " + p + ")");
+            return;
+        }
+        try {
+            String text = Files.readString(p, StandardCharsets.UTF_8);
+            ConfigProblems sub = new ConfigProblems(p.toString());
+            Node root = compose(new StringReader(text), p.toString());
+            YamlSection top = new YamlSection("", root, sub);
+            readTransformer(top.section("transformer_config"), cfg.transformer);
+            top.rejectUnknownKeys();
+            sub.problems().forEach(problems::addRaw);
+        } catch (IOException e) {
+            training.problems().add(training.keyPath("model_config"), rel, "a readable file (" + e.getMessage() + ")");
+        }
+    }
+
+    private static void readTransformer(YamlSection s, TtpipeConfig.TransformerConfig t) {
+        t.modelType = s.choice("model_type", t.modelType, MODEL_TYPES);
+        t.runnerType = s.choice("runner_type", t.runnerType, RUNNER_TYPES);
+        t.numHeads = s.integer("num_heads", t.numHeads, 1, 4096);
+        t.numGroups = s.integer("num_groups", t.numGroups, 0, 4096);
+        t.embeddingDim = s.integer("embedding_dim", t.embeddingDim, 1, 1 << 20);
+        t.intermediateDim = s.integer("intermediate_dim", t.intermediateDim, 0, 1 << 22);
+        t.dropoutProb = s.number("dropout_prob", t.dropoutProb, 0, 0.95);
+        t.numBlocks = s.integer("num_blocks", t.numBlocks, 1, 4096);
+        t.vocabSize = s.integer("vocab_size", t.vocabSize, 0, 1 << 24);
+        t.maxSequenceLength = s.integer("max_sequence_length", t.maxSequenceLength, 1, 1 << 20);
+        t.sequenceLength = s.integer("sequence_length", t.sequenceLength, 0, 1 << 20);
+        if (s.has("weight_tying")) t.weightTying = s.bool("weight_tying", t.weightTying);
+        if ("llama".equals(t.modelType) && !s.has("positional_embedding_type")) t.positionalEmbeddingType = "rope";
+        t.positionalEmbeddingType = s.choice("positional_embedding_type", t.positionalEmbeddingType, POSITIONAL);
+        t.theta = s.number("theta", t.theta, 1, 1e9);
+        s.accept("experimental", "rope_scaling");
+        s.rejectUnknownKeys();
+    }
+
+    private static void readDevice(YamlSection s, TtpipeConfig.DeviceConfig d, Path baseDir) {
+        d.backend = s.choice("backend", d.backend, BACKENDS);
+        List<Integer> shape = s.integers("mesh_shape", d.meshShape);
+        if (shape.size() < 1 || shape.size() > 2 || shape.stream().anyMatch(x -> x < 1)) {
+            s.problems().add(s.keyPath("mesh_shape"), shape.toString(), "[rows, cols] with both >= 1, such as [1, 2]");
+        } else {
+            d.meshShape = shape.size() == 1 ? List.of(1, shape.get(0)) : List.copyOf(shape);
+        }
+        d.enableDdp = s.bool("enable_ddp", d.enableDdp);
+        d.enableTp = s.bool("enable_tp", d.enableTp);
+        d.deviceIds = s.integers("device_ids", d.deviceIds);
+        d.memoryPerDevice = s.bytes("memory_per_device", d.memoryPerDevice);
+        d.dtype = s.choice("dtype", d.dtype, DTYPES);
+        d.threads = s.integer("threads", d.threads, 0, 1024);
+        d.bridgeLibrary = resolve(baseDir, s.string("bridge_library", d.bridgeLibrary));
+        YamlSection sim = s.section("sim");
+        d.sim.gflops = sim.number("gflops", d.sim.gflops, 1e-6, 1e9);
+        d.sim.memoryGbps = sim.number("memory_gbps", d.sim.memoryGbps, 1e-6, 1e9);
+        d.sim.opLatencyUs = sim.number("op_latency_us", d.sim.opLatencyUs, 0, 1e9);
+        d.sim.linkGbps = sim.number("link_gbps", d.sim.linkGbps, 1e-6, 1e9);
+        d.sim.calibration = resolve(baseDir, sim.string("calibration", d.sim.calibration));
+        sim.rejectUnknownKeys();
+        s.rejectUnknownKeys();
+    }
+
+    private static void readMultihost(YamlSection s, TtpipeConfig.MultihostConfig m) {
+        m.enabled = s.bool("enabled", m.enabled);
+        m.numWorkers = s.integer("num_workers", m.numWorkers, 0, 4096);
+        String socket = s.string("socket_type", null);
+        if (socket != null && socket.equalsIgnoreCase("mpi")) {
+            s.problems().add(s.keyPath("socket_type"), socket,
+                    "one of " + String.join(", ", SOCKET_TYPES) + " (ttpipe moves tensors over Aeron instead of MPI: use aeron)");
+        } else {
+            m.socketType = s.choice("socket_type", m.socketType, SOCKET_TYPES);
+        }
+        m.bindHost = s.string("bind_host", m.bindHost);
+        YamlSection p = s.section("pipeline_parallel_config");
+        PipelineReader.read(p, m.pipeline);
+        p.rejectUnknownKeys();
+        s.rejectUnknownKeys();
+    }
+
+    /** Reads pipeline_parallel_config; blocks_per_rank may be a map rank -> count, a list, or "auto". */
+    private static final class PipelineReader {
+        static void read(YamlSection s, TtpipeConfig.PipelineConfig p) {
+            p.numBlocks = s.integer("num_blocks", p.numBlocks, 0, 4096);
+            p.numRanks = s.integer("num_ranks", p.numRanks, 0, 4096);
+            p.numMicrobatches = s.integer("num_microbatches", p.numMicrobatches, 1, 1 << 20);
+            p.schedule = s.string("schedule", p.schedule);
+            p.virtualStages = s.integer("virtual_stages", p.virtualStages, 1, 64);
+            p.mode = s.choice("mode", p.mode, MODES);
+            Node n = s.node("blocks_per_rank");
+            if (n == null || YamlSection.isNull(n)) return;
+            String key = s.keyPath("blocks_per_rank");
+            if (n instanceof ScalarNode sc) {
+                if (sc.getValue().equalsIgnoreCase("auto")) {
+                    p.autoSplit = true;
+                    p.blocksPerRank = new ArrayList<>();
+                } else {
+                    s.problems().add(key, sc.getValue(), "'auto' or a map of rank to block count such as {0: 8, 1: 8}");
+                }
+                return;
+            }
+            Map<Integer, Integer> byRank = new TreeMap<>();
+            if (n instanceof MappingNode mapping) {
+                for (NodeTuple t : mapping.getValue()) {
+                    String k = ((ScalarNode) t.getKeyNode()).getValue();
+                    String v = t.getValueNode() instanceof ScalarNode vs ? vs.getValue() : "(nested)";
+                    int line = YamlSection.line(t.getKeyNode());
+                    try {
+                        int rank = Integer.parseInt(k.trim());
+                        int count = Integer.parseInt(v.trim());
+                        if (rank < 0 || count < 1) throw new NumberFormatException();
+                        if (byRank.put(rank, count) != null) {
+                            s.problems().addRaw(s.problems().file() + ":" + line + ": " + key + "." + k
+                                    + ": rank " + rank + " given twice, expected each rank once");
+                        }
+                    } catch (NumberFormatException e) {
+                        s.problems().addRaw(s.problems().file() + ":" + line + ": " + key + "." + k + ": '" + v
+                                + "' given, expected RANK: BLOCKS with RANK >= 0 and BLOCKS >= 1");
+                    }
+                }
+            } else if (n instanceof org.yaml.snakeyaml.nodes.SequenceNode) {
+                List<Integer> list = s.integers("blocks_per_rank", List.of());
+                for (int i = 0; i < list.size(); i++) byRank.put(i, list.get(i));
+            }
+            p.autoSplit = false;
+            p.blocksPerRank = new ArrayList<>();
+            // Keep gaps visible to the validator: a missing rank becomes 0 (reported there, with the rank).
+            int maxRank = byRank.isEmpty() ? -1 : ((TreeMap<Integer, Integer>) byRank).lastKey();
+            for (int r = 0; r <= maxRank; r++) p.blocksPerRank.add(byRank.getOrDefault(r, 0));
+        }
+    }
+
+    private static TtpipeConfig.RankBinding readRankBinding(YamlSection s) {
+        TtpipeConfig.RankBinding b = new TtpipeConfig.RankBinding();
+        if (!s.has("rank")) s.problems().add(s.path(), "missing 'rank' (every binding names its rank)");
+        b.rank = s.integer("rank", -1, 0, 4096);
+        b.meshId = s.integer("mesh_id", 0, 0, 4096);
+        b.meshHostRank = s.integer("mesh_host_rank", 0, 0, 4096);
+        b.envOverrides = s.stringMap("env_overrides");
+        b.host = s.string("host", b.host);
+        b.controlPort = s.integer("control_port", 0, 0, 65535);
+        b.dataPort = s.integer("data_port", 0, 0, 65535);
+        s.rejectUnknownKeys();
+        return b;
+    }
+
+    private static void readEval(YamlSection s, TtpipeConfig.EvalConfig e) {
+        e.temperature = s.number("temperature", e.temperature, 0, 100);
+        e.topK = s.integer("top_k", e.topK, 0, 1 << 24);
+        e.topP = s.number("top_p", e.topP, 0, 1);
+        e.repetitionPenalty = s.number("repetition_penalty", e.repetitionPenalty, 0, 100);
+        e.sampleTokens = s.integer("sample_tokens", e.sampleTokens, 0, 1 << 20);
+        e.prompt = s.string("prompt", e.prompt);
+        s.rejectUnknownKeys();
+    }
+
+    private static String resolve(Path baseDir, String path) {
+        if (path == null || baseDir == null) return path;
+        Path p = Path.of(path);
+        if (p.isAbsolute()) return path;
+        Path besideConfig = baseDir.resolve(p);
+        // TTML configs name paths relative to the repo they live in; prefer the file beside the config when it exists.
+        return Files.exists(besideConfig) || !Files.exists(p) ? besideConfig.normalize().toString() : path;
+    }
+}

@@ -1,0 +1,195 @@
+package dev.ttpipe.actors.config;
+
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+
+/**
+ * The checks that span keys (blocks_per_rank against num_blocks, heads against the embedding, the
+ * mesh shape against the enabled strategies, ...), run after flags have overridden the file. Every
+ * problem names the file and line of the key (or the flag that set it).
+ */
+public final class ConfigValidator {
+    private ConfigValidator() {
+    }
+
+    public static void validate(TtpipeConfig cfg) {
+        ConfigProblems p = cfg.origins;
+        p.problems().clear(); // validate may run again after more flags were applied
+        checkModel(cfg, p);
+        checkPipeline(cfg, p);
+        checkMesh(cfg, p);
+        checkBatch(cfg, p);
+        checkRankBindings(cfg, p);
+        p.throwIfAny();
+    }
+
+    private static void checkModel(TtpipeConfig cfg, ConfigProblems p) {
+        TtpipeConfig.TransformerConfig t = cfg.transformer;
+        String tc = "transformer_config.";
+        if (t.embeddingDim % t.numHeads != 0) {
+            p.add(tc + "num_heads", t.numHeads + " heads do not divide embedding_dim " + t.embeddingDim
+                    + ", expected a divisor of " + t.embeddingDim);
+        } else if ((t.embeddingDim / t.numHeads) % 2 != 0 && "rope".equals(t.positionalEmbeddingType)) {
+            p.add(tc + "num_heads", "head size " + (t.embeddingDim / t.numHeads)
+                    + " is odd, expected an even head size for rope (embedding_dim / num_heads)");
+        }
+        if (t.numGroups > 0 && t.numHeads % t.numGroups != 0) {
+            p.add(tc + "num_groups", t.numGroups + " key/value groups do not divide num_heads " + t.numHeads
+                    + ", expected a divisor of " + t.numHeads);
+        }
+        if ("gpt2".equals(t.modelType) && t.numGroups > 0 && t.numGroups != t.numHeads) {
+            p.add(tc + "num_groups", t.numGroups + " given for model_type gpt2, expected it absent (grouped-query attention is llama's)");
+        }
+        if (t.sequenceLength > t.maxSequenceLength) {
+            p.add(tc + "sequence_length", t.sequenceLength + " is longer than max_sequence_length "
+                    + t.maxSequenceLength + ", expected <= " + t.maxSequenceLength);
+        }
+    }
+
+    private static void checkPipeline(TtpipeConfig cfg, ConfigProblems p) {
+        TtpipeConfig.PipelineConfig pc = cfg.pipeline();
+        String pp = "multihost_config.pipeline_parallel_config.";
+        int numBlocks = cfg.transformer.numBlocks;
+        if (pc.numBlocks > 0 && pc.numBlocks != numBlocks) {
+            p.add(pp + "num_blocks", pc.numBlocks + " given, expected transformer_config.num_blocks = " + numBlocks);
+        }
+        if (!pc.autoSplit) {
+            List<Integer> bpr = pc.blocksPerRank;
+            StringBuilder missing = new StringBuilder();
+            int sum = 0;
+            for (int r = 0; r < bpr.size(); r++) {
+                if (bpr.get(r) == 0) missing.append(missing.length() == 0 ? "" : ", ").append(r);
+                sum += bpr.get(r);
+            }
+            if (missing.length() > 0) {
+                p.add(pp + "blocks_per_rank", "ranks 0.." + (bpr.size() - 1) + " must each be given at least one block; missing or zero: rank "
+                        + missing);
+            } else if (sum != numBlocks) {
+                p.add(pp + "blocks_per_rank", bpr + " sums to " + sum + ", expected num_blocks = " + numBlocks
+                        + " (" + (sum > numBlocks ? sum - numBlocks + " too many" : numBlocks - sum + " too few") + ")");
+            }
+            if (pc.numRanks > 0 && pc.numRanks != bpr.size()) {
+                p.add(pp + "num_ranks", pc.numRanks + " given, but blocks_per_rank names " + bpr.size()
+                        + " ranks, expected them to agree");
+            }
+        }
+        int ranks = pc.ranks();
+        int stages = ranks * pc.virtualStages;
+        if (pc.autoSplit && stages > numBlocks) {
+            p.add(pp + (pc.virtualStages > 1 ? "virtual_stages" : "num_ranks"), ranks + " ranks x " + pc.virtualStages
+                    + " virtual stages = " + stages + " stages for " + numBlocks + " blocks, expected at most one stage per block");
+        }
+        if (!pc.autoSplit && pc.virtualStages > 1) {
+            for (int r = 0; r < pc.blocksPerRank.size(); r++) {
+                if (pc.blocksPerRank.get(r) > 0 && pc.blocksPerRank.get(r) < pc.virtualStages) {
+                    p.add(pp + "blocks_per_rank", "rank " + r + " has " + pc.blocksPerRank.get(r) + " blocks for "
+                            + pc.virtualStages + " virtual stages, expected at least one block per virtual stage");
+                    break;
+                }
+            }
+        }
+        if (cfg.multihost.numWorkers > 0 && cfg.multihost.numWorkers > ranks) {
+            p.add("multihost_config.num_workers", cfg.multihost.numWorkers + " workers for " + ranks
+                    + " pipeline ranks, expected at most one worker per rank");
+        }
+        ScheduleCheck.check(cfg, p);
+    }
+
+    /**
+     * Mirrors TTML's ParallelismContext: DDP takes the first mesh axis, TP the next; with a [1, N]
+     * mesh and one strategy enabled, that strategy uses the N devices. Every axis with more than one
+     * device must be used by a strategy.
+     */
+    private static void checkMesh(TtpipeConfig cfg, ConfigProblems p) {
+        TtpipeConfig.DeviceConfig d = cfg.device;
+        int rows = d.meshRows(), cols = d.meshCols();
+        String shape = "[" + rows + ", " + cols + "]";
+        String strategies = strategies(d);
+        String expected;
+        if (d.enableDdp && d.enableTp) {
+            if (rows > 1 && cols > 1) return;
+            expected = "[D, T] with D > 1 and T > 1 (DDP on axis 0, TP on axis 1), or enable one strategy";
+        } else if (d.enableDdp || d.enableTp) {
+            if (rows == 1 || cols == 1) return;
+            expected = "a [1, N] mesh for one strategy, or enable both enable_ddp and enable_tp for " + shape;
+        } else {
+            if (rows == 1 && cols == 1) return;
+            expected = "[1, 1] when neither enable_ddp nor enable_tp is set";
+        }
+        p.add("device_config.mesh_shape", shape + " with " + strategies + " cannot be used, expected " + expected);
+    }
+
+    static String strategies(TtpipeConfig.DeviceConfig d) {
+        return "enable_ddp: " + d.enableDdp + ", enable_tp: " + d.enableTp;
+    }
+
+    /** Data-parallel and tensor-parallel sizes of one rank's mesh (valid once checkMesh passed). */
+    public static int ddpSize(TtpipeConfig.DeviceConfig d) {
+        if (!d.enableDdp) return 1;
+        return d.enableTp ? d.meshRows() : d.meshRows() * d.meshCols();
+    }
+
+    public static int tpSize(TtpipeConfig.DeviceConfig d) {
+        if (!d.enableTp) return 1;
+        return d.enableDdp ? d.meshCols() : d.meshRows() * d.meshCols();
+    }
+
+    private static void checkBatch(TtpipeConfig cfg, ConfigProblems p) {
+        int batch = cfg.training.batchSize;
+        int m = cfg.pipeline().numMicrobatches;
+        if (batch % m != 0) {
+            p.add("multihost_config.pipeline_parallel_config.num_microbatches", m + " microbatches do not divide batch_size "
+                    + batch + ", expected a divisor of " + batch);
+            return;
+        }
+        int perMicrobatch = batch / m;
+        int ddp = ddpSize(cfg.device);
+        if (ddp > 1 && perMicrobatch % ddp != 0) {
+            p.add("training_config.batch_size", batch + " / " + m + " microbatches = " + perMicrobatch
+                    + " samples per microbatch, expected a multiple of the DDP size " + ddp + " (mesh_shape "
+                    + cfg.device.meshShape + ")");
+        }
+        int tp = tpSize(cfg.device);
+        TtpipeConfig.TransformerConfig t = cfg.transformer;
+        if (tp > 1) {
+            if (t.numHeads % tp != 0) {
+                p.add("transformer_config.num_heads", t.numHeads + " heads cannot be split over TP size " + tp
+                        + " (mesh_shape " + cfg.device.meshShape + "), expected a multiple of " + tp);
+            }
+            int kv = t.numGroups > 0 ? t.numGroups : t.numHeads;
+            if (kv % tp != 0 && t.numHeads % tp == 0) {
+                p.add("transformer_config.num_groups", kv + " key/value groups cannot be split over TP size " + tp
+                        + ", expected a multiple of " + tp);
+            }
+            if (t.intermediateDim > 0 && t.intermediateDim % tp != 0) {
+                p.add("transformer_config.intermediate_dim", t.intermediateDim + " cannot be split over TP size " + tp
+                        + ", expected a multiple of " + tp);
+            }
+        }
+    }
+
+    private static void checkRankBindings(TtpipeConfig cfg, ConfigProblems p) {
+        if (cfg.rankBindings.isEmpty()) return;
+        Set<Integer> seen = new HashSet<>();
+        for (int i = 0; i < cfg.rankBindings.size(); i++) {
+            int r = cfg.rankBindings.get(i).rank;
+            if (r < 0) continue;
+            if (!seen.add(r)) {
+                p.add("rank_bindings[" + i + "].rank", r + " is bound twice, expected each rank bound once");
+            }
+        }
+        int workers = cfg.multihost.numWorkers > 0 ? cfg.multihost.numWorkers : cfg.pipeline().ranks();
+        for (int r = 0; r < workers; r++) {
+            if (!seen.contains(r)) {
+                p.add("rank_bindings", "rank " + r + " is missing, expected a binding for every rank 0.." + (workers - 1));
+            }
+        }
+        for (int r : seen) {
+            if (r >= workers) {
+                p.add("rank_bindings", "rank " + r + " is bound but the job has " + workers
+                        + " workers, expected ranks 0.." + (workers - 1));
+            }
+        }
+    }
+}

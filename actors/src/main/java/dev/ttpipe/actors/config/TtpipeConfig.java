@@ -1,0 +1,199 @@
+package dev.ttpipe.actors.config;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The typed model of a ttpipe YAML config, shaped like TTML's: {@code training_config},
+ * {@code transformer_config}, {@code device_config}, {@code multihost_config} (with
+ * {@code pipeline_parallel_config}), tt-run style {@code rank_bindings} and {@code eval_config}.
+ *
+ * <p>Built by {@link ConfigLoader}; command-line flags may override fields before
+ * {@link ConfigValidator} checks the whole. Lower modules receive typed values taken from here,
+ * never YAML.
+ */
+public final class TtpipeConfig {
+    /** Where it came from: a file path or "(embedded default)". */
+    public String source = "(defaults)";
+    public final TrainingConfig training = new TrainingConfig();
+    public final TransformerConfig transformer = new TransformerConfig();
+    public final DeviceConfig device = new DeviceConfig();
+    public final MultihostConfig multihost = new MultihostConfig();
+    public final List<RankBinding> rankBindings = new ArrayList<>();
+    public final EvalConfig eval = new EvalConfig();
+    /** Where each key came from (file line or flag), for error messages after loading. */
+    public ConfigProblems origins = new ConfigProblems("(defaults)");
+
+    public PipelineConfig pipeline() {
+        return multihost.pipeline;
+    }
+
+    /** {@code training_config}. */
+    public static final class TrainingConfig {
+        public String projectName = "ttpipe";
+        public int seed = 5489;
+        public int batchSize = 8;
+        public int numEpochs = 1;
+        public int maxSteps = 100;
+        public double learningRate = 3e-4;
+        public double weightDecay = 0.01;
+        /** adamw | sgd */
+        public String optimizer = "adamw";
+        public double beta1 = 0.9;
+        public double beta2 = 0.999;
+        public double epsilon = 1e-8;
+        public double momentum = 0.0;
+        public double dampening = 0.0;
+        public boolean nesterov = false;
+        /** identity | warmup_linear | cosine */
+        public String schedulerType = "identity";
+        public int warmupSteps = 0;
+        public double minLearningRate = 0.0;
+        public boolean useClipGradNorm = false;
+        public double clipGradNormMaxNorm = 1.0;
+        public int gradientAccumulationSteps = 1;
+        /** A UTF-8 text file; null means the generated arithmetic corpus. */
+        public String dataPath = null;
+        /** char (the only tokenizer so far). */
+        public String tokenizerType = "char";
+        public double validationFraction = 0.1;
+        /** Evaluate validation loss every N steps (0: only at the end). */
+        public int evalEvery = 0;
+        public int evalBatches = 4;
+        public int modelSaveInterval = 0;
+        public String checkpointDir = null;
+        /** Parent folder of run directories. */
+        public String runsDir = "runs";
+    }
+
+    /** {@code transformer_config} (TTML nests it in training_config too; both load). */
+    public static final class TransformerConfig {
+        /** gpt2 | llama */
+        public String modelType = "gpt2";
+        /** default | memory_efficient (recompute activations in backward) */
+        public String runnerType = "default";
+        public int numHeads = 6;
+        /** Llama grouped-query attention: key/value heads (0: same as num_heads). */
+        public int numGroups = 0;
+        public int embeddingDim = 384;
+        /** MLP hidden size (0: 4 x embedding for gpt2; TTML's rounding of 8/3 x embedding for llama). */
+        public int intermediateDim = 0;
+        public double dropoutProb = 0.0;
+        public int numBlocks = 6;
+        /** 0: taken from the data's character vocabulary. */
+        public int vocabSize = 0;
+        public int maxSequenceLength = 256;
+        public boolean weightTying = false;
+        /** trainable (gpt2) | rope (llama) */
+        public String positionalEmbeddingType = "trainable";
+        public double theta = 10000.0;
+        /** Sequence length used for training (0: max_sequence_length). */
+        public int sequenceLength = 0;
+
+        public int effectiveSequenceLength() {
+            return sequenceLength > 0 ? sequenceLength : maxSequenceLength;
+        }
+    }
+
+    /** {@code device_config}. */
+    public static final class DeviceConfig {
+        /** cpu | sim | ttnn */
+        public String backend = "cpu";
+        /** The mesh of each pipeline rank (one host's devices in TTML), [rows, cols]. */
+        public List<Integer> meshShape = List.of(1, 1);
+        public boolean enableDdp = false;
+        public boolean enableTp = false;
+        public List<Integer> deviceIds = List.of();
+        public long memoryPerDevice = 12L << 30;
+        /** fp32 | bf16 (storage) */
+        public String dtype = "fp32";
+        /** Compute threads for the cpu backend (0: all cores). */
+        public int threads = 0;
+        /** Path of the bridge library for backend ttnn (null: the reference library from the build). */
+        public String bridgeLibrary = null;
+        public final SimCostConfig sim = new SimCostConfig();
+
+        public int meshRows() {
+            return meshShape.get(0);
+        }
+
+        public int meshCols() {
+            return meshShape.size() > 1 ? meshShape.get(1) : 1;
+        }
+
+        public int devicesPerRank() {
+            return meshRows() * meshCols();
+        }
+    }
+
+    /** {@code device_config.sim}: the cost model of the sim backend. */
+    public static final class SimCostConfig {
+        /** Sustained matmul throughput per device, GFLOP/s. */
+        public double gflops = 100.0;
+        /** Memory bandwidth per device for elementwise ops, GB/s. */
+        public double memoryGbps = 50.0;
+        /** Fixed cost per op (dispatch), microseconds. */
+        public double opLatencyUs = 5.0;
+        /** Collective / point-to-point link bandwidth, GB/s. */
+        public double linkGbps = 25.0;
+        /** A calibration file written by `ttpipe bench calibrate` (null: use the numbers above). */
+        public String calibration = null;
+    }
+
+    /** {@code multihost_config}. */
+    public static final class MultihostConfig {
+        public boolean enabled = false;
+        /** Number of worker processes (hosts); 0: one per pipeline rank. */
+        public int numWorkers = 0;
+        /** local | aeron | fabric */
+        public String socketType = "local";
+        /** Pekko Artery / Aeron bind address when rank_bindings give none. */
+        public String bindHost = "127.0.0.1";
+        public final PipelineConfig pipeline = new PipelineConfig();
+    }
+
+    /** {@code multihost_config.pipeline_parallel_config}. */
+    public static final class PipelineConfig {
+        /** Total transformer blocks (must equal transformer_config.num_blocks). 0: take it from there. */
+        public int numBlocks = 0;
+        /** rank -> blocks; empty with {@link #autoSplit} = true means a cost-balanced split. */
+        public List<Integer> blocksPerRank = new ArrayList<>();
+        public boolean autoSplit = true;
+        /** Pipeline ranks when blocks_per_rank is auto (0: 4). */
+        public int numRanks = 0;
+        public int numMicrobatches = 8;
+        public String schedule = "1f1b";
+        public int virtualStages = 1;
+        /** static (run the schedule's order) | ready_first (run whatever is ready, 1F1B in-flight limit) */
+        public String mode = "static";
+
+        /** Number of pipeline ranks P. */
+        public int ranks() {
+            if (!autoSplit && !blocksPerRank.isEmpty()) return blocksPerRank.size();
+            return numRanks > 0 ? numRanks : 4;
+        }
+    }
+
+    /** One entry of tt-run's {@code rank_bindings}, plus where the rank's process listens. */
+    public static final class RankBinding {
+        public int rank;
+        public int meshId;
+        public int meshHostRank;
+        public java.util.Map<String, String> envOverrides = new java.util.LinkedHashMap<>();
+        public String host = "127.0.0.1";
+        /** Pekko Artery port (0: 25520 + rank). */
+        public int controlPort = 0;
+        /** Aeron UDP port (0: 40456 + rank). */
+        public int dataPort = 0;
+    }
+
+    /** {@code eval_config}: sampling at the end of training. */
+    public static final class EvalConfig {
+        public double temperature = 0.0;
+        public int topK = 0;
+        public double topP = 1.0;
+        public double repetitionPenalty = 1.0;
+        public int sampleTokens = 120;
+        public String prompt = null;
+    }
+}

@@ -1,0 +1,2 @@
+/** ttpipe actors. */
+package dev.ttpipe.actors;

@@ -1,0 +1,23 @@
+package dev.ttpipe.device;
+
+import java.util.List;
+import java.util.Locale;
+
+/** Opens meshes by backend name: {@code cpu} (emulated devices, real math), {@code sim} (cost model, no math), {@code ttnn}. */
+public final class Backends {
+    public static final List<String> NAMES = List.of("cpu", "sim", "ttnn");
+
+    private Backends() {
+    }
+
+    public static MeshDevice open(String backend, MeshShape shape, MeshOptions options) {
+        switch (backend.toLowerCase(Locale.ROOT)) {
+            case "cpu":
+                return dev.ttpipe.device.cpu.CpuMeshDevice.open(shape, options);
+            case "sim":
+                return dev.ttpipe.device.sim.SimMeshDevice.open(shape, options);
+            default:
+                throw new DeviceException("unknown backend '" + backend + "', expected one of " + NAMES);
+        }
+    }
+}

@@ -1,0 +1,189 @@
+package dev.ttpipe.device;
+
+/**
+ * The operations of a submesh, at the granularity TTNN offers them. Every op runs SPMD: each device
+ * applies it to its local pieces, and the output's {@link Layout} follows from the inputs' (the
+ * rules are in {@link dev.ttpipe.device.spi.LayoutRules}; an op whose inputs' layouts cannot give a
+ * well-defined result throws {@link DeviceException} naming the op and the layouts). Shapes in the
+ * docs below are logical (global) shapes; "..." is any number of leading dimensions.
+ *
+ * <p>Ownership: returned tensors belong to the caller. Inputs are never consumed. Methods named
+ * {@code ...Into} / {@code ...InPlace} write into a tensor the caller passes; with
+ * {@code accumulate = false} they overwrite it (no prior zero-fill needed), with {@code true} they
+ * add to it: this is how gradients accumulate over microbatches, overwrite-on-first-write.
+ *
+ * <p>Errors: a shape, dtype or layout mismatch throws {@link DeviceException} naming the op and both
+ * shapes (or the sharded dimension and the axis size that does not divide it); running out of a
+ * device's memory throws {@link DeviceOutOfMemoryException}. Neither leaves anything allocated.
+ *
+ * <p>Compute is fp32. BF16 inputs are read with conversion; outputs take the dtype of the first
+ * tensor input unless stated. INT32 is for token ids.
+ */
+public interface Ops {
+    Submesh submesh();
+
+    // ---- creation and movement -------------------------------------------------------------
+
+    /** Distributes a host array (row-major, the logical shape) per {@code layout} (no Partial). */
+    Tensor fromHost(float[] data, Shape shape, Layout layout, DType dtype);
+
+    /** Distributes host token ids as an INT32 tensor. */
+    Tensor fromHostInts(int[] data, Shape shape, Layout layout);
+
+    /**
+     * Builds a tensor from explicit per-device pieces (row-major device order), for any layout
+     * including Partial (each device's addend). {@code shape} is the logical shape.
+     */
+    Tensor fromHostLocal(float[][] pieces, Shape shape, Layout layout, DType dtype);
+
+    Tensor zeros(Shape shape, Layout layout, DType dtype);
+
+    Tensor full(Shape shape, Layout layout, DType dtype, float value);
+
+    Tensor copy(Tensor x);
+
+    /** Copies {@code src} into {@code dst} (same local shape; dtypes may differ: converts). */
+    void copyInto(Tensor dst, Tensor src);
+
+    Tensor typecast(Tensor x, DType dtype);
+
+    /** A view with a new logical shape (same element count, row-major); shares memory with {@code x}. */
+    Tensor reshape(Tensor x, Shape shape);
+
+    /** A copy with dimensions reordered: output dim i is input dim {@code dims[i]}. */
+    Tensor permute(Tensor x, int... dims);
+
+    // ---- matmul ----------------------------------------------------------------------------
+
+    /**
+     * {@code op(a) @ op(b)} where op transposes the last two dims when asked. a: [..., M, K] (as
+     * given before the transpose), b: [K, N] or [..., K, N] with the same leading dims as a.
+     */
+    Tensor matmul(Tensor a, Tensor b, boolean transposeA, boolean transposeB);
+
+    /** {@code out = alpha * op(a) @ op(b) + beta * out}; beta = 0 ignores out's contents. */
+    void matmulInto(Tensor out, Tensor a, Tensor b, boolean transposeA, boolean transposeB, float alpha, float beta);
+
+    /** {@code y = x @ w^T + bias}: x [..., in], w [out, in], bias [out] or null. */
+    Tensor linear(Tensor x, Tensor w, Tensor bias);
+
+    // ---- embedding -------------------------------------------------------------------------
+
+    /** Rows of {@code table} [V, D] picked by INT32 {@code ids} [...]: output [..., D]. */
+    Tensor embedding(Tensor ids, Tensor table);
+
+    /** Scatter-adds {@code dOut} [..., D] into {@code dTable} [V, D] at rows {@code ids}. */
+    void embeddingBackward(Tensor ids, Tensor dOut, Tensor dTable, boolean accumulate);
+
+    // ---- normalisation ---------------------------------------------------------------------
+
+    /** LayerNorm over the last dim: y = (x - mean) * rstd * gamma + beta; gamma, beta: [D]. */
+    NormOutput layerNorm(Tensor x, Tensor gamma, Tensor beta, float eps);
+
+    Tensor layerNormBackwardInput(Tensor dy, Tensor x, Tensor gamma, Tensor mean, Tensor rstd);
+
+    /** dGamma = sum(dy * xhat), dBeta = sum(dy) over all rows (either may be null to skip). */
+    void layerNormBackwardWeight(Tensor dy, Tensor x, Tensor mean, Tensor rstd, Tensor dGamma, Tensor dBeta,
+                                 boolean accumulate);
+
+    /** RMSNorm over the last dim: y = x * rstd * gamma, rstd = 1 / sqrt(mean(x^2) + eps). mean is null. */
+    NormOutput rmsNorm(Tensor x, Tensor gamma, float eps);
+
+    Tensor rmsNormBackwardInput(Tensor dy, Tensor x, Tensor gamma, Tensor rstd);
+
+    void rmsNormBackwardWeight(Tensor dy, Tensor x, Tensor rstd, Tensor dGamma, boolean accumulate);
+
+    // ---- softmax, activations, rotary --------------------------------------------------------
+
+    /**
+     * Softmax over the last dim of {@code scale * x}. With {@code causal}, x is [..., Tq, Tk] and
+     * query i attends to keys j <= i + (Tk - Tq); masked entries are 0 in the output.
+     */
+    Tensor softmax(Tensor x, float scale, boolean causal);
+
+    /** Gradient w.r.t. the softmax input, given its output y: scale * y * (dy - sum(dy * y)). */
+    Tensor softmaxBackward(Tensor y, Tensor dy, float scale);
+
+    /** GELU, tanh approximation (GPT-2's). */
+    Tensor gelu(Tensor x);
+
+    Tensor geluBackward(Tensor dy, Tensor x);
+
+    Tensor silu(Tensor x);
+
+    Tensor siluBackward(Tensor dy, Tensor x);
+
+    /**
+     * Rotary position embedding on x [B, H, T, hd] (pairs (2i, 2i+1) rotated by t * theta^(-2i/hd));
+     * {@code inverse} rotates the other way (the backward).
+     */
+    Tensor rope(Tensor x, float theta, boolean inverse);
+
+    // ---- elementwise and reductions ----------------------------------------------------------
+
+    /** a + b; b has a's shape or a's trailing dims (broadcast over a's leading dims). */
+    Tensor add(Tensor a, Tensor b);
+
+    /** a * b elementwise; b has a's shape or a's trailing dims. */
+    Tensor mul(Tensor a, Tensor b);
+
+    Tensor scale(Tensor a, float s);
+
+    /** a += alpha * b (same shape). */
+    void addInPlace(Tensor a, Tensor b, float alpha);
+
+    void scaleInPlace(Tensor a, float s);
+
+    /** Sum over every dim but the last into {@code out} [N] (a bias gradient). */
+    void sumRows(Tensor x, Tensor out, boolean accumulate);
+
+    /** Sum over dimension {@code dim}. */
+    Tensor sum(Tensor x, int dim, boolean keepDim);
+
+    /** Sum of squares of the logical tensor, to the host (shards added, replicas counted once). */
+    double sumSquares(Tensor x);
+
+    /** Repeats each slice of dim {@code dim} {@code repeats} times in place order (k -> k,k,..): GQA's key/value heads. */
+    Tensor repeatInterleave(Tensor x, int dim, int repeats);
+
+    /** The backward of {@link #repeatInterleave}: sums each run of {@code groupSize} slices of {@code dim}. */
+    Tensor sumGroups(Tensor x, int dim, int groupSize);
+
+    // ---- loss ---------------------------------------------------------------------------------
+
+    /** Cross-entropy of logits [N, V] (or [..., V]) against INT32 targets [N] (or [...]). */
+    LossOutput crossEntropy(Tensor logits, Tensor targets, int ignoreIndex);
+
+    /** d(scale * sum of losses)/d(logits) = scale * (softmax - onehot); rows with the ignore index are 0. */
+    Tensor crossEntropyBackward(Tensor logits, Tensor targets, int ignoreIndex, float scale);
+
+    // ---- dropout --------------------------------------------------------------------------------
+
+    /**
+     * Inverted dropout with probability p; the mask is a pure function of (seed, logical element
+     * index), so it is the same whatever the layout or device count.
+     */
+    Tensor dropout(Tensor x, float p, long seed);
+
+    Tensor dropoutBackward(Tensor dy, float p, long seed);
+
+    // ---- optimizer kernels (in place, on every device's copy) -----------------------------------
+
+    void adamw(Tensor param, Tensor grad, Tensor expAvg, Tensor expAvgSq, AdamWParams p);
+
+    /** {@code momentumBuffer} may be null when momentum is 0. */
+    void sgd(Tensor param, Tensor grad, Tensor momentumBuffer, SgdParams p);
+
+    // ---- collectives over one submesh axis --------------------------------------------------------
+
+    /** Shard(dim) on {@code axis} -> Replicate: every device gets the concatenation. */
+    Tensor allGather(Tensor x, int dim, int axis);
+
+    /** Partial on {@code axis} -> Shard(dim): sums the addends and leaves slice i on device i. */
+    Tensor reduceScatter(Tensor x, int dim, int axis);
+
+    /** Partial (or Replicate) on {@code axis} -> Replicate: every device gets the sum (or mean). */
+    Tensor allReduce(Tensor x, int axis, ReduceOp op);
+
+    void allReduceInPlace(Tensor x, int axis, ReduceOp op);
+}

@@ -1,0 +1,7 @@
+package dev.ttpipe.device;
+
+/** Reduction of a collective. */
+public enum ReduceOp {
+    SUM,
+    MEAN
+}

@@ -1,0 +1,2 @@
+/** ttpipe device-bridge. */
+package dev.ttpipe.device;

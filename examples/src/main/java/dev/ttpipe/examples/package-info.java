@@ -1,0 +1,2 @@
+/** ttpipe examples. */
+package dev.ttpipe.examples;

@@ -1,0 +1,2 @@
+/** ttpipe schedules. */
+package dev.ttpipe.schedules;

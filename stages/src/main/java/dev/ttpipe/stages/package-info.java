@@ -1,0 +1,2 @@
+/** ttpipe stages. */
+package dev.ttpipe.stages;

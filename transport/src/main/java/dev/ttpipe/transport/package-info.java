@@ -1,0 +1,2 @@
+/** ttpipe transport. */
+package dev.ttpipe.transport;
