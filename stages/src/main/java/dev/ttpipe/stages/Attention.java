@@ -1,0 +1,191 @@
+package dev.ttpipe.stages;
+
+import dev.ttpipe.device.Ops;
+import dev.ttpipe.device.ReduceOp;
+import dev.ttpipe.device.Shape;
+import dev.ttpipe.device.Tensor;
+
+/**
+ * Causal multi-head self-attention. GPT-2: q, k, v and output projections with biases. Llama:
+ * no biases, rotary positions on q and k, and grouped-query attention (numKvHeads key/value heads,
+ * each shared by numHeads / numKvHeads query heads). Under tensor parallelism the heads are split:
+ * q, k, v are column-parallel, the output projection row-parallel (Megatron).
+ *
+ * <pre>
+ *   q, k, v = x Wq^T, x Wk^T, x Wv^T        [b, T, H*hd]  (k, v: [b, T, Hkv*hd])
+ *   Q, K, V = heads(q, k, v)                [b, H, T, hd] (rope on Q, K; K, V repeated per group)
+ *   A = softmax(Q K^T / sqrt(hd), causal)   [b, H, T, T]
+ *   O = A V                                 [b, H, T, hd]
+ *   y = merge(O) Wo^T                       [b, T, D]
+ * </pre>
+ */
+final class Attention {
+    private final StageContext c;
+    private final Linear wq, wk, wv, wo;
+    private final int heads, kvHeads, headDim;
+    private final float scale;
+    private final boolean rope;
+    private final Slots<Saved> saved = new Slots<>();
+
+    private record Saved(Tensor q, Tensor k, Tensor v, Tensor att) {
+        void close() {
+            q.close();
+            k.close();
+            v.close();
+            att.close();
+        }
+    }
+
+    Attention(StageContext c, String name, int block) {
+        this.c = c;
+        ModelSpec s = c.spec;
+        int d = s.embeddingDim();
+        this.heads = s.numHeads();
+        this.kvHeads = s.numKvHeads();
+        this.headDim = s.headDim();
+        this.scale = (float) (1.0 / Math.sqrt(headDim));
+        this.rope = s.isLlama();
+        boolean bias = !s.isLlama();
+        double std = 0.02, projStd = 0.02 / Math.sqrt(2.0 * s.numBlocks());
+        this.wq = new Linear(c, name + ".wq", d, heads * headDim, bias, Linear.Split.COLUMN, std);
+        this.wk = new Linear(c, name + ".wk", d, kvHeads * headDim, bias, Linear.Split.COLUMN, std);
+        this.wv = new Linear(c, name + ".wv", d, kvHeads * headDim, bias, Linear.Split.COLUMN, std);
+        this.wo = new Linear(c, name + ".wo", heads * headDim, d, bias, Linear.Split.ROW, projStd);
+    }
+
+    Tensor forward(Micro m, Tensor x) {
+        Ops ops = c.ops;
+        int b = x.shape().dim(0), t = x.shape().dim(1);
+        Tensor q = splitHeads(wq.forward(m, x), b, t, heads, true);
+        Tensor k = expand(splitHeads(wk.forward(m, x), b, t, kvHeads, true));
+        Tensor v = expand(splitHeads(wv.forward(m, x), b, t, kvHeads, false));
+        Tensor att;
+        try (Tensor scores = ops.matmul(q, k, false, true)) {        // [b, H, T, T]
+            att = ops.softmax(scores, scale, true);
+        }
+        Tensor merged;
+        try (Tensor o = ops.matmul(att, v, false, false)) {          // [b, H, T, hd]
+            merged = mergeHeads(o, b, t);
+        }
+        Tensor y;
+        try (merged) {
+            y = wo.forward(m, merged);
+        }
+        if (m.stash()) {
+            saved.put(m.mb(), new Saved(q, k, v, att));
+        } else {
+            q.close();
+            k.close();
+            v.close();
+            att.close();
+        }
+        return y;
+    }
+
+    Tensor backwardInput(Micro m, Tensor dy) {
+        Ops ops = c.ops;
+        Saved s = saved.remove(m.mb());
+        int b = dy.shape().dim(0), t = dy.shape().dim(1);
+        try {
+            Tensor dO;
+            try (Tensor dMerged = wo.backwardInput(m, dy)) {               // [b, T, H*hd]
+                dO = splitHeadsNoRope(dMerged, b, t, heads);                // [b, H, T, hd]
+            }
+            Tensor dQ, dK, dV;
+            try (dO) {
+                Tensor dS;
+                try (Tensor dA = ops.matmul(dO, s.v, false, true)) {        // [b, H, T, T]
+                    dS = ops.softmaxBackward(s.att, dA, scale);
+                }
+                dV = ops.matmul(s.att, dO, true, false);                    // [b, H, T, hd]
+                try (dS) {
+                    dQ = ops.matmul(dS, s.k, false, false);
+                    dK = ops.matmul(dS, s.q, true, false);
+                }
+            }
+            Tensor dq = mergeHeadsGrad(dQ, b, t, heads, true);
+            Tensor dk = mergeHeadsGrad(collapse(dK), b, t, kvHeads, true);
+            Tensor dv = mergeHeadsGrad(collapse(dV), b, t, kvHeads, false);
+            try (dq; dk; dv) {
+                Tensor dx = wq.backwardInputPartial(m, dq);
+                wk.backwardInputInto(m, dk, dx);
+                wv.backwardInputInto(m, dv, dx);
+                if (wq.columnParallel()) ops.allReduceInPlace(dx, c.par.tpAxis(), ReduceOp.SUM);
+                return dx;
+            }
+        } finally {
+            s.close();
+        }
+    }
+
+    void backwardWeight(Micro m) {
+        wq.backwardWeight(m);
+        wk.backwardWeight(m);
+        wv.backwardWeight(m);
+        wo.backwardWeight(m);
+    }
+
+    /** [b, T, n*hd] -> [b, n, T, hd] (rotary applied when asked and the model uses it); closes its input. */
+    private Tensor splitHeads(Tensor flat, int b, int t, int n, boolean rotary) {
+        Tensor h = splitHeadsNoRope(flat, b, t, n);
+        flat.close();
+        if (rotary && rope) {
+            try (h) {
+                return c.ops.rope(h, c.spec.ropeTheta(), false);
+            }
+        }
+        return h;
+    }
+
+    private Tensor splitHeadsNoRope(Tensor flat, int b, int t, int n) {
+        try (Tensor v4 = c.ops.reshape(flat, Shape.of(b, t, n, headDim))) {
+            return c.ops.permute(v4, 0, 2, 1, 3);
+        }
+    }
+
+    /** [b, H, T, hd] -> [b, T, H*hd]. */
+    private Tensor mergeHeads(Tensor o, int b, int t) {
+        try (Tensor p = c.ops.permute(o, 0, 2, 1, 3)) {
+            Tensor flat = c.ops.reshape(p, Shape.of(b, t, o.shape().dim(1) * headDim));
+            return flat;
+        }
+    }
+
+    /** Gradient [b, n, T, hd] -> [b, T, n*hd], undoing rotary when the forward applied it; closes its input. */
+    private Tensor mergeHeadsGrad(Tensor g, int b, int t, int n, boolean rotary) {
+        Tensor h;
+        if (rotary && rope) {
+            h = c.ops.rope(g, c.spec.ropeTheta(), true);
+            g.close();
+        } else {
+            h = g;
+        }
+        try (h) {
+            return mergeHeads(h, b, t);
+        }
+    }
+
+    /** Grouped-query attention: repeat each key/value head for its group of query heads. Closes its input. */
+    private Tensor expand(Tensor kv) {
+        if (kvHeads == heads) return kv;
+        try (kv) {
+            return c.ops.repeatInterleave(kv, 1, heads / kvHeads);
+        }
+    }
+
+    /** The backward of {@link #expand}: sum the gradients of each group. Closes its input. */
+    private Tensor collapse(Tensor g) {
+        if (kvHeads == heads) return g;
+        try (g) {
+            return c.ops.sumGroups(g, 1, heads / kvHeads);
+        }
+    }
+
+    void dropSaved() {
+        saved.drain().forEach(Saved::close);
+        wq.dropSaved();
+        wk.dropSaved();
+        wv.dropSaved();
+        wo.dropSaved();
+    }
+}

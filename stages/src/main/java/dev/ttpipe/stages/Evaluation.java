@@ -1,0 +1,106 @@
+package dev.ttpipe.stages;
+
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.Ops;
+import dev.ttpipe.device.Tensor;
+import dev.ttpipe.stages.data.Batch;
+
+import java.util.List;
+
+/**
+ * Validation loss and text generation through a chain of stages (one stage for a whole model, or a
+ * pipeline's stages in order, moving activations between submeshes with {@link Ops#adopt}).
+ */
+public final class Evaluation {
+    private Evaluation() {
+    }
+
+    /** Mean cross-entropy (nats per token) of {@code batches}, no training. */
+    public static double meanLoss(List<Stage> stages, List<Batch> batches) {
+        double sum = 0;
+        long count = 0;
+        for (Batch b : batches) {
+            float[] logits;
+            try (Tensor out = run(stages, b.inputs(), b.size(), b.seqLen())) {
+                logits = out.toHost();
+            }
+            int v = logits.length / (b.size() * b.seqLen());
+            for (int i = 0; i < b.size() * b.seqLen(); i++) {
+                int target = b.targets()[i];
+                if (target == Head.IGNORE_INDEX) continue;
+                double max = Double.NEGATIVE_INFINITY;
+                for (int j = 0; j < v; j++) max = Math.max(max, logits[i * v + j]);
+                double z = 0;
+                for (int j = 0; j < v; j++) z += Math.exp(logits[i * v + j] - max);
+                sum += Math.log(z) + max - logits[i * v + target];
+                count++;
+            }
+        }
+        return count == 0 ? Double.NaN : sum / count;
+    }
+
+    /**
+     * Continues {@code prompt} by {@code n} tokens: greedy when {@code temperature} is 0, otherwise
+     * sampling from softmax(logits / temperature) (restricted to the {@code topK} most likely when > 0)
+     * with a generator seeded by {@code seed}.
+     */
+    public static int[] generate(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed) {
+        int maxSeq = stages.get(0).spec().maxSequenceLength();
+        int[] out = java.util.Arrays.copyOf(prompt, prompt.length + n);
+        java.util.Random rng = new java.util.Random(seed);
+        for (int i = prompt.length; i < out.length; i++) {
+            int start = Math.max(0, i - maxSeq);
+            int[] ctx = java.util.Arrays.copyOfRange(out, start, i);
+            float[] logits;
+            try (Tensor t = run(stages, ctx, 1, ctx.length)) {
+                logits = t.toHost();
+            }
+            int v = logits.length / ctx.length;
+            int base = (ctx.length - 1) * v;
+            out[i] = pick(logits, base, v, temperature, topK, rng);
+        }
+        return out;
+    }
+
+    private static int pick(float[] logits, int base, int v, double temperature, int topK, java.util.Random rng) {
+        int best = 0;
+        for (int j = 1; j < v; j++) if (logits[base + j] > logits[base + best]) best = j;
+        if (temperature <= 0) return best;
+        double[] p = new double[v];
+        double cutoff = Double.NEGATIVE_INFINITY;
+        if (topK > 0 && topK < v) {
+            float[] sorted = java.util.Arrays.copyOfRange(logits, base, base + v);
+            java.util.Arrays.sort(sorted);
+            cutoff = sorted[v - topK];
+        }
+        double z = 0;
+        for (int j = 0; j < v; j++) {
+            p[j] = logits[base + j] < cutoff ? 0 : Math.exp((logits[base + j] - logits[base + best]) / temperature);
+            z += p[j];
+        }
+        double r = rng.nextDouble() * z;
+        for (int j = 0; j < v; j++) {
+            r -= p[j];
+            if (r <= 0) return j;
+        }
+        return best;
+    }
+
+    /** Runs ids [b, T] through the stages; returns the last stage's logits (the caller closes them). */
+    static Tensor run(List<Stage> stages, int[] ids, int batch, int seqLen) {
+        Stage first = stages.get(0);
+        Parallelism par = first.parallelism();
+        Tensor x = par.ddp() && batch % par.ddpSize() != 0
+                ? first.submesh().ops().fromHostInts(ids, dev.ttpipe.device.Shape.of(batch, seqLen), dev.ttpipe.device.Layout.REPLICATED)
+                : Inputs.ids(first.submesh().ops(), par, ids, batch, seqLen);
+        for (Stage s : stages) {
+            if (x.submesh() != s.submesh()) x = s.submesh().ops().adopt(x);
+            x = s.infer(x);
+        }
+        return x;
+    }
+
+    static DType idsType() {
+        return DType.INT32;
+    }
+}

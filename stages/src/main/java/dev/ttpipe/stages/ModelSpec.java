@@ -1,0 +1,105 @@
+package dev.ttpipe.stages;
+
+/**
+ * The shape of a transformer, as TTML's {@code transformer_config}. GPT-2 (nanoGPT: learned
+ * positions, LayerNorm, GELU MLP, biases) or Llama (RMSNorm, RoPE, SwiGLU, grouped-query attention,
+ * no biases).
+ *
+ * @param numKvHeads      key/value heads (Llama GQA); equal to numHeads for GPT-2
+ * @param intermediateDim MLP hidden size
+ * @param recompute       TTML's {@code runner_type: memory_efficient}: keep only each block's input
+ *                        in forward and recompute the rest in backward
+ */
+public record ModelSpec(ModelType type, int vocabSize, int embeddingDim, int numHeads, int numKvHeads,
+                        int numBlocks, int intermediateDim, int maxSequenceLength, float dropout,
+                        boolean weightTying, float ropeTheta, boolean recompute) {
+
+    public enum ModelType { GPT2, LLAMA }
+
+    public ModelSpec {
+        if (embeddingDim % numHeads != 0) {
+            throw new StagesException("transformer_config.num_heads: " + numHeads + " heads do not divide embedding_dim "
+                    + embeddingDim);
+        }
+        if (numHeads % numKvHeads != 0) {
+            throw new StagesException("transformer_config.num_groups: " + numKvHeads + " key/value heads do not divide num_heads "
+                    + numHeads);
+        }
+        if (vocabSize < 1) throw new StagesException("transformer_config.vocab_size: " + vocabSize + ", expected >= 1");
+    }
+
+    public static ModelSpec gpt2(int vocab, int dim, int heads, int blocks, int maxSeq) {
+        return new ModelSpec(ModelType.GPT2, vocab, dim, heads, heads, blocks, 4 * dim, maxSeq, 0f, false, 10000f, false);
+    }
+
+    public static ModelSpec llama(int vocab, int dim, int heads, int kvHeads, int blocks, int maxSeq) {
+        return new ModelSpec(ModelType.LLAMA, vocab, dim, heads, kvHeads, blocks, llamaIntermediate(dim), maxSeq, 0f,
+                false, 10000f, false);
+    }
+
+    /** TTML/Llama's MLP size: 2/3 of 4 x dim, rounded up to a multiple of 256 (of 32 for small models). */
+    public static int llamaIntermediate(int dim) {
+        int hidden = 2 * 4 * dim / 3;
+        int multiple = dim >= 1024 ? 256 : 32;
+        return multiple * ((hidden + multiple - 1) / multiple);
+    }
+
+    public int headDim() {
+        return embeddingDim / numHeads;
+    }
+
+    public boolean isLlama() {
+        return type == ModelType.LLAMA;
+    }
+
+    public ModelSpec withDropout(float p) {
+        return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim,
+                maxSequenceLength, p, weightTying, ropeTheta, recompute);
+    }
+
+    public ModelSpec withRecompute(boolean r) {
+        return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim,
+                maxSequenceLength, dropout, weightTying, ropeTheta, r);
+    }
+
+    public ModelSpec withWeightTying(boolean tie) {
+        return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim,
+                maxSequenceLength, dropout, tie, ropeTheta, recompute);
+    }
+
+    public ModelSpec withVocabSize(int v) {
+        return new ModelSpec(type, v, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim,
+                maxSequenceLength, dropout, weightTying, ropeTheta, recompute);
+    }
+
+    public ModelSpec withIntermediateDim(int d) {
+        return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, d,
+                maxSequenceLength, dropout, weightTying, ropeTheta, recompute);
+    }
+
+    /** Parameters of one transformer block. */
+    public long blockParameters() {
+        long d = embeddingDim, kv = (long) numKvHeads * headDim(), f = intermediateDim;
+        long attn = d * d * 2 + d * kv * 2;
+        if (isLlama()) return attn + 3 * d * f + 2 * d;
+        return attn + 4 * d + 2 * kv + 2 * d * f + f + d + 4 * d;
+    }
+
+    /**
+     * Model FLOPs of one block, forward and backward, for {@code tokens} tokens of context {@code seq}:
+     * 6 per parameter per token plus attention's 12 x dim x seq per token (PaLM / nanoGPT's count).
+     */
+    public double blockTrainingFlops(long tokens, int seq) {
+        return 6.0 * blockParameters() * tokens + 12.0 * embeddingDim * (double) seq * tokens;
+    }
+
+    /** Model FLOPs of the LM head (forward and backward) for {@code tokens} tokens. */
+    public double headTrainingFlops(long tokens) {
+        return 6.0 * embeddingDim * (double) vocabSize * tokens;
+    }
+
+    /** Model FLOPs of a whole training step over {@code tokens} tokens with context {@code seq}. */
+    public double trainingFlops(long tokens, int seq) {
+        return numBlocks * blockTrainingFlops(tokens, seq) + headTrainingFlops(tokens);
+    }
+}

@@ -1,0 +1,112 @@
+package dev.ttpipe.stages;
+
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.Layout;
+import dev.ttpipe.device.Ops;
+import dev.ttpipe.device.ReduceOp;
+import dev.ttpipe.device.Shape;
+import dev.ttpipe.device.Tensor;
+
+/**
+ * A trainable parameter on a stage's submesh: its value, its gradient accumulator and optimizer
+ * state. Gradients accumulate overwrite-on-first-write: the first contribution of a step writes the
+ * accumulator (no zero-fill), later ones add to it; {@link #firstWrite()} says which is due.
+ *
+ * <p>With DDP the accumulator is a pending sum over the DDP axis (each device holds its own
+ * microbatch shard's contribution) until {@link #reduce} all-reduces it.
+ */
+public final class Param implements AutoCloseable {
+    private final String name;
+    private final Tensor value;
+    private final Layout gradLayout;
+    private final boolean decay;
+    private Tensor grad;
+    private Tensor reducedGrad;
+    private boolean gradWritten;
+    Tensor expAvg;
+    Tensor expAvgSq;
+
+    Param(String name, Tensor value, Layout gradLayout, boolean decay) {
+        this.name = name;
+        this.value = value;
+        this.gradLayout = gradLayout;
+        this.decay = decay;
+    }
+
+    public String name() {
+        return name;
+    }
+
+    public Tensor value() {
+        return value;
+    }
+
+    public Shape shape() {
+        return value.shape();
+    }
+
+    /** Whether weight decay applies (matrices and embeddings; not biases and norm gains, as nanoGPT). */
+    public boolean decays() {
+        return decay;
+    }
+
+    /** The accumulator, allocated on first use. */
+    public Tensor grad() {
+        if (grad == null) {
+            grad = value.submesh().ops().zeros(value.shape(), gradLayout, DType.FP32);
+        }
+        return grad;
+    }
+
+    /** True when the next contribution must overwrite (the first of this step). */
+    public boolean firstWrite() {
+        return !gradWritten;
+    }
+
+    /** Records that a contribution was written; returns whether it had to accumulate. */
+    public boolean markWritten() {
+        boolean accumulate = gradWritten;
+        gradWritten = true;
+        return accumulate;
+    }
+
+    public boolean hasGrad() {
+        return gradWritten;
+    }
+
+    /** Completes the gradient: all-reduces the DDP partial sums. Idempotent within a step. */
+    public void reduce(Parallelism par) {
+        if (!gradWritten || reducedGrad != null) return;
+        Ops ops = value.submesh().ops();
+        reducedGrad = par.ddp() ? ops.allReduce(grad, par.ddpAxis(), ReduceOp.SUM) : null;
+    }
+
+    /** The complete gradient of this step (after {@link #reduce}); null when nothing was written. */
+    public Tensor fullGrad() {
+        if (!gradWritten) return null;
+        return reducedGrad != null ? reducedGrad : grad;
+    }
+
+    /** Ends the step: the next contribution overwrites the accumulator. */
+    public void clearGrad() {
+        gradWritten = false;
+        if (reducedGrad != null) {
+            reducedGrad.close();
+            reducedGrad = null;
+        }
+    }
+
+    @Override
+    public void close() {
+        value.close();
+        if (grad != null) grad.close();
+        if (reducedGrad != null) reducedGrad.close();
+        if (expAvg != null) expAvg.close();
+        if (expAvgSq != null) expAvgSq.close();
+    }
+
+    @Override
+    public String toString() {
+        return name + value.shape();
+    }
+}

@@ -1,0 +1,261 @@
+package dev.ttpipe.stages;
+
+import dev.ttpipe.device.DeviceException;
+import dev.ttpipe.device.LossOutput;
+import dev.ttpipe.device.Submesh;
+import dev.ttpipe.device.Tensor;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+
+/**
+ * One pipeline stage: a slice of the model on a submesh that runs forward (F), backward-input (I),
+ * backward-weight (W) and full backward (B = I then W) one microbatch at a time, keeping what
+ * backward needs in a per-microbatch stash that is freed as soon as the microbatch's W has run.
+ *
+ * <p>Ownership: {@link #forward} and {@link #backwardInput} take ownership of the tensor passed in
+ * (activation or gradient, already on this stage's submesh) and return a tensor the caller owns
+ * (null where there is nothing to pass on: the last stage's forward, the first stage's backward).
+ *
+ * <p>{@code pass} numbers the forward pass (optimizer step x accumulation steps + accumulation
+ * index); dropout masks are a function of (seed, pass, layer, element position in the batch), so a
+ * pipelined run and the reference trainer draw the same masks.
+ *
+ * <p>Not thread-safe: one thread (the stage's device queue) drives it.
+ */
+public final class Stage implements AutoCloseable {
+    private final StageSlice slice;
+    private final StageContext c;
+    private final Embeddings embeddings;
+    private final List<Block> blocks = new ArrayList<>();
+    private final Head head;
+    private final Slots<Boolean> inFlight = new Slots<>();
+
+    public Stage(ModelSpec spec, StageSlice slice, Submesh submesh, Parallelism par, long seed) {
+        this.slice = slice;
+        this.c = new StageContext(submesh, par, spec, seed);
+        try {
+            this.embeddings = slice.embedding() ? new Embeddings(c) : null;
+            for (int i = slice.firstBlock(); i < slice.endBlock(); i++) blocks.add(new Block(c, i));
+            if (slice.head() && spec.weightTying() && embeddings == null) {
+                throw new StagesException("transformer_config.weight_tying: the head and the token embedding are on different"
+                        + " stages (" + slice + "); expected weight tying only when one stage holds both");
+            }
+            this.head = slice.head() ? new Head(c, spec.weightTying() ? embeddings.tokens : null) : null;
+        } catch (RuntimeException e) {
+            c.params.forEach(Param::close);
+            throw e;
+        }
+    }
+
+    public StageSlice slice() {
+        return slice;
+    }
+
+    public int index() {
+        return slice.index();
+    }
+
+    public boolean isFirst() {
+        return embeddings != null;
+    }
+
+    public boolean isLast() {
+        return head != null;
+    }
+
+    public Submesh submesh() {
+        return c.submesh;
+    }
+
+    public Parallelism parallelism() {
+        return c.par;
+    }
+
+    public ModelSpec spec() {
+        return c.spec;
+    }
+
+    /** Parameters in a stable order (embeddings, blocks, head). */
+    public List<Param> parameters() {
+        return Collections.unmodifiableList(c.params);
+    }
+
+    /** Targets (INT32 [b, T], on this submesh) and the loss gradient's scale for microbatch {@code mb}; last stage only. */
+    public void setTargets(int mb, Tensor targets, float lossScale) {
+        if (head == null) {
+            targets.close();
+            throw new IllegalStateException(slice + " is not the last stage; targets go to the last stage");
+        }
+        head.setTargets(mb, targets, lossScale);
+    }
+
+    /**
+     * F: the first stage takes token ids [b, T]; the others the previous stage's activation [b, T, D].
+     * Returns the activation for the next stage, or null on the last stage (whose loss is then {@link #loss}).
+     */
+    public Tensor forward(int pass, int mb, Tensor input) {
+        Micro m = Micro.training(pass, mb);
+        Tensor x = input;
+        try {
+            if (embeddings != null) {
+                try (Tensor ids = x) {
+                    x = embeddings.forward(m, ids);
+                }
+            }
+            for (Block b : blocks) {
+                try (Tensor in = x) {
+                    x = b.forward(m, in);
+                }
+            }
+            inFlight.put(mb, Boolean.TRUE);
+            if (head != null) {
+                try (Tensor in = x) {
+                    head.forward(m, in);
+                }
+                return null;
+            }
+            return x;
+        } catch (RuntimeException e) {
+            if (x != null && !x.isClosed()) x.close();
+            throw e;
+        }
+    }
+
+    /**
+     * Inference forward, no stash and no dropout: the first stage takes token ids [b, T]; returns the
+     * activation for the next stage, or on the last stage the logits [b, T, V]. Takes ownership of the input.
+     */
+    public Tensor infer(Tensor input) {
+        Micro m = Micro.INFERENCE;
+        Tensor x = input;
+        try {
+            if (embeddings != null) {
+                try (Tensor ids = x) {
+                    x = embeddings.forward(m, ids);
+                }
+            }
+            for (Block b : blocks) {
+                try (Tensor in = x) {
+                    x = b.forward(m, in);
+                }
+            }
+            if (head != null) {
+                try (Tensor in = x) {
+                    x = head.logits(m, in);
+                }
+            }
+            return x;
+        } catch (RuntimeException e) {
+            if (x != null && !x.isClosed()) x.close();
+            throw e;
+        }
+    }
+
+    /** The loss of microbatch {@code mb} (last stage, after its forward). */
+    public LossOutput loss(int mb) {
+        return head.loss(mb);
+    }
+
+    /**
+     * I: the gradient w.r.t. this stage's input, given the gradient w.r.t. its output ({@code dOut};
+     * null on the last stage, which starts from the loss). Returns null on the first stage.
+     * Saves what {@link #backwardWeight} needs.
+     */
+    public Tensor backwardInput(int pass, int mb, Tensor dOut) {
+        Micro m = Micro.training(pass, mb);
+        Tensor g = dOut;
+        try {
+            if (head != null) {
+                if (g != null) g.close();
+                g = head.backwardInput(m);
+            } else if (g == null) {
+                throw new IllegalArgumentException(slice + ": backward of microbatch " + mb + " needs the output gradient");
+            }
+            for (int i = blocks.size() - 1; i >= 0; i--) {
+                try (Tensor in = g) {
+                    g = blocks.get(i).backwardInput(m, in);
+                }
+            }
+            if (embeddings != null) {
+                try (Tensor in = g) {
+                    embeddings.backwardInput(m, in);
+                }
+                return null;
+            }
+            return g;
+        } catch (RuntimeException e) {
+            if (g != null && !g.isClosed()) g.close();
+            throw e;
+        }
+    }
+
+    /** W: accumulates the weight gradients of microbatch {@code mb} and frees its stash. */
+    public void backwardWeight(int pass, int mb) {
+        Micro m = Micro.training(pass, mb);
+        if (head != null) head.backwardWeight(m);
+        for (int i = blocks.size() - 1; i >= 0; i--) blocks.get(i).backwardWeight(m);
+        if (embeddings != null) embeddings.backwardWeight(m);
+        inFlight.remove(mb);
+    }
+
+    /** B: {@link #backwardInput} then {@link #backwardWeight}. */
+    public Tensor backward(int pass, int mb, Tensor dOut) {
+        Tensor dx = backwardInput(pass, mb, dOut);
+        backwardWeight(pass, mb);
+        return dx;
+    }
+
+    /** Microbatches whose forward ran and whose W has not (what the stash holds). */
+    public int stashedMicrobatches() {
+        return inFlight.live();
+    }
+
+    /** REDUCE_GRAD: all-reduces the data-parallel partial gradients. */
+    public void reduceGradients() {
+        for (Param p : c.params) p.reduce(c.par);
+    }
+
+    /** This stage's contribution to the global gradient norm: the sum of squares of its complete gradients. */
+    public double gradSumSquares() {
+        double s = 0;
+        for (Param p : c.params) {
+            if (!p.hasGrad()) continue;
+            p.reduce(c.par);
+            s += c.ops.sumSquares(p.fullGrad());
+        }
+        return s;
+    }
+
+    /** Ends the step's gradient bookkeeping (the optimizer calls it after updating). */
+    public void endStep() {
+        for (Param p : c.params) p.clearGrad();
+        if (head != null) head.clearLosses();
+    }
+
+    /** Frees every stashed activation (after a failed step), so the stage can start a new one. */
+    public void dropStash() {
+        if (embeddings != null) embeddings.dropSaved();
+        blocks.forEach(Block::dropSaved);
+        if (head != null) head.dropSaved();
+        inFlight.drain();
+        for (Param p : c.params) p.clearGrad();
+    }
+
+    @Override
+    public void close() {
+        try {
+            dropStash();
+        } catch (DeviceException ignored) {
+            // closing after a device failure: free what can be freed
+        }
+        if (embeddings != null) embeddings.close();
+        c.params.forEach(Param::close);
+    }
+
+    @Override
+    public String toString() {
+        return slice.toString();
+    }
+}

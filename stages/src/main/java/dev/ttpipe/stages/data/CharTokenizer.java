@@ -1,0 +1,81 @@
+package dev.ttpipe.stages.data;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.TreeSet;
+
+/**
+ * Character-level tokenizer: the vocabulary is the sorted set of Unicode code points in a text.
+ * Saved with a run as one code point per line in hex ({@code vocab.txt}), so any character,
+ * newline included, round-trips.
+ */
+public final class CharTokenizer {
+    private final int[] codePoints;
+    private final Map<Integer, Integer> ids = new HashMap<>();
+
+    private CharTokenizer(int[] codePoints) {
+        this.codePoints = codePoints;
+        for (int i = 0; i < codePoints.length; i++) ids.put(codePoints[i], i);
+    }
+
+    public static CharTokenizer fromText(String text) {
+        TreeSet<Integer> set = new TreeSet<>();
+        text.codePoints().forEach(set::add);
+        return new CharTokenizer(set.stream().mapToInt(Integer::intValue).toArray());
+    }
+
+    public int vocabSize() {
+        return codePoints.length;
+    }
+
+    public int[] encode(String text) {
+        return text.codePoints().map(cp -> {
+            Integer id = ids.get(cp);
+            if (id == null) {
+                throw new IllegalArgumentException("character '" + new String(Character.toChars(cp))
+                        + "' (U+" + Integer.toHexString(cp).toUpperCase() + ") is not in the vocabulary of " + vocabSize() + " characters");
+            }
+            return id;
+        }).toArray();
+    }
+
+    public boolean canEncode(String text) {
+        return text.codePoints().allMatch(ids::containsKey);
+    }
+
+    public String decode(int[] tokens) {
+        StringBuilder sb = new StringBuilder();
+        for (int t : tokens) sb.appendCodePoint(codePoints[t]);
+        return sb.toString();
+    }
+
+    public String decode(int token) {
+        return new String(Character.toChars(codePoints[token]));
+    }
+
+    public void save(Path file) throws IOException {
+        StringBuilder sb = new StringBuilder();
+        for (int cp : codePoints) sb.append(Integer.toHexString(cp)).append('\n');
+        Files.writeString(file, sb.toString(), StandardCharsets.UTF_8);
+    }
+
+    public static CharTokenizer load(Path file) throws IOException {
+        return new CharTokenizer(Files.readAllLines(file, StandardCharsets.UTF_8).stream()
+                .filter(l -> !l.isBlank()).mapToInt(l -> Integer.parseInt(l.trim(), 16)).toArray());
+    }
+
+    @Override
+    public boolean equals(Object o) {
+        return o instanceof CharTokenizer t && Arrays.equals(codePoints, t.codePoints);
+    }
+
+    @Override
+    public int hashCode() {
+        return Arrays.hashCode(codePoints);
+    }
+}

@@ -1,0 +1,89 @@
+package dev.ttpipe.stages.data;
+
+import java.io.IOException;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+/**
+ * A text tokenised by characters, split into a training part (the first 1 - f of the tokens) and a
+ * validation part (the last f). Batches are windows at offsets drawn from (seed, pass), so every
+ * run with the same seed sees the same data whatever its pipeline.
+ */
+public final class TextDataset {
+    private final CharTokenizer tokenizer;
+    private final int[] train;
+    private final int[] validation;
+
+    public TextDataset(String text, CharTokenizer tokenizer, double validationFraction) {
+        this.tokenizer = tokenizer;
+        int[] all = tokenizer.encode(text);
+        int nVal = (int) Math.round(all.length * validationFraction);
+        this.train = java.util.Arrays.copyOfRange(all, 0, all.length - nVal);
+        this.validation = java.util.Arrays.copyOfRange(all, all.length - nVal, all.length);
+    }
+
+    public static TextDataset of(String text, double validationFraction) {
+        return new TextDataset(text, CharTokenizer.fromText(text), validationFraction);
+    }
+
+    /** Reads a UTF-8 file; malformed input is an error naming the file. */
+    public static String readUtf8(Path file) throws IOException {
+        byte[] bytes = Files.readAllBytes(file);
+        try {
+            return StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(bytes)).toString();
+        } catch (CharacterCodingException e) {
+            throw new IOException(file + ": not valid UTF-8 text (" + e.getMessage() + ")");
+        }
+    }
+
+    public CharTokenizer tokenizer() {
+        return tokenizer;
+    }
+
+    public int trainTokens() {
+        return train.length;
+    }
+
+    public int validationTokens() {
+        return validation.length;
+    }
+
+    /** The training batch of forward pass {@code pass}. */
+    public Batch trainBatch(long seed, int pass, int batchSize, int seqLen) {
+        return sample(train, seed, pass, batchSize, seqLen, "training");
+    }
+
+    /** Validation batch number {@code index} (the same windows every time it is asked for). */
+    public Batch validationBatch(long seed, int index, int batchSize, int seqLen) {
+        return sample(validation, seed ^ 0x5DEECE66DL, index, batchSize, seqLen, "validation");
+    }
+
+    private static Batch sample(int[] tokens, long seed, int pass, int batchSize, int seqLen, String part) {
+        int span = tokens.length - seqLen - 1;
+        if (span < 1) {
+            throw new IllegalArgumentException("the " + part + " text has " + tokens.length + " tokens, too few for sequences of "
+                    + seqLen + " (need at least " + (seqLen + 2) + ")");
+        }
+        int[] in = new int[batchSize * seqLen];
+        int[] tg = new int[batchSize * seqLen];
+        long state = seed * 0x9E3779B97F4A7C15L + pass;
+        for (int i = 0; i < batchSize; i++) {
+            state += 0x9E3779B97F4A7C15L;
+            long z = state;
+            z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+            z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+            z ^= z >>> 31;
+            int off = (int) Math.floorMod(z, (long) span);
+            System.arraycopy(tokens, off, in, i * seqLen, seqLen);
+            System.arraycopy(tokens, off + 1, tg, i * seqLen, seqLen);
+        }
+        return new Batch(batchSize, seqLen, in, tg);
+    }
+}
