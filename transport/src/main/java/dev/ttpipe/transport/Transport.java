@@ -1,0 +1,19 @@
+package dev.ttpipe.transport;
+
+/**
+ * Moves tensors between pipeline ranks: {@code local} (in one JVM, hands the tensor over without a
+ * copy), {@code aeron} (IPC on one host, UDP across hosts) and {@code fabric} (device to device).
+ * A process binds a receiver for each rank it hosts and opens channels from its ranks to others.
+ */
+public interface Transport extends AutoCloseable {
+    String name();
+
+    /** Delivers everything addressed to {@code rank} to {@code receiver}. */
+    void bind(int rank, TensorReceiver receiver);
+
+    /** The channel from local rank {@code fromRank} to rank {@code toRank} (opened once, then reused). */
+    TensorChannel channel(int fromRank, int toRank);
+
+    @Override
+    void close();
+}
