@@ -16,6 +16,9 @@ package dev.ttpipe.device;
  * shapes (or the sharded dimension and the axis size that does not divide it); running out of a
  * device's memory throws {@link DeviceOutOfMemoryException}. Neither leaves anything allocated.
  *
+ * <p>Batched matmuls: a leading (batch) dimension sharded the same way on both operands stays
+ * sharded on the output (attention over heads split by tensor parallelism).
+ *
  * <p>Compute is fp32. BF16 inputs are read with conversion; outputs take the dtype of the first
  * tensor input unless stated. INT32 is for token ids.
  */
@@ -49,6 +52,14 @@ public interface Ops {
 
     /** A view with a new logical shape (same element count, row-major); shares memory with {@code x}. */
     Tensor reshape(Tensor x, Shape shape);
+
+    /**
+     * Moves {@code t} from another submesh of the same mesh (same submesh shape) onto this one and
+     * returns it here; {@code t} is closed. Where devices share memory (cpu, sim) nothing is copied,
+     * only the accounting moves from the old devices to the new; on hardware it is a device-to-device
+     * copy. This is how the in-process transport hands tensors between stages.
+     */
+    Tensor adopt(Tensor t);
 
     /** A copy with dimensions reordered: output dim i is input dim {@code dims[i]}. */
     Tensor permute(Tensor x, int... dims);
@@ -160,12 +171,14 @@ public interface Ops {
     // ---- dropout --------------------------------------------------------------------------------
 
     /**
-     * Inverted dropout with probability p; the mask is a pure function of (seed, logical element
-     * index), so it is the same whatever the layout or device count.
+     * Inverted dropout with probability p. The mask is a pure function of (seed, elementOffset +
+     * logical element index), so it is the same whatever the layout or device count, and a batch
+     * split into microbatches (microbatch m passing elementOffset = m * its element count) draws
+     * the same mask as the whole batch at once.
      */
-    Tensor dropout(Tensor x, float p, long seed);
+    Tensor dropout(Tensor x, float p, long seed, long elementOffset);
 
-    Tensor dropoutBackward(Tensor dy, float p, long seed);
+    Tensor dropoutBackward(Tensor dy, float p, long seed, long elementOffset);
 
     // ---- optimizer kernels (in place, on every device's copy) -----------------------------------
 

@@ -234,19 +234,24 @@ public final class Stage implements AutoCloseable {
         if (head != null) head.clearLosses();
     }
 
-    /** Frees every stashed activation (after a failed step), so the stage can start a new one. */
+    /** Frees every stashed activation, targets and losses (gradients stay). */
     public void dropStash() {
         if (embeddings != null) embeddings.dropSaved();
         blocks.forEach(Block::dropSaved);
         if (head != null) head.dropSaved();
         inFlight.drain();
+    }
+
+    /** Abandons the current step after a failure: frees the stash and forgets this step's gradients. */
+    public void abortStep() {
+        dropStash();
         for (Param p : c.params) p.clearGrad();
     }
 
     @Override
     public void close() {
         try {
-            dropStash();
+            abortStep();
         } catch (DeviceException ignored) {
             // closing after a device failure: free what can be freed
         }

@@ -245,7 +245,7 @@ public final class ConfigLoader {
             p.numRanks = s.integer("num_ranks", p.numRanks, 0, 4096);
             p.numMicrobatches = s.integer("num_microbatches", p.numMicrobatches, 1, 1 << 20);
             p.schedule = s.string("schedule", p.schedule);
-            p.virtualStages = s.integer("virtual_stages", p.virtualStages, 1, 64);
+            p.virtualStages = s.integer("virtual_stages", p.virtualStages, 0, 64);
             p.mode = s.choice("mode", p.mode, MODES);
             Node n = s.node("blocks_per_rank");
             if (n == null || YamlSection.isNull(n)) return;

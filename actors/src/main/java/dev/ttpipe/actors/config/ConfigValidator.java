@@ -75,16 +75,16 @@ public final class ConfigValidator {
             }
         }
         int ranks = pc.ranks();
-        int stages = ranks * pc.virtualStages;
+        int stages = ranks * pc.effectiveVirtualStages();
         if (pc.autoSplit && stages > numBlocks) {
-            p.add(pp + (pc.virtualStages > 1 ? "virtual_stages" : "num_ranks"), ranks + " ranks x " + pc.virtualStages
+            p.add(pp + (pc.effectiveVirtualStages() > 1 ? "virtual_stages" : "num_ranks"), ranks + " ranks x " + pc.effectiveVirtualStages()
                     + " virtual stages = " + stages + " stages for " + numBlocks + " blocks, expected at most one stage per block");
         }
-        if (!pc.autoSplit && pc.virtualStages > 1) {
+        if (!pc.autoSplit && pc.effectiveVirtualStages() > 1) {
             for (int r = 0; r < pc.blocksPerRank.size(); r++) {
-                if (pc.blocksPerRank.get(r) > 0 && pc.blocksPerRank.get(r) < pc.virtualStages) {
+                if (pc.blocksPerRank.get(r) > 0 && pc.blocksPerRank.get(r) < pc.effectiveVirtualStages()) {
                     p.add(pp + "blocks_per_rank", "rank " + r + " has " + pc.blocksPerRank.get(r) + " blocks for "
-                            + pc.virtualStages + " virtual stages, expected at least one block per virtual stage");
+                            + pc.effectiveVirtualStages() + " virtual stages, expected at least one block per virtual stage");
                     break;
                 }
             }

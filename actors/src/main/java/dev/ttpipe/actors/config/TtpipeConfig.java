@@ -163,9 +163,19 @@ public final class TtpipeConfig {
         public int numRanks = 0;
         public int numMicrobatches = 8;
         public String schedule = "1f1b";
-        public int virtualStages = 1;
+        /** Stages per rank (0: the schedule's default: 2 for interleaved and dualpipev, else 1). */
+        public int virtualStages = 0;
         /** static (run the schedule's order) | ready_first (run whatever is ready, 1F1B in-flight limit) */
         public String mode = "static";
+
+        public int effectiveVirtualStages() {
+            if (virtualStages > 0) return virtualStages;
+            try {
+                return dev.ttpipe.schedules.Schedules.defaultVirtualStages(schedule);
+            } catch (RuntimeException unknownSchedule) {
+                return 1;
+            }
+        }
 
         /** Number of pipeline ranks P. */
         public int ranks() {

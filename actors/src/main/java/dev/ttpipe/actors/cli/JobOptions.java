@@ -1,0 +1,125 @@
+package dev.ttpipe.actors.cli;
+
+import dev.ttpipe.actors.config.ConfigLoader;
+import dev.ttpipe.actors.config.ConfigValidator;
+import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.device.Backends;
+import picocli.CommandLine.Option;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Locale;
+
+/**
+ * The flags that override a config's common keys, shared by train, verify and worker. Each flag
+ * is recorded as the origin of its key, so a problem with it names the flag.
+ */
+public final class JobOptions {
+    @Option(names = "--data", paramLabel = "FILE", description = "Train on this UTF-8 text file (training_config.data_path).")
+    Path data;
+
+    @Option(names = "--stages", paramLabel = "P", description = "Pipeline ranks (replaces blocks_per_rank with an automatic split when they differ).")
+    Integer stages;
+
+    @Option(names = "--microbatches", paramLabel = "M", description = "Microbatches per batch (pipeline_parallel_config.num_microbatches).")
+    Integer microbatches;
+
+    @Option(names = "--schedule", paramLabel = "NAME", description = "gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-greedy, dualpipev.")
+    String schedule;
+
+    @Option(names = "--virtual-stages", paramLabel = "V", description = "Stages per rank for interleaved schedules.")
+    Integer virtualStages;
+
+    @Option(names = "--max-steps", paramLabel = "N", description = "Optimizer steps (training_config.max_steps).")
+    Integer maxSteps;
+
+    @Option(names = "--batch-size", paramLabel = "B", description = "Sequences per step (training_config.batch_size).")
+    Integer batchSize;
+
+    @Option(names = "--backend", paramLabel = "NAME", description = "cpu, sim or ttnn (device_config.backend).")
+    String backend;
+
+    @Option(names = "--mode", paramLabel = "MODE", description = "static (the schedule's order) or ready-first.")
+    String mode;
+
+    @Option(names = "--seed", paramLabel = "N", description = "Seed for weights, data and dropout (training_config.seed).")
+    Integer seed;
+
+    /** Reads {@code file} (or the embedded {@code defaultResource}), applies the flags, validates. */
+    public TtpipeConfig resolve(Path file, String defaultResource) {
+        TtpipeConfig cfg = file == null ? ConfigLoader.readResource(defaultResource) : ConfigLoader.read(file);
+        apply(cfg);
+        ConfigValidator.validate(cfg);
+        return cfg;
+    }
+
+    void apply(TtpipeConfig cfg) {
+        String pp = "multihost_config.pipeline_parallel_config.";
+        if (data != null) {
+            if (!Files.isRegularFile(data)) {
+                throw new UserInputException("--data: " + data + " is not a readable file, expected a UTF-8 text file");
+            }
+            cfg.training.dataPath = data.toString();
+            cfg.origins.recordFlag("training_config.data_path", "--data");
+        }
+        if (stages != null) {
+            positive("--stages", stages);
+            TtpipeConfig.PipelineConfig pc = cfg.pipeline();
+            if (!pc.autoSplit && pc.blocksPerRank.size() != stages) {
+                pc.autoSplit = true;
+                pc.blocksPerRank.clear();
+            }
+            pc.numRanks = stages;
+            cfg.origins.recordFlag(pp + "num_ranks", "--stages");
+            cfg.origins.recordFlag(pp + "blocks_per_rank", "--stages");
+        }
+        if (microbatches != null) {
+            positive("--microbatches", microbatches);
+            cfg.pipeline().numMicrobatches = microbatches;
+            cfg.origins.recordFlag(pp + "num_microbatches", "--microbatches");
+        }
+        if (schedule != null) {
+            cfg.pipeline().schedule = schedule;
+            cfg.origins.recordFlag(pp + "schedule", "--schedule");
+        }
+        if (virtualStages != null) {
+            positive("--virtual-stages", virtualStages);
+            cfg.pipeline().virtualStages = virtualStages;
+            cfg.origins.recordFlag(pp + "virtual_stages", "--virtual-stages");
+        }
+        if (maxSteps != null) {
+            positive("--max-steps", maxSteps);
+            cfg.training.maxSteps = maxSteps;
+            cfg.origins.recordFlag("training_config.max_steps", "--max-steps");
+        }
+        if (batchSize != null) {
+            positive("--batch-size", batchSize);
+            cfg.training.batchSize = batchSize;
+            cfg.origins.recordFlag("training_config.batch_size", "--batch-size");
+        }
+        if (backend != null) {
+            String b = backend.toLowerCase(Locale.ROOT);
+            if (!Backends.NAMES.contains(b)) {
+                throw new UserInputException("--backend: '" + backend + "' given, expected one of " + String.join(", ", Backends.NAMES));
+            }
+            cfg.device.backend = b;
+            cfg.origins.recordFlag("device_config.backend", "--backend");
+        }
+        if (mode != null) {
+            String m = mode.toLowerCase(Locale.ROOT).replace('-', '_');
+            if (!m.equals("static") && !m.equals("ready_first")) {
+                throw new UserInputException("--mode: '" + mode + "' given, expected static or ready-first");
+            }
+            cfg.pipeline().mode = m;
+            cfg.origins.recordFlag(pp + "mode", "--mode");
+        }
+        if (seed != null) {
+            cfg.training.seed = seed;
+            cfg.origins.recordFlag("training_config.seed", "--seed");
+        }
+    }
+
+    private static void positive(String flag, int v) {
+        if (v < 1) throw new UserInputException(flag + ": " + v + " given, expected a positive integer");
+    }
+}

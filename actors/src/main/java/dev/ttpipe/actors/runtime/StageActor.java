@@ -1,0 +1,643 @@
+package dev.ttpipe.actors.runtime;
+
+import dev.ttpipe.actors.telemetry.ActionEvent;
+import dev.ttpipe.device.LossOutput;
+import dev.ttpipe.device.Submesh;
+import dev.ttpipe.device.Tensor;
+import dev.ttpipe.schedules.Action;
+import dev.ttpipe.schedules.ActionKind;
+import dev.ttpipe.stages.Inputs;
+import dev.ttpipe.stages.Optimizer;
+import dev.ttpipe.stages.Param;
+import dev.ttpipe.stages.Stage;
+import dev.ttpipe.stages.StageSlice;
+import dev.ttpipe.transport.FrameHeader;
+import dev.ttpipe.transport.TensorChannel;
+import dev.ttpipe.transport.TensorKind;
+import dev.ttpipe.transport.TensorPayload;
+import dev.ttpipe.transport.TensorReceiver;
+import dev.ttpipe.transport.Transport;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.actor.typed.PostStop;
+import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
+import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.Behaviors;
+import org.apache.pekko.actor.typed.javadsl.Receive;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * One pipeline rank: owns a submesh and the stages (slices of blocks) the schedule puts on it, and
+ * executes its row of the schedule for every forward pass. Device work (F, B, I, W, the DDP
+ * reduction, the optimizer) runs on the rank's own single-threaded executor, its device queue, so
+ * the actor keeps answering messages while a kernel runs; results come back as messages. Tensors
+ * arrive through the transport and wait in buffers until their action is due.
+ *
+ * <p>Static mode runs the row in order (a RECV waits for its data; SENDs hand the tensor to the
+ * transport and move on). Ready-first mode runs whichever compute action is ready, keeping to the
+ * static schedule's per-stage in-flight limit and to ascending microbatch order of weight-gradient
+ * accumulation (so the sums, and therefore the results, are the same bit for bit).
+ */
+public final class StageActor extends AbstractBehavior<StageActor.Command> {
+
+    /** The actor's protocol. */
+    public sealed interface Command {
+    }
+
+    /** Run this rank's row for one forward pass. {@code data} is non-null on the first and last stages' ranks. */
+    public record BeginPass(int step, int pass, MicrobatchData data, ActorRef<Coordinator.Command> replyTo) implements Command {
+    }
+
+    /** A tensor from another rank (or this rank's own earlier stage), not yet on the devices. */
+    public record Arrived(TensorPayload payload) implements Command {
+    }
+
+    /** After the last pass of a step: all-reduce DDP gradients and report this rank's gradient sum of squares. */
+    public record FinishStep(int step, ActorRef<Coordinator.Command> replyTo) implements Command {
+    }
+
+    /** Step every local stage's optimizer with this learning rate and clip factor. */
+    public record ApplyOptimizer(int step, double lr, double clip, ActorRef<Coordinator.Command> replyTo) implements Command {
+    }
+
+    /** Answered at once, even while a kernel runs. */
+    public record GetStats(ActorRef<StageStats> replyTo) implements Command {
+    }
+
+    /** Every local parameter's value on the host (runs on the device queue). */
+    public record GetWeights(ActorRef<Map<String, float[]>> replyTo) implements Command {
+    }
+
+    /** Runs {@code work} on the device queue with this rank's stages (evaluation, generation, tests). */
+    public record RunOnDevice(java.util.function.Function<List<Stage>, Object> work, ActorRef<Object> replyTo) implements Command {
+    }
+
+    private record ComputeDone(Action action, Tensor output, LossOutput loss, long startNs, long endNs) implements Command {
+    }
+
+    private record ComputeFailed(Action action, Throwable error) implements Command {
+    }
+
+    private record StepWorkDone(String what, double value, long startNs, long endNs, ActorRef<Coordinator.Command> replyTo)
+            implements Command {
+    }
+
+    private record Initialized(Throwable error) implements Command {
+    }
+
+    /** A snapshot for monitoring. */
+    public record StageStats(int rank, String currentAction, boolean busy, int rowPosition, int rowLength,
+                             int bufferedArrivals, int stashedMicrobatches, long memoryInUse, long memoryPeak,
+                             long actionsRun) {
+    }
+
+    public static Behavior<Command> create(JobPlan plan, int rank, Submesh submesh, Transport transport) {
+        return Behaviors.setup(ctx -> new StageActor(ctx, plan, rank, submesh, transport));
+    }
+
+    private final JobPlan plan;
+    private final int rank;
+    private final Submesh submesh;
+    private final Transport transport;
+    private final ExecutorService device;
+    private final List<StageSlice> mySlices;
+    private final List<Action> row;
+    private final int[] inFlightLimit;
+    // Touched only on the device thread:
+    private final Map<Integer, Stage> stages = new LinkedHashMap<>();
+    private final Map<Integer, Optimizer> optimizers = new LinkedHashMap<>();
+
+    // Per pass (actor thread only):
+    private BeginPass pass;
+    private int position;
+    private boolean busy;
+    private Action running;
+    private final Map<Long, TensorPayload> forwardIn = new HashMap<>();
+    private final Map<Long, TensorPayload> backwardIn = new HashMap<>();
+    private final Map<Long, Tensor> forwardOut = new HashMap<>();
+    private final Map<Long, Tensor> backwardOut = new HashMap<>();
+    private final Map<Long, Long> recvWaitStart = new HashMap<>();
+    private final boolean[] done;
+    private final int[] inFlight;
+    private final int[] lastWeightMb;
+    private final java.util.Set<Long> forwardDone = new java.util.HashSet<>();
+    private final java.util.Set<Long> inputGradDone = new java.util.HashSet<>();
+    private final List<ActionEvent> events = new ArrayList<>();
+    private final Map<Integer, LossOutput> losses = new HashMap<>();
+    private int stashed;
+    private long actionsRun;
+    private boolean failed;
+    private Throwable initError;
+
+    private StageActor(ActorContext<Command> ctx, JobPlan plan, int rank, Submesh submesh, Transport transport) {
+        super(ctx);
+        this.plan = plan;
+        this.rank = rank;
+        this.submesh = submesh;
+        this.transport = transport;
+        this.device = Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, "ttpipe-rank" + rank + "-device");
+            t.setDaemon(true);
+            return t;
+        });
+        this.mySlices = plan.slicesOfRank(rank);
+        this.row = plan.schedule().row(rank);
+        this.inFlightLimit = plan.inFlightLimits();
+        this.done = new boolean[row.size()];
+        this.inFlight = new int[plan.stages()];
+        this.lastWeightMb = new int[plan.stages()];
+        ActorRef<Command> self = ctx.getSelf();
+        transport.bind(rank, new TensorReceiver() {
+            @Override
+            public void onTensor(TensorPayload payload) {
+                self.tell(new Arrived(payload));
+            }
+
+            @Override
+            public void onError(String channel, String problem) {
+                ctx.getLog().error("rank {}: dropped a frame on {}: {}", rank, channel, problem);
+            }
+        });
+        device.execute(() -> {
+            Throwable error = null;
+            try {
+                for (StageSlice s : mySlices) {
+                    stages.put(s.index(), new Stage(plan.model(), s, submesh, plan.parallelism(), plan.seed()));
+                    optimizers.put(s.index(), new Optimizer(plan.optimizer()));
+                }
+            } catch (Throwable t) {
+                error = t;
+            }
+            self.tell(new Initialized(error));
+        });
+    }
+
+    @Override
+    public Receive<Command> createReceive() {
+        return newReceiveBuilder()
+                .onMessage(Initialized.class, this::onInitialized)
+                .onMessage(BeginPass.class, this::onBeginPass)
+                .onMessage(Arrived.class, this::onArrived)
+                .onMessage(ComputeDone.class, this::onComputeDone)
+                .onMessage(ComputeFailed.class, this::onComputeFailed)
+                .onMessage(FinishStep.class, this::onFinishStep)
+                .onMessage(ApplyOptimizer.class, this::onApplyOptimizer)
+                .onMessage(StepWorkDone.class, this::onStepWorkDone)
+                .onMessage(GetStats.class, this::onGetStats)
+                .onMessage(GetWeights.class, this::onGetWeights)
+                .onMessage(RunOnDevice.class, this::onRunOnDevice)
+                .onSignal(PostStop.class, s -> onStop())
+                .build();
+    }
+
+    // ---- the pass ---------------------------------------------------------------------------------
+
+    private Behavior<Command> onInitialized(Initialized m) {
+        initError = m.error();
+        if (initError != null) getContext().getLog().error("rank {}: could not build its stages", rank, initError);
+        return this;
+    }
+
+    private Behavior<Command> onBeginPass(BeginPass m) {
+        if (initError != null) {
+            m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ": building its stages failed: "
+                    + Coordinator.describe(initError)));
+            return this;
+        }
+        pass = m;
+        position = 0;
+        failed = false;
+        java.util.Arrays.fill(done, false);
+        java.util.Arrays.fill(inFlight, 0);
+        java.util.Arrays.fill(lastWeightMb, -1);
+        forwardDone.clear();
+        inputGradDone.clear();
+        events.clear();
+        losses.clear();
+        advance();
+        return this;
+    }
+
+    private Behavior<Command> onArrived(Arrived m) {
+        FrameHeader h = m.payload().header();
+        if (failed) {
+            m.payload().discard();
+            return this;
+        }
+        long key = key(h.toStage(), h.microbatch());
+        (h.kind() == TensorKind.ACTIVATION ? forwardIn : backwardIn).put(key, m.payload());
+        if (pass != null) advance();
+        return this;
+    }
+
+    /** Runs as much of the row as is ready: comm actions inline, at most one compute action on the device queue. */
+    private void advance() {
+        if (pass == null || failed) return;
+        if (plan.readyFirst()) {
+            advanceReadyFirst();
+        } else {
+            advanceStatic();
+        }
+        if (!busy && allDone()) finishPass();
+    }
+
+    private void advanceStatic() {
+        while (!busy && position < row.size()) {
+            Action a = row.get(position);
+            if (!tryRun(position, a)) return;
+            position++;
+        }
+    }
+
+    private void advanceReadyFirst() {
+        // Comm actions are implicit here: outputs are sent as soon as they exist, arrivals wait in buffers.
+        if (busy) return;
+        for (int i = 0; i < row.size(); i++) {
+            if (done[i]) continue;
+            Action a = row.get(i);
+            if (!a.kind().isCompute()) {
+                done[i] = true; // satisfied implicitly
+                continue;
+            }
+            if (readyFirstAllows(a) && tryRun(i, a)) return;
+        }
+    }
+
+    private boolean readyFirstAllows(Action a) {
+        int s = a.stage(), mb = a.microbatch();
+        long key = key(s, mb);
+        switch (a.kind()) {
+            case F:
+                return inFlight[s] < Math.max(1, inFlightLimit[s]);
+            case I:
+                return forwardDone.contains(key);
+            case B:
+                // accumulate weight gradients in microbatch order
+                return forwardDone.contains(key) && lastWeightMb[s] == mb - 1;
+            case W:
+                return inputGradDone.contains(key) && lastWeightMb[s] == mb - 1;
+            default:
+                return true;
+        }
+    }
+
+    /** Starts {@code a} if it is ready; returns whether it started (or completed, for comm actions). */
+    private boolean tryRun(int index, Action a) {
+        int s = a.stage(), mb = a.microbatch();
+        long key = key(s, mb);
+        switch (a.kind()) {
+            case RECV_F:
+            case RECV_B: {
+                Map<Long, TensorPayload> buffer = a.kind() == ActionKind.RECV_F ? forwardIn : backwardIn;
+                long now = System.nanoTime();
+                Long waitStart = recvWaitStart.putIfAbsent(key * 2 + (a.kind() == ActionKind.RECV_F ? 0 : 1), now);
+                if (!buffer.containsKey(key)) return false;
+                long start = waitStart == null ? now : waitStart;
+                recvWaitStart.remove(key * 2 + (a.kind() == ActionKind.RECV_F ? 0 : 1));
+                record(a, start, now, 0, now - start);
+                done[index] = true;
+                return true;
+            }
+            case SEND_F:
+            case SEND_B: {
+                Map<Long, Tensor> out = a.kind() == ActionKind.SEND_F ? forwardOut : backwardOut;
+                Tensor t = out.remove(key);
+                if (t == null) return false;
+                long start = System.nanoTime();
+                long bytes = send(a.kind() == ActionKind.SEND_F ? TensorKind.ACTIVATION : TensorKind.GRADIENT, s, mb, t);
+                record(a, start, System.nanoTime(), bytes, 0);
+                done[index] = true;
+                return true;
+            }
+            case F:
+                if (!stageIsFirst(s) && !forwardIn.containsKey(key)) return false;
+                break;
+            case B:
+            case I:
+                if (!stageIsLast(s) && !backwardIn.containsKey(key)) return false;
+                break;
+            case W:
+                break;
+            default:
+                done[index] = true; // REDUCE_GRAD / OPTIMIZER_STEP run in the step protocol
+                return true;
+        }
+        submit(index, a);
+        return true;
+    }
+
+    private void submit(int index, Action a) {
+        int s = a.stage(), mb = a.microbatch();
+        long key = key(s, mb);
+        TensorPayload in = a.kind() == ActionKind.F ? forwardIn.remove(key)
+                : (a.kind() == ActionKind.B || a.kind() == ActionKind.I) ? backwardIn.remove(key) : null;
+        BeginPass p = pass;
+        int queued = forwardIn.size() + backwardIn.size();
+        busy = true;
+        running = a;
+        queueDepthAtStart = queued;
+        done[index] = true;
+        if (a.kind() == ActionKind.F) inFlight[s]++;
+        ActorRef<Command> self = getContext().getSelf();
+        device.execute(() -> {
+            long start = System.nanoTime();
+            try {
+                Stage stage = stages.get(s);
+                Tensor output = null;
+                LossOutput loss = null;
+                switch (a.kind()) {
+                    case F: {
+                        Tensor x = stage.isFirst()
+                                ? Inputs.ids(submesh.ops(), plan.parallelism(), p.data().inputs()[mb], p.data().microbatchSize(), p.data().seqLen())
+                                : in.materialize(submesh);
+                        if (stage.isLast()) {
+                            stage.setTargets(mb, Inputs.ids(submesh.ops(), plan.parallelism(), p.data().targets()[mb],
+                                    p.data().microbatchSize(), p.data().seqLen()), p.data().lossScale());
+                        }
+                        output = stage.forward(p.pass(), mb, x);
+                        if (stage.isLast()) loss = stage.loss(mb);
+                        break;
+                    }
+                    case B:
+                        output = stage.backward(p.pass(), mb, in == null ? null : in.materialize(submesh));
+                        break;
+                    case I:
+                        output = stage.backwardInput(p.pass(), mb, in == null ? null : in.materialize(submesh));
+                        break;
+                    case W:
+                        stage.backwardWeight(p.pass(), mb);
+                        break;
+                    default:
+                        throw new IllegalStateException("not a compute action: " + a);
+                }
+                submesh.synchronize();
+                self.tell(new ComputeDone(a, output, loss, start, System.nanoTime()));
+            } catch (Throwable t) {
+                self.tell(new ComputeFailed(a, t));
+            }
+        });
+    }
+
+    private int queueDepthAtStart;
+
+    private Behavior<Command> onComputeDone(ComputeDone m) {
+        Action a = m.action();
+        busy = false;
+        running = null;
+        actionsRun++;
+        int s = a.stage(), mb = a.microbatch();
+        if (failed) {
+            if (m.output() != null) m.output().close();
+            return this;
+        }
+        switch (a.kind()) {
+            case F:
+                stashed++;
+                forwardDone.add(key(s, mb));
+                if (m.loss() != null) losses.put(mb, m.loss());
+                if (m.output() != null) route(TensorKind.ACTIVATION, s, s + 1, mb, m.output());
+                break;
+            case B:
+                stashed--;
+                inFlight[s]--;
+                lastWeightMb[s] = mb;
+                if (m.output() != null) route(TensorKind.GRADIENT, s, s - 1, mb, m.output());
+                break;
+            case I:
+                inputGradDone.add(key(s, mb));
+                if (m.output() != null) route(TensorKind.GRADIENT, s, s - 1, mb, m.output());
+                break;
+            case W:
+                stashed--;
+                inFlight[s]--;
+                lastWeightMb[s] = mb;
+                break;
+            default:
+                break;
+        }
+        events.add(new ActionEvent(rank, s, a.kind().name(), mb, pass.pass(), m.startNs(), m.endNs(), 0, 0,
+                queueDepthAtStart, stashed, submesh.maxInUse()));
+        advance();
+        return this;
+    }
+
+    /** Where an output goes: to a stage on this rank directly, else out through the transport (now or at its SEND). */
+    private void route(TensorKind kind, int from, int to, int mb, Tensor t) {
+        long key = key(to, mb);
+        if (plan.schedule().rankOfStage(to) == rank) {
+            FrameHeader h = header(kind, from, to, mb, t);
+            (kind == TensorKind.ACTIVATION ? forwardIn : backwardIn).put(key, new LocalPayload(h, t));
+            return;
+        }
+        if (plan.readyFirst()) {
+            long start = System.nanoTime();
+            long bytes = send(kind, from, mb, t);
+            record(new Action(from, kind == TensorKind.ACTIVATION ? ActionKind.SEND_F : ActionKind.SEND_B, mb),
+                    start, System.nanoTime(), bytes, 0);
+        } else {
+            (kind == TensorKind.ACTIVATION ? forwardOut : backwardOut).put(key(from, mb), t);
+        }
+    }
+
+    private long send(TensorKind kind, int from, int mb, Tensor t) {
+        int to = kind == TensorKind.ACTIVATION ? from + 1 : from - 1;
+        FrameHeader h = header(kind, from, to, mb, t);
+        long bytes = t.bytesPerDevice() * t.submesh().devices().size();
+        TensorChannel ch = transport.channel(rank, plan.schedule().rankOfStage(to));
+        ActorRef<Command> self = getContext().getSelf();
+        ch.send(h, t).whenComplete((v, err) -> {
+            if (err != null) self.tell(new ComputeFailed(new Action(from, kind == TensorKind.ACTIVATION ? ActionKind.SEND_F
+                    : ActionKind.SEND_B, mb), err));
+        });
+        return bytes;
+    }
+
+    private FrameHeader header(TensorKind kind, int from, int to, int mb, Tensor t) {
+        return new FrameHeader(plan.seed(), pass.pass(), from, to, mb, kind, t.dtype(), t.shape(), t.layout(), 0, 0);
+    }
+
+    private void record(Action a, long start, long end, long bytes, long wait) {
+        events.add(new ActionEvent(rank, a.stage(), a.kind().name(), a.microbatch(), pass.pass(), start, end, bytes, wait,
+                forwardIn.size() + backwardIn.size(), stashed, submesh.maxInUse()));
+    }
+
+    private boolean allDone() {
+        for (boolean d : done) if (!d) return false;
+        return true;
+    }
+
+    private void finishPass() {
+        BeginPass p = pass;
+        pass = null;
+        p.replyTo().tell(new Coordinator.PassDone(rank, p.pass(), List.copyOf(events), Map.copyOf(losses)));
+    }
+
+    private Behavior<Command> onComputeFailed(ComputeFailed m) {
+        busy = false;
+        running = null;
+        if (failed) return this;
+        failed = true;
+        Action a = m.action();
+        String where = "rank " + rank + ", stage " + a.stage() + ", action " + a + " (microbatch " + a.microbatch() + ")";
+        getContext().getLog().debug("{} failed", where, m.error());
+        ActorRef<Coordinator.Command> replyTo = pass != null ? pass.replyTo() : null;
+        dropPassState();
+        if (replyTo != null) replyTo.tell(new Coordinator.RankFailed(rank, where + ": " + Coordinator.describe(m.error())));
+        return this;
+    }
+
+    /** After a failure: frees buffered tensors and every stage's stash on the device queue. */
+    private void dropPassState() {
+        forwardIn.values().forEach(TensorPayload::discard);
+        backwardIn.values().forEach(TensorPayload::discard);
+        forwardOut.values().forEach(Tensor::close);
+        backwardOut.values().forEach(Tensor::close);
+        forwardIn.clear();
+        backwardIn.clear();
+        forwardOut.clear();
+        backwardOut.clear();
+        stashed = 0;
+        pass = null;
+        device.execute(() -> stages.values().forEach(Stage::abortStep));
+    }
+
+    // ---- end of step ----------------------------------------------------------------------------------
+
+    private Behavior<Command> onFinishStep(FinishStep m) {
+        ActorRef<Command> self = getContext().getSelf();
+        device.execute(() -> {
+            long start = System.nanoTime();
+            try {
+                double sumSq = 0;
+                for (Stage s : stages.values()) {
+                    s.reduceGradients();
+                    sumSq += s.gradSumSquares();
+                }
+                submesh.synchronize();
+                self.tell(new StepWorkDone("REDUCE_GRAD", sumSq, start, System.nanoTime(), m.replyTo()));
+            } catch (Throwable t) {
+                m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ", gradient reduction: " + Coordinator.describe(t)));
+            }
+        });
+        return this;
+    }
+
+    private Behavior<Command> onApplyOptimizer(ApplyOptimizer m) {
+        ActorRef<Command> self = getContext().getSelf();
+        device.execute(() -> {
+            long start = System.nanoTime();
+            try {
+                for (Map.Entry<Integer, Stage> e : stages.entrySet()) {
+                    optimizers.get(e.getKey()).step(e.getValue(), m.lr(), m.clip());
+                }
+                submesh.synchronize();
+                self.tell(new StepWorkDone("OPTIMIZER_STEP", 0, start, System.nanoTime(), m.replyTo()));
+            } catch (Throwable t) {
+                m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ", optimizer step: " + Coordinator.describe(t)));
+            }
+        });
+        return this;
+    }
+
+    private Behavior<Command> onStepWorkDone(StepWorkDone m) {
+        ActionEvent e = new ActionEvent(rank, mySlices.get(0).index(), m.what(), -1, -1, m.startNs(), m.endNs(), 0, 0, 0,
+                stashed, submesh.maxInUse());
+        if (m.what().equals("REDUCE_GRAD")) {
+            m.replyTo().tell(new Coordinator.GradReport(rank, m.value(), e));
+        } else {
+            m.replyTo().tell(new Coordinator.OptimizerDone(rank, e, submesh.maxPeak()));
+            submesh.devices().forEach(d -> d.resetPeak());
+        }
+        return this;
+    }
+
+    // ---- queries --------------------------------------------------------------------------------------
+
+    private Behavior<Command> onGetStats(GetStats m) {
+        m.replyTo().tell(new StageStats(rank, running == null ? null : running.toString(), busy, position, row.size(),
+                forwardIn.size() + backwardIn.size(), stashed, submesh.maxInUse(), submesh.maxPeak(), actionsRun));
+        return this;
+    }
+
+    private Behavior<Command> onGetWeights(GetWeights m) {
+        device.execute(() -> {
+            Map<String, float[]> out = new LinkedHashMap<>();
+            for (Stage s : stages.values()) {
+                for (Param p : s.parameters()) out.put(p.name(), p.value().toHost());
+            }
+            m.replyTo().tell(out);
+        });
+        return this;
+    }
+
+    private Behavior<Command> onRunOnDevice(RunOnDevice m) {
+        device.execute(() -> {
+            Object result;
+            try {
+                result = m.work().apply(List.copyOf(stages.values()));
+            } catch (Throwable t) {
+                result = t;
+            }
+            m.replyTo().tell(result);
+        });
+        return this;
+    }
+
+    private Behavior<Command> onStop() {
+        dropPassStateQuietly();
+        device.execute(() -> {
+            stages.values().forEach(Stage::close);
+            stages.clear();
+        });
+        device.shutdown();
+        try {
+            if (!device.awaitTermination(30, TimeUnit.SECONDS)) device.shutdownNow();
+        } catch (InterruptedException e) {
+            device.shutdownNow();
+            Thread.currentThread().interrupt();
+        }
+        return this;
+    }
+
+    private void dropPassStateQuietly() {
+        try {
+            dropPassState();
+        } catch (RuntimeException ignored) {
+            // stopping anyway
+        }
+    }
+
+    private boolean stageIsFirst(int s) {
+        return s == 0;
+    }
+
+    private boolean stageIsLast(int s) {
+        return s == plan.stages() - 1;
+    }
+
+    private static long key(int stage, int mb) {
+        return ((long) stage << 32) | (mb & 0xffffffffL);
+    }
+
+    /** A tensor passed between two stages of this rank: already on the right submesh. */
+    private record LocalPayload(FrameHeader header, Tensor tensor) implements TensorPayload {
+        @Override
+        public Tensor materialize(Submesh dst) {
+            return tensor;
+        }
+
+        @Override
+        public void discard() {
+            tensor.close();
+        }
+    }
+
+}
