@@ -21,6 +21,8 @@ import java.io.PrintWriter;
         versionProvider = Main.Version.class,
         description = {"Actor-based, asynchronous pipeline-parallel trainer for Tenstorrent meshes (and any JVM).", ""},
         subcommands = {
+                TrainCommand.class,
+                VerifyCommand.class,
                 SimulateCommand.class,
                 BenchCommand.class,
                 CommandLine.HelpCommand.class,
@@ -84,7 +86,8 @@ public final class Main implements Runnable {
     static int exitCodeOf(Throwable ex) {
         for (Throwable t = ex; t != null; t = t.getCause()) {
             if (t instanceof ConfigException || t instanceof UserInputException
-                    || t instanceof CommandLine.ParameterException) {
+                    || t instanceof CommandLine.ParameterException || t instanceof dev.ttpipe.schedules.ScheduleException
+                    || t instanceof dev.ttpipe.stages.StagesException) {
                 return EXIT_BAD_INPUT;
             }
         }
@@ -94,7 +97,11 @@ public final class Main implements Runnable {
     /** The message a user sees: the user-facing cause if there is one, else the exception itself. */
     static String oneLine(Throwable ex) {
         for (Throwable t = ex; t != null; t = t.getCause()) {
-            if (t instanceof ConfigException || t instanceof UserInputException) return t.getMessage();
+            if (t instanceof ConfigException || t instanceof UserInputException
+                    || t instanceof dev.ttpipe.schedules.ScheduleException || t instanceof dev.ttpipe.stages.StagesException
+                    || t instanceof dev.ttpipe.actors.runtime.PipelineFailure) {
+                return t.getMessage();
+            }
         }
         Throwable root = ex;
         while (root.getCause() != null && root.getCause() != root) root = root.getCause();

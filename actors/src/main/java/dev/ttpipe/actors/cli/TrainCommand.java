@@ -1,0 +1,46 @@
+package dev.ttpipe.actors.cli;
+
+import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.PlanBuilder;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+
+/** {@code ttpipe train [CONFIG]}: simulate all stages on one host, each a Pekko actor, and train. */
+@Command(name = "train",
+        description = {"Train a model with every pipeline stage as an actor in this JVM (cpu or sim backend).",
+                "With no CONFIG: a small GPT over 4 stages, 1F1B, cpu backend, on arithmetic lines ttpipe generates (about a minute)."},
+        footer = {"", "Examples:",
+                "  ttpipe train",
+                "  ttpipe train configs/nanogpt-pp4-1f1b.yaml --max-steps 20",
+                "  ttpipe train --data ../shared/data/tinyshakespeare.txt --stages 2 --schedule gpipe",
+                "  ttpipe train configs/sim-pp16.yaml",
+                "",
+                "Each run writes runs/<time>-<project>/ with config.yaml, vocab.txt, metrics.jsonl and trace.json."})
+public final class TrainCommand implements Callable<Integer> {
+    static final String DEFAULT_CONFIG = "/dev/ttpipe/actors/default-train.yaml";
+
+    @Parameters(index = "0", arity = "0..1", paramLabel = "CONFIG", description = "A training config YAML (TTML-shaped).")
+    Path config;
+
+    @Mixin
+    JobOptions job = new JobOptions();
+
+    @Option(names = "--run-dir", paramLabel = "DIR", description = "Write the run here instead of runs/<time>-<project>.")
+    Path runDir;
+
+    @Override
+    public Integer call() throws Exception {
+        TtpipeConfig cfg = job.resolve(config, DEFAULT_CONFIG);
+        RunData data = RunData.load(cfg);
+        JobPlan plan = PlanBuilder.build(cfg, data.dataset().tokenizer().vocabSize());
+        Path dir = TrainingRun.newRunDir(cfg, runDir);
+        new TrainingRun(cfg, data, plan, dir, System.out).run();
+        return Main.EXIT_OK;
+    }
+}

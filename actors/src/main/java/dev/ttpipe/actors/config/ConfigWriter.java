@@ -1,0 +1,131 @@
+package dev.ttpipe.actors.config;
+
+import java.util.Locale;
+import java.util.stream.Collectors;
+
+/** Writes a resolved config back as YAML in the same shape it is read (saved with every run). */
+public final class ConfigWriter {
+    private ConfigWriter() {
+    }
+
+    public static String toYaml(TtpipeConfig c) {
+        StringBuilder y = new StringBuilder();
+        y.append("# resolved from ").append(c.source).append(" (flags applied)\n");
+        TtpipeConfig.TrainingConfig t = c.training;
+        y.append("training_config:\n");
+        kv(y, 2, "project_name", quote(t.projectName));
+        kv(y, 2, "seed", t.seed);
+        kv(y, 2, "batch_size", t.batchSize);
+        kv(y, 2, "max_steps", t.maxSteps);
+        kv(y, 2, "learning_rate", t.learningRate);
+        kv(y, 2, "weight_decay", t.weightDecay);
+        kv(y, 2, "optimizer", t.optimizer);
+        if (t.optimizer.equals("adamw")) {
+            kv(y, 2, "beta1", t.beta1);
+            kv(y, 2, "beta2", t.beta2);
+            kv(y, 2, "epsilon", t.epsilon);
+        } else {
+            kv(y, 2, "momentum", t.momentum);
+            kv(y, 2, "dampening", t.dampening);
+            kv(y, 2, "nesterov", t.nesterov);
+        }
+        kv(y, 2, "scheduler_type", t.schedulerType);
+        kv(y, 2, "warmup_steps", t.warmupSteps);
+        kv(y, 2, "min_learning_rate", t.minLearningRate);
+        kv(y, 2, "use_clip_grad_norm", t.useClipGradNorm);
+        kv(y, 2, "clip_grad_norm_max_norm", t.clipGradNormMaxNorm);
+        kv(y, 2, "gradient_accumulation_steps", t.gradientAccumulationSteps);
+        if (t.dataPath != null) kv(y, 2, "data_path", quote(t.dataPath));
+        kv(y, 2, "tokenizer_type", t.tokenizerType);
+        kv(y, 2, "validation_fraction", t.validationFraction);
+        kv(y, 2, "eval_every", t.evalEvery);
+        kv(y, 2, "eval_batches", t.evalBatches);
+        TtpipeConfig.TransformerConfig m = c.transformer;
+        y.append("transformer_config:\n");
+        kv(y, 2, "model_type", m.modelType);
+        kv(y, 2, "runner_type", m.runnerType);
+        kv(y, 2, "num_heads", m.numHeads);
+        if (m.numGroups > 0) kv(y, 2, "num_groups", m.numGroups);
+        kv(y, 2, "embedding_dim", m.embeddingDim);
+        if (m.intermediateDim > 0) kv(y, 2, "intermediate_dim", m.intermediateDim);
+        kv(y, 2, "dropout_prob", m.dropoutProb);
+        kv(y, 2, "num_blocks", m.numBlocks);
+        if (m.vocabSize > 0) kv(y, 2, "vocab_size", m.vocabSize);
+        kv(y, 2, "max_sequence_length", m.maxSequenceLength);
+        if (m.sequenceLength > 0) kv(y, 2, "sequence_length", m.sequenceLength);
+        kv(y, 2, "weight_tying", m.weightTying);
+        kv(y, 2, "positional_embedding_type", m.positionalEmbeddingType);
+        if (m.modelType.equals("llama")) kv(y, 2, "theta", m.theta);
+        TtpipeConfig.DeviceConfig d = c.device;
+        y.append("device_config:\n");
+        kv(y, 2, "backend", d.backend);
+        kv(y, 2, "mesh_shape", d.meshShape.toString());
+        kv(y, 2, "enable_ddp", d.enableDdp);
+        kv(y, 2, "enable_tp", d.enableTp);
+        kv(y, 2, "memory_per_device", d.memoryPerDevice);
+        kv(y, 2, "dtype", d.dtype);
+        kv(y, 2, "threads", d.threads);
+        if (d.bridgeLibrary != null) kv(y, 2, "bridge_library", quote(d.bridgeLibrary));
+        if (d.backend.equals("sim")) {
+            y.append("  sim:\n");
+            kv(y, 4, "gflops", d.sim.gflops);
+            kv(y, 4, "memory_gbps", d.sim.memoryGbps);
+            kv(y, 4, "op_latency_us", d.sim.opLatencyUs);
+            kv(y, 4, "link_gbps", d.sim.linkGbps);
+        }
+        TtpipeConfig.MultihostConfig h = c.multihost;
+        TtpipeConfig.PipelineConfig p = h.pipeline;
+        y.append("multihost_config:\n");
+        kv(y, 2, "enabled", h.enabled);
+        if (h.numWorkers > 0) kv(y, 2, "num_workers", h.numWorkers);
+        kv(y, 2, "socket_type", h.socketType);
+        y.append("  pipeline_parallel_config:\n");
+        kv(y, 4, "num_blocks", m.numBlocks);
+        if (p.autoSplit) {
+            kv(y, 4, "blocks_per_rank", "auto");
+            kv(y, 4, "num_ranks", p.ranks());
+        } else {
+            StringBuilder b = new StringBuilder("{");
+            for (int r = 0; r < p.blocksPerRank.size(); r++) b.append(r == 0 ? "" : ", ").append(r).append(": ").append(p.blocksPerRank.get(r));
+            kv(y, 4, "blocks_per_rank", b.append('}').toString());
+        }
+        kv(y, 4, "num_microbatches", p.numMicrobatches);
+        kv(y, 4, "schedule", p.schedule);
+        kv(y, 4, "virtual_stages", p.effectiveVirtualStages());
+        kv(y, 4, "mode", p.mode);
+        if (!c.rankBindings.isEmpty()) {
+            y.append("rank_bindings:\n");
+            for (TtpipeConfig.RankBinding b : c.rankBindings) {
+                y.append("  - {rank: ").append(b.rank).append(", mesh_id: ").append(b.meshId).append(", mesh_host_rank: ")
+                        .append(b.meshHostRank).append(", host: ").append(quote(b.host));
+                if (b.controlPort > 0) y.append(", control_port: ").append(b.controlPort);
+                if (b.dataPort > 0) y.append(", data_port: ").append(b.dataPort);
+                if (!b.envOverrides.isEmpty()) {
+                    y.append(", env_overrides: {").append(b.envOverrides.entrySet().stream()
+                            .map(e -> e.getKey() + ": " + quote(e.getValue())).collect(Collectors.joining(", "))).append('}');
+                }
+                y.append("}\n");
+            }
+        }
+        y.append("eval_config:\n");
+        kv(y, 2, "temperature", c.eval.temperature);
+        kv(y, 2, "top_k", c.eval.topK);
+        kv(y, 2, "sample_tokens", c.eval.sampleTokens);
+        if (c.eval.prompt != null) kv(y, 2, "prompt", quote(c.eval.prompt));
+        return y.toString();
+    }
+
+    private static void kv(StringBuilder y, int indent, String key, Object value) {
+        y.append(" ".repeat(indent)).append(key).append(": ");
+        if (value instanceof Double d) {
+            y.append(d == Math.rint(d) && Math.abs(d) < 1e15 ? String.format(Locale.ROOT, "%.1f", d) : String.valueOf(d));
+        } else {
+            y.append(value);
+        }
+        y.append('\n');
+    }
+
+    private static String quote(String s) {
+        return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n") + "\"";
+    }
+}
