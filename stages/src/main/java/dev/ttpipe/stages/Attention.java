@@ -48,7 +48,9 @@ final class Attention {
         boolean bias = !s.isLlama();
         double std = 0.02, projStd = 0.02 / Math.sqrt(2.0 * s.numBlocks());
         this.wq = new Linear(c, name + ".wq", d, heads * headDim, bias, Linear.Split.COLUMN, std);
-        this.wk = new Linear(c, name + ".wk", d, kvHeads * headDim, bias, Linear.Split.COLUMN, std);
+        // No key bias even for GPT-2: softmax is invariant to adding q.b to every score of a row, so its gradient
+        // is identically zero; in fp32 it would only collect rounding noise, which Adam amplifies into updates.
+        this.wk = new Linear(c, name + ".wk", d, kvHeads * headDim, false, Linear.Split.COLUMN, std);
         this.wv = new Linear(c, name + ".wv", d, kvHeads * headDim, bias, Linear.Split.COLUMN, std);
         this.wo = new Linear(c, name + ".wo", heads * headDim, d, bias, Linear.Split.ROW, projStd);
     }

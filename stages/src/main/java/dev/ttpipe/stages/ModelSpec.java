@@ -82,7 +82,7 @@ public record ModelSpec(ModelType type, int vocabSize, int embeddingDim, int num
         long d = embeddingDim, kv = (long) numKvHeads * headDim(), f = intermediateDim;
         long attn = d * d * 2 + d * kv * 2;
         if (isLlama()) return attn + 3 * d * f + 2 * d;
-        return attn + 4 * d + 2 * kv + 2 * d * f + f + d + 4 * d;
+        return attn + (2 * d + kv) + 2 * d * f + f + d + 4 * d;   // biases of q, v, o (no key bias), mlp, norms
     }
 
     /**
