@@ -10,13 +10,15 @@ import java.nio.file.Path;
 
 /** The training text of a job: the file the config names, or the arithmetic corpus ttpipe generates itself. */
 record RunData(TextDataset dataset, String description, boolean arithmetic) {
+    /** Largest operand of the generated corpus: small enough that a one-minute run learns most sums. */
+    static final int ARITHMETIC_MAX = 19;
 
     static RunData load(TtpipeConfig cfg) {
         TtpipeConfig.TrainingConfig t = cfg.training;
         int seq = cfg.transformer.effectiveSequenceLength();
         if (t.dataPath == null) {
-            String text = ArithmeticCorpus.generate(t.seed, 30_000, 99);
-            return new RunData(TextDataset.of(text, t.validationFraction), "generated arithmetic corpus (30000 lines such as 37+45=82)", true);
+            String text = ArithmeticCorpus.generate(t.seed, 30_000, ARITHMETIC_MAX);
+            return new RunData(TextDataset.of(text, t.validationFraction), "generated arithmetic corpus (30000 lines such as 12+7=19)", true);
         }
         String text;
         try {

@@ -221,7 +221,7 @@ final class TrainingRun {
             java.util.Random rng = new java.util.Random(cfg.training.seed + 1);
             int correct = 0, n = 8;
             for (int i = 0; i < n; i++) {
-                int x = rng.nextInt(100), y = rng.nextInt(100);
+                int x = rng.nextInt(RunData.ARITHMETIC_MAX + 1), y = rng.nextInt(RunData.ARITHMETIC_MAX + 1);
                 String prompt = "\n" + x + "+" + y + "=";
                 int[] ids = runtime.onDevice(0, ignored -> Evaluation.generate(stages, tok.encode(prompt), 4, temperature,
                         cfg.eval.topK, cfg.training.seed));

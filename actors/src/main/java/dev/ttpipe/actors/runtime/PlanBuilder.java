@@ -82,7 +82,9 @@ public final class PlanBuilder {
 
     static MeshOptions meshOptions(TtpipeConfig cfg, int ranks) {
         TtpipeConfig.SimCostConfig s = cfg.device.sim;
-        int threads = cfg.device.threads;
+        // Auto: the pipeline's ranks already keep the cores busy; kernels split further only when cores are left over.
+        int threads = cfg.device.threads > 0 ? cfg.device.threads
+                : Math.max(1, Runtime.getRuntime().availableProcessors() / Math.max(1, ranks));
         return new MeshOptions(cfg.device.memoryPerDevice, threads,
                 new SimCosts(s.gflops, s.memoryGbps, s.opLatencyUs, s.linkGbps, 1.0), cfg.device.bridgeLibrary);
     }

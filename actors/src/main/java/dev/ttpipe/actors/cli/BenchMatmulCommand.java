@@ -1,0 +1,119 @@
+package dev.ttpipe.actors.cli;
+
+import dev.ttpipe.device.cpu.MatmulBenchmark;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+import java.io.PrintWriter;
+import java.util.Locale;
+import java.util.Set;
+import java.util.concurrent.Callable;
+
+/**
+ * {@code ttpipe bench matmul}: fp32 matmul throughput of the cpu backend's kernel against this
+ * machine's peak, which is computed here (cores x measured clock x FLOPs per cycle of the ISA),
+ * never assumed. Prints figures; never passes or fails on them.
+ */
+@Command(name = "matmul",
+        mixinStandardHelpOptions = true,
+        description = {"Measure fp32 matmul throughput (N x N x N) of the cpu backend's kernel and compare it with "
+                + "this machine's peak.",
+                "The peak is computed: physical cores x measured core clock x fp32 FLOPs per cycle from the CPU's ISA "
+                        + "flags (avx512f 64, avx2+fma 32, avx 16, else 8).",
+                "Reports the median of about a second of timed runs after warmup."},
+        footer = {"", "Examples:",
+                "  ttpipe bench matmul",
+                "  ttpipe bench matmul --size 512 --threads 1",
+                "  ttpipe bench matmul --kernel java",
+                "  ttpipe bench matmul --size 2048 --json",
+                "",
+                "Kernels: blas is OpenBLAS (from the org.bytedeco:openblas jar) through JNA; java is the pure-JVM "
+                        + "fallback the cpu backend uses where OpenBLAS does not load (or with TTPIPE_BLAS=java)."})
+public final class BenchMatmulCommand implements Callable<Integer> {
+    static final int MAX_SIZE = 8192;
+    static final Set<String> KERNELS = Set.of("auto", "blas", "java");
+
+    @Option(names = "--size", paramLabel = "N", defaultValue = "1024",
+            description = "Matrix size: an N x N by N x N product (default: ${DEFAULT-VALUE}).")
+    int size;
+
+    @Option(names = "--threads", paramLabel = "T", defaultValue = "0",
+            description = "Compute threads; 0 uses every available processor (default: ${DEFAULT-VALUE}).")
+    int threads;
+
+    @Option(names = "--kernel", paramLabel = "KERNEL", defaultValue = "auto",
+            description = "auto, blas or java (default: ${DEFAULT-VALUE}: OpenBLAS where it loads).")
+    String kernel;
+
+    @Option(names = "--json", description = "Print one JSON object instead of the table.")
+    boolean json;
+
+    @CommandLine.Spec
+    CommandLine.Model.CommandSpec spec;
+
+    @Override
+    public Integer call() {
+        if (size < 1 || size > MAX_SIZE) {
+            throw new UserInputException("--size " + size + ": expected an integer from 1 to " + MAX_SIZE);
+        }
+        if (threads < 0 || threads > 4096) {
+            throw new UserInputException("--threads " + threads + ": expected 0 (all processors) or a positive count");
+        }
+        String k = kernel.toLowerCase(Locale.ROOT);
+        if (!KERNELS.contains(k)) {
+            throw new UserInputException("--kernel " + kernel + ": expected auto, blas or java");
+        }
+        PrintWriter out = spec.commandLine().getOut();
+        if (!json) {
+            spec.commandLine().getErr().println("measuring the clock, then " + size + "^3 matmuls for about a second...");
+            spec.commandLine().getErr().flush();
+        }
+        MatmulBenchmark.Result r = MatmulBenchmark.run(size, threads, k);
+        if (json) out.println(json(r));
+        else table(out, r);
+        out.flush();
+        return Main.EXIT_OK;
+    }
+
+    private static void table(PrintWriter out, MatmulBenchmark.Result r) {
+        out.printf(Locale.ROOT, "matmul %d x %d x %d fp32, %d thread%s%n", r.size(), r.size(), r.size(), r.threads(),
+                r.threads() == 1 ? "" : "s");
+        out.printf(Locale.ROOT, "  kernel      %s: %s%n", r.kernel(), r.kernelDetail());
+        out.printf(Locale.ROOT, "  throughput  %.1f GFLOP/s (median of %d runs, %.3f ms each; best run %.1f GFLOP/s)%n",
+                r.gflops(), r.repetitions(), r.medianSeconds() * 1e3, r.bestGflops());
+        out.printf(Locale.ROOT, "  peak        %.1f GFLOP/s = %s%n", r.peakGflops(), r.peakHow());
+        out.printf(Locale.ROOT, "  fraction    %.1f%% of peak%n", 100 * r.fractionOfPeak());
+    }
+
+    static String json(MatmulBenchmark.Result r) {
+        return String.format(Locale.ROOT,
+                "{\"size\": %d, \"threads\": %d, \"kernel\": %s, \"kernel_detail\": %s, \"gflops\": %.3f, "
+                        + "\"peak_gflops\": %.3f, \"fraction_of_peak\": %.4f, \"peak_how\": %s, \"cores\": %d, "
+                        + "\"ghz\": %.3f, \"flops_per_cycle\": %d, \"isa\": %s, \"median_seconds\": %.6g, "
+                        + "\"best_gflops\": %.3f, \"repetitions\": %d}",
+                r.size(), r.threads(), quote(r.kernel()), quote(r.kernelDetail()), r.gflops(), r.peakGflops(),
+                r.fractionOfPeak(), quote(r.peakHow()), r.peak().cores(), r.peak().ghz(), r.peak().flopsPerCycle(),
+                quote(r.peak().isa()), r.medianSeconds(), r.bestGflops(), r.repetitions());
+    }
+
+    /** A JSON string literal. */
+    static String quote(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            switch (c) {
+                case '"' -> b.append("\\\"");
+                case '\\' -> b.append("\\\\");
+                case '\n' -> b.append("\\n");
+                case '\r' -> b.append("\\r");
+                case '\t' -> b.append("\\t");
+                default -> {
+                    if (c < 0x20) b.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
+                    else b.append(c);
+                }
+            }
+        }
+        return b.append('"').toString();
+    }
+}
