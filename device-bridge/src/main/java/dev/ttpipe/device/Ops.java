@@ -151,7 +151,7 @@ public interface Ops {
     /** Sum over dimension {@code dim}. */
     Tensor sum(Tensor x, int dim, boolean keepDim);
 
-    /** Sum of squares of the logical tensor, to the host (shards added, replicas counted once). */
+    /** Sum of squares of the logical tensor, to the host (shards added, replicas counted once); NaN on sim. */
     double sumSquares(Tensor x);
 
     /** Repeats each slice of dim {@code dim} {@code repeats} times in place order (k -> k,k,..): GQA's key/value heads. */
@@ -198,5 +198,6 @@ public interface Ops {
     /** Partial (or Replicate) on {@code axis} -> Replicate: every device gets the sum (or mean). */
     Tensor allReduce(Tensor x, int axis, ReduceOp op);
 
+    /** {@link #allReduce} into x itself: x's layout becomes Replicate on {@code axis} (views of x keep theirs). */
     void allReduceInPlace(Tensor x, int axis, ReduceOp op);
 }

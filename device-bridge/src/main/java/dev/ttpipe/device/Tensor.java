@@ -30,6 +30,7 @@ public interface Tensor extends AutoCloseable {
     /**
      * The logical tensor as fp32 on the host, assembled from the devices per the layout: shards are
      * concatenated, replicas read once, partial addends summed. Synchronises with the device queue.
+     * The sim backend, which stores no values, returns zeros of the right size.
      */
     float[] toHost();
 

@@ -1,0 +1,594 @@
+package dev.ttpipe.device.cpu;
+
+import dev.ttpipe.device.AdamWParams;
+import dev.ttpipe.device.BFloat16;
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.DeviceException;
+import dev.ttpipe.device.Layout;
+import dev.ttpipe.device.LossOutput;
+import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.ReduceOp;
+import dev.ttpipe.device.SgdParams;
+import dev.ttpipe.device.Shape;
+import dev.ttpipe.device.Tensor;
+import dev.ttpipe.device.spi.CheckedOps;
+import dev.ttpipe.device.spi.DeviceMemory;
+import dev.ttpipe.device.spi.MatmulDims;
+import dev.ttpipe.device.spi.MeshTensor;
+import dev.ttpipe.device.spi.Sharding;
+
+import java.nio.FloatBuffer;
+import java.nio.IntBuffer;
+import java.util.List;
+import java.util.function.IntConsumer;
+import java.util.function.Supplier;
+
+/**
+ * The cpu backend's kernels: every op runs on each emulated device's pieces in turn (SPMD),
+ * each kernel multi-threaded on the mesh's pool. Arguments were checked by {@link CheckedOps}.
+ * BF16 pieces are staged through fp32 scratch ({@link Fp32Staging}).
+ */
+final class CpuOps extends CheckedOps {
+    private final CpuSubmesh sub;
+    private final CpuMeshDevice mesh;
+    private final Parallel par;
+    private final MeshShape shape;
+    private final int n;
+    private final List<DeviceMemory> memories;
+    private final Fp32Staging staging;
+
+    CpuOps(CpuSubmesh sub) {
+        super(sub);
+        this.sub = sub;
+        this.mesh = sub.cpuMesh();
+        this.par = mesh.parallel();
+        this.shape = sub.shape();
+        this.n = shape.size();
+        this.memories = sub.accounting();
+        this.staging = new Fp32Staging(par);
+    }
+
+    // ---- memory ------------------------------------------------------------------------------------
+
+    @Override
+    protected boolean isOwnTensor(Tensor t) {
+        return t instanceof CpuTensor;
+    }
+
+    @Override
+    protected MeshTensor allocate(Shape s, Layout layout, DType dtype) {
+        mesh.requireOpen();
+        long bytes = Sharding.localShape(s, layout, shape).numel() * dtype.bytes();
+        if (bytes > NativeAllocator.MAX_BYTES) {
+            throw new DeviceException("allocate: a piece of " + s + " " + dtype + " with layout " + layout + " needs "
+                    + bytes + " bytes per device, more than the cpu backend's " + NativeAllocator.MAX_BYTES
+                    + "; shard it over more devices");
+        }
+        DeviceMemory.allocateAll(memories, bytes);
+        CpuDevice[] devices = sub.cpuDevices();
+        NativeBuffer[] pieces = new NativeBuffer[n];
+        try {
+            for (int d = 0; d < n; d++) pieces[d] = devices[d].allocator().take(bytes);
+        } catch (RuntimeException | Error e) {
+            for (int d = 0; d < n && pieces[d] != null; d++) devices[d].allocator().give(pieces[d]);
+            DeviceMemory.freeAll(memories, bytes);
+            throw e;
+        }
+        return new CpuTensor(sub, s, layout, dtype, new CpuStorage(mesh, devices, memories, bytes, pieces));
+    }
+
+    @Override
+    protected MeshTensor view(MeshTensor base, Shape s, Layout layout) {
+        base.storage().retain();
+        return new CpuTensor(sub, s, layout, base.dtype(), (CpuStorage) base.storage());
+    }
+
+    /**
+     * Runs device work: keeps the mesh from freeing its memory meanwhile (a concurrent close waits),
+     * then converts staged BF16 results back.
+     */
+    private void run(Runnable work) {
+        mesh.enter();
+        try {
+            work.run();
+        } finally {
+            try {
+                staging.finish();
+            } finally {
+                mesh.exit();
+            }
+        }
+    }
+
+    /** {@link #run} for work with a result. */
+    private <T> T call(Supplier<T> work) {
+        mesh.enter();
+        try {
+            return work.get();
+        } finally {
+            try {
+                staging.finish();
+            } finally {
+                mesh.exit();
+            }
+        }
+    }
+
+    /** Runs {@code body} for every device (see {@link #run}). */
+    private void each(IntConsumer body) {
+        run(() -> {
+            for (int d = 0; d < n; d++) body.accept(d);
+        });
+    }
+
+    private FloatBuffer in(MeshTensor t, int d) {
+        return staging.read((CpuTensor) t, d).floats;
+    }
+
+    private FloatBuffer out(MeshTensor t, int d) {
+        return staging.write((CpuTensor) t, d).floats;
+    }
+
+    private FloatBuffer update(MeshTensor t, int d) {
+        return staging.update((CpuTensor) t, d).floats;
+    }
+
+    private static IntBuffer ints(MeshTensor t, int d) {
+        return ((CpuTensor) t).piece(d).ints;
+    }
+
+    private static int local(MeshTensor t) {
+        return (int) t.localNumel();
+    }
+
+    private static int rows(MeshTensor t) {
+        return (int) t.localShape().rows();
+    }
+
+    private int offset(MeshTensor t, int d, int dim) {
+        return Sharding.offset(t.localShape(), t.layout(), shape, d, dim);
+    }
+
+    // ---- creation and movement ---------------------------------------------------------------------
+
+    @Override
+    protected void writeHostKernel(MeshTensor t, float[] data) {
+        run(() -> HostCopy.write((CpuTensor) t, data));
+    }
+
+    @Override
+    protected void writeHostIntsKernel(MeshTensor t, int[] data) {
+        run(() -> HostCopy.writeInts((CpuTensor) t, data));
+    }
+
+    @Override
+    protected void writeLocalKernel(MeshTensor t, float[][] pieces) {
+        run(() -> HostCopy.writeLocal((CpuTensor) t, pieces));
+    }
+
+    @Override
+    protected void fillKernel(MeshTensor t, float value) {
+        CpuTensor c = (CpuTensor) t;
+        int len = local(t);
+        each(d -> {
+            NativeBuffer b = c.piece(d);
+            switch (t.dtype()) {
+                case FP32 -> Elementwise.fill(par, b.floats, len, value);
+                case BF16 -> {
+                    short h = BFloat16.fromFloat(value);
+                    for (int i = 0; i < len; i++) b.shorts.put(i, h);
+                }
+                case INT32 -> {
+                    for (int i = 0; i < len; i++) b.ints.put(i, (int) value);
+                }
+            }
+        });
+    }
+
+    @Override
+    protected void copyKernel(MeshTensor dst, MeshTensor src) {
+        CpuTensor o = (CpuTensor) dst;
+        CpuTensor x = (CpuTensor) src;
+        each(d -> Convert.copy(par, o.piece(d), o.dtype(), x.piece(d), x.dtype(), local(x)));
+    }
+
+    @Override
+    protected void permuteKernel(MeshTensor out, MeshTensor x, int[] dims) {
+        each(d -> Permute.permute(par, ((CpuTensor) out).piece(d), ((CpuTensor) x).piece(d), x.localShape().toArray(),
+                dims, x.dtype().bytes()));
+    }
+
+    // ---- matmul ------------------------------------------------------------------------------------
+
+    @Override
+    protected void matmulKernel(MeshTensor out, MeshTensor a, MeshTensor b, boolean ta, boolean tb, float alpha,
+                                float beta) {
+        MatmulDims md = MatmulDims.of(a.localShape(), ta, b.localShape(), tb);
+        int m = md.m();
+        int nn = md.n();
+        int k = md.k();
+        int lda = ta ? m : k;
+        int ldb = tb ? k : nn;
+        Gemm gemm = mesh.gemm();
+        each(d -> {
+            NativeBuffer av = staging.read((CpuTensor) a, d);
+            NativeBuffer bv = staging.read((CpuTensor) b, d);
+            NativeBuffer cv = beta == 0f ? staging.write((CpuTensor) out, d) : staging.update((CpuTensor) out, d);
+            if (!md.batchedB() && !ta) {
+                // [batch * m, k] @ [k, n]: one call
+                gemm.sgemm(false, tb, md.batch() * m, nn, k, alpha, av, 0, lda, bv, 0, ldb, beta, cv, 0, nn);
+                return;
+            }
+            for (int i = 0; i < md.batch(); i++) {
+                gemm.sgemm(ta, tb, m, nn, k, alpha, av, i * m * k, lda, bv, md.batchedB() ? i * k * nn : 0, ldb,
+                        beta, cv, i * m * nn, nn);
+            }
+        });
+    }
+
+    // ---- embedding ---------------------------------------------------------------------------------
+
+    @Override
+    protected void embeddingKernel(MeshTensor out, MeshTensor ids, MeshTensor table) {
+        int count = local(ids);
+        int dim = table.localShape().dim(1);
+        run(() -> {
+            checkIds("embedding", ids, table.shape().dim(0), Integer.MIN_VALUE);
+            for (int d = 0; d < n; d++) {
+                Embedding.forward(par, out(out, d), ints(ids, d), in(table, d), count, dim, offset(table, d, 0),
+                        table.localShape().dim(0));
+            }
+        });
+    }
+
+    @Override
+    protected void embeddingBackwardKernel(MeshTensor ids, MeshTensor dOut, MeshTensor dTable, boolean accumulate) {
+        int count = local(ids);
+        int dim = dTable.localShape().dim(1);
+        run(() -> {
+            checkIds("embeddingBackward", ids, dTable.shape().dim(0), Integer.MIN_VALUE);
+            for (int d = 0; d < n; d++) {
+                Embedding.backward(par, ints(ids, d), in(dOut, d), accumulate ? update(dTable, d) : out(dTable, d),
+                        count, dim, offset(dTable, d, 0), dTable.localShape().dim(0), accumulate);
+            }
+        });
+    }
+
+    /** Every id (other than {@code ignore}) must lie in [0, v): checked on every device before any write. */
+    private void checkIds(String op, MeshTensor ids, int v, int ignore) {
+        for (int d = 0; d < n; d++) {
+            IntBuffer b = ints(ids, d);
+            int len = local(ids);
+            for (int i = 0; i < len; i++) {
+                int id = b.get(i);
+                if ((id < 0 || id >= v) && id != ignore) idOutOfRange(op, ids, d, i, id, v, ignore);
+            }
+        }
+    }
+
+    private void idOutOfRange(String op, MeshTensor ids, int d, int i, int id, int v, int ignore) {
+        LocalPiece lp = new LocalPiece(ids.shape(), ids.localShape(), ids.layout(), shape, d);
+        int len = Math.max(1, lp.rowLength());
+        long position = lp.globalIndex(i / len) + i % len;
+        String what = op.startsWith("crossEntropy") ? "target" : "id";
+        throw new DeviceException(op + ": " + what + " " + id + " at position " + position + " of " + ids.shape()
+                + " is outside [0, " + v + ")" + (ignore == Integer.MIN_VALUE ? "" : " and is not the ignore index "
+                + ignore));
+    }
+
+    // ---- normalisation -----------------------------------------------------------------------------
+
+    @Override
+    protected void layerNormKernel(MeshTensor y, MeshTensor mean, MeshTensor rstd, MeshTensor x, MeshTensor gamma,
+                                   MeshTensor beta, float eps) {
+        int r = rows(x);
+        int dim = x.localShape().last();
+        each(d -> Norms.layerNorm(par, out(y, d), out(mean, d), out(rstd, d), in(x, d), in(gamma, d),
+                beta == null ? null : in(beta, d), r, dim, eps));
+    }
+
+    @Override
+    protected void layerNormBackwardInputKernel(MeshTensor dx, MeshTensor dy, MeshTensor x, MeshTensor gamma,
+                                                MeshTensor mean, MeshTensor rstd) {
+        int r = rows(x);
+        int dim = x.localShape().last();
+        each(d -> Norms.layerNormBackwardInput(par, out(dx, d), in(dy, d), in(x, d), in(gamma, d), in(mean, d),
+                in(rstd, d), r, dim));
+    }
+
+    @Override
+    protected void layerNormBackwardWeightKernel(MeshTensor dy, MeshTensor x, MeshTensor mean, MeshTensor rstd,
+                                                 MeshTensor dGamma, MeshTensor dBeta, boolean accumulate) {
+        int r = rows(x);
+        int dim = x.localShape().last();
+        each(d -> Norms.layerNormBackwardWeight(par, in(dy, d), in(x, d), in(mean, d), in(rstd, d),
+                dGamma == null ? null : accumulate ? update(dGamma, d) : out(dGamma, d),
+                dBeta == null ? null : accumulate ? update(dBeta, d) : out(dBeta, d), r, dim, accumulate));
+    }
+
+    @Override
+    protected void rmsNormKernel(MeshTensor y, MeshTensor rstd, MeshTensor x, MeshTensor gamma, float eps) {
+        int r = rows(x);
+        int dim = x.localShape().last();
+        each(d -> Norms.rmsNorm(par, out(y, d), out(rstd, d), in(x, d), in(gamma, d), r, dim, eps));
+    }
+
+    @Override
+    protected void rmsNormBackwardInputKernel(MeshTensor dx, MeshTensor dy, MeshTensor x, MeshTensor gamma,
+                                              MeshTensor rstd) {
+        int r = rows(x);
+        int dim = x.localShape().last();
+        each(d -> Norms.rmsNormBackwardInput(par, out(dx, d), in(dy, d), in(x, d), in(gamma, d), in(rstd, d), r, dim));
+    }
+
+    @Override
+    protected void rmsNormBackwardWeightKernel(MeshTensor dy, MeshTensor x, MeshTensor rstd, MeshTensor dGamma,
+                                               boolean accumulate) {
+        int r = rows(x);
+        int dim = x.localShape().last();
+        each(d -> Norms.rmsNormBackwardWeight(par, in(dy, d), in(x, d), in(rstd, d),
+                accumulate ? update(dGamma, d) : out(dGamma, d), r, dim, accumulate));
+    }
+
+    // ---- softmax, activations, rotary --------------------------------------------------------------
+
+    @Override
+    protected void softmaxKernel(MeshTensor y, MeshTensor x, float scale, boolean causal) {
+        int r = rows(x);
+        int tk = x.localShape().last();
+        int rank = x.shape().rank();
+        int tqLocal = rank >= 2 ? x.localShape().dim(rank - 2) : 1;
+        int tqGlobal = rank >= 2 ? x.shape().dim(rank - 2) : 1;
+        each(d -> Softmax.forward(par, out(y, d), in(x, d), r, tk, scale, causal, tqLocal, tqGlobal,
+                rank >= 2 ? offset(x, d, rank - 2) : 0));
+    }
+
+    @Override
+    protected void softmaxBackwardKernel(MeshTensor dx, MeshTensor y, MeshTensor dy, float scale) {
+        int r = rows(y);
+        int dim = y.localShape().last();
+        each(d -> Softmax.backward(par, out(dx, d), in(y, d), in(dy, d), r, dim, scale));
+    }
+
+    @Override
+    protected void activationKernel(MeshTensor out, MeshTensor x, Activation f) {
+        int len = local(x);
+        each(d -> {
+            if (f == Activation.GELU) Elementwise.gelu(par, out(out, d), in(x, d), len);
+            else Elementwise.silu(par, out(out, d), in(x, d), len);
+        });
+    }
+
+    @Override
+    protected void activationBackwardKernel(MeshTensor dx, MeshTensor dy, MeshTensor x, Activation f) {
+        int len = local(x);
+        each(d -> {
+            if (f == Activation.GELU) Elementwise.geluBackward(par, out(dx, d), in(dy, d), in(x, d), len);
+            else Elementwise.siluBackward(par, out(dx, d), in(dy, d), in(x, d), len);
+        });
+    }
+
+    @Override
+    protected void ropeKernel(MeshTensor out, MeshTensor x, float theta, boolean inverse) {
+        int hd = x.shape().dim(3);
+        float[][] table = mesh.rope().table(theta, x.shape().dim(2), hd);
+        int r = rows(x);
+        int tLocal = x.localShape().dim(2);
+        each(d -> Rope.apply(par, out(out, d), in(x, d), r, tLocal, offset(x, d, 2), hd, table, inverse));
+    }
+
+    // ---- elementwise and reductions ------------------------------------------------------------------
+
+    @Override
+    protected void binaryKernel(MeshTensor out, MeshTensor a, MeshTensor b, Binary op) {
+        int len = local(a);
+        int lenB = local(b);
+        each(d -> Elementwise.binary(par, out(out, d), in(a, d), in(b, d), len, lenB, op == Binary.MUL));
+    }
+
+    @Override
+    protected void scaleKernel(MeshTensor out, MeshTensor a, float s) {
+        int len = local(a);
+        each(d -> Elementwise.scale(par, out(out, d), in(a, d), len, s));
+    }
+
+    @Override
+    protected void axpyKernel(MeshTensor a, MeshTensor b, float alpha) {
+        int len = local(a);
+        each(d -> Elementwise.axpy(par, update(a, d), in(b, d), len, alpha));
+    }
+
+    @Override
+    protected void sumRowsKernel(MeshTensor x, MeshTensor out, boolean accumulate) {
+        int r = rows(x);
+        int cols = x.localShape().last();
+        each(d -> Reductions.sumRows(par, in(x, d), accumulate ? update(out, d) : out(out, d), r, cols, accumulate));
+    }
+
+    @Override
+    protected void sumKernel(MeshTensor out, MeshTensor x, int dim) {
+        int[] s = aroundDim(x.localShape(), dim);
+        each(d -> Reductions.sum(par, out(out, d), in(x, d), s[0], s[1], s[2]));
+    }
+
+    @Override
+    protected double sumSquaresKernel(MeshTensor x) {
+        int len = local(x);
+        return call(() -> {
+            double total = 0;
+            for (int d = 0; d < n; d++) {
+                if (Sharding.holdsDistinctPiece(x.layout(), shape, d)) total += Reductions.sumSquares(par, in(x, d), len);
+            }
+            return total;
+        });
+    }
+
+    @Override
+    protected void repeatInterleaveKernel(MeshTensor out, MeshTensor x, int dim, int repeats) {
+        int[] s = aroundDim(x.localShape(), dim);
+        each(d -> Reductions.repeatInterleave(par, out(out, d), in(x, d), s[0], s[1], s[2], repeats));
+    }
+
+    @Override
+    protected void sumGroupsKernel(MeshTensor out, MeshTensor x, int dim, int groupSize) {
+        int[] s = aroundDim(x.localShape(), dim);
+        each(d -> Reductions.sumGroups(par, out(out, d), in(x, d), s[0], s[1] / groupSize, groupSize, s[2]));
+    }
+
+    /** {outer, size of dim, inner} of a shape seen as [outer, dim, inner]. */
+    private static int[] aroundDim(Shape s, int dim) {
+        long outer = 1;
+        long inner = 1;
+        for (int i = 0; i < dim; i++) outer *= s.dim(i);
+        for (int i = dim + 1; i < s.rank(); i++) inner *= s.dim(i);
+        return new int[]{(int) outer, s.dim(dim), (int) inner};
+    }
+
+    // ---- loss ----------------------------------------------------------------------------------------
+
+    @Override
+    protected LossOutput crossEntropyKernel(MeshTensor logits, MeshTensor targets, int ignoreIndex) {
+        int v = logits.shape().last();
+        int r = rows(logits);
+        return call(() -> {
+            checkIds("crossEntropy", targets, v, ignoreIndex);
+            double sum = 0;
+            long count = 0;
+            for (int d = 0; d < n; d++) {
+                if (!Sharding.holdsDistinctPiece(logits.layout(), shape, d)) continue;
+                IntBuffer t = ints(targets, d);
+                sum += Softmax.crossEntropy(par, in(logits, d), t, r, v, ignoreIndex);
+                for (int i = 0; i < r; i++) if (t.get(i) != ignoreIndex) count++;
+            }
+            return new LossOutput(sum, count);
+        });
+    }
+
+    @Override
+    protected void crossEntropyBackwardKernel(MeshTensor dLogits, MeshTensor logits, MeshTensor targets,
+                                              int ignoreIndex, float scale) {
+        int v = logits.shape().last();
+        int r = rows(logits);
+        run(() -> {
+            checkIds("crossEntropyBackward", targets, v, ignoreIndex);
+            for (int d = 0; d < n; d++) {
+                Softmax.crossEntropyBackward(par, out(dLogits, d), in(logits, d), ints(targets, d), r, v, ignoreIndex,
+                        scale);
+            }
+        });
+    }
+
+    // ---- dropout ---------------------------------------------------------------------------------------
+
+    @Override
+    protected void dropoutKernel(MeshTensor out, MeshTensor x, float p, long seed, long elementOffset) {
+        each(d -> {
+            LocalPiece lp = new LocalPiece(x.shape(), x.localShape(), x.layout(), shape, d);
+            Elementwise.dropout(par, out(out, d), in(x, d), lp, p, seed, elementOffset);
+        });
+    }
+
+    // ---- optimizers ------------------------------------------------------------------------------------
+
+    @Override
+    protected void adamwKernel(MeshTensor param, MeshTensor grad, MeshTensor expAvg, MeshTensor expAvgSq,
+                               AdamWParams p) {
+        int len = local(param);
+        each(d -> Optimizers.adamw(par, update(param, d), in(grad, d), update(expAvg, d), update(expAvgSq, d), len, p));
+    }
+
+    @Override
+    protected void sgdKernel(MeshTensor param, MeshTensor grad, MeshTensor buf, SgdParams p) {
+        int len = local(param);
+        each(d -> Optimizers.sgd(par, update(param, d), in(grad, d), buf == null ? null : update(buf, d), len, p));
+    }
+
+    // ---- collectives -------------------------------------------------------------------------------------
+
+    /** The devices of each group along {@code axis}: element [g][j] is group g's device at position j. */
+    private int[][] groups(int axis) {
+        int size = shape.axisSize(axis);
+        int count = n / size;
+        int[][] g = new int[count][size];
+        int gi = 0;
+        for (int d = 0; d < n; d++) {
+            if (Sharding.coord(shape, d).along(axis) != 0) continue;
+            for (int j = 0; j < size; j++) g[gi][j] = Sharding.peer(shape, d, axis, j);
+            gi++;
+        }
+        return g;
+    }
+
+    @Override
+    protected void allGatherKernel(MeshTensor out, MeshTensor x, int dim, int axis) {
+        int[] s = aroundDim(x.localShape(), dim);
+        int innerBytes = s[1] * s[2] * x.dtype().bytes();
+        run(() -> {
+            for (int[] group : groups(axis)) {
+                NativeBuffer[] outs = new NativeBuffer[group.length];
+                NativeBuffer[] xs = new NativeBuffer[group.length];
+                for (int j = 0; j < group.length; j++) {
+                    outs[j] = ((CpuTensor) out).piece(group[j]);
+                    xs[j] = ((CpuTensor) x).piece(group[j]);
+                }
+                Collectives.allGather(outs, xs, s[0], innerBytes);
+            }
+        });
+    }
+
+    @Override
+    protected void reduceScatterKernel(MeshTensor out, MeshTensor x, int dim, int axis) {
+        int[] s = aroundDim(out.localShape(), dim);
+        run(() -> {
+            for (int[] group : groups(axis)) {
+                FloatBuffer[] outs = new FloatBuffer[group.length];
+                FloatBuffer[] xs = new FloatBuffer[group.length];
+                for (int j = 0; j < group.length; j++) {
+                    xs[j] = in(x, group[j]);
+                    outs[j] = out(out, group[j]);
+                }
+                Collectives.reduceScatter(par, outs, xs, s[0], s[1] * s[2]);
+            }
+        });
+    }
+
+    @Override
+    protected void allReduceKernel(MeshTensor out, MeshTensor x, int axis, ReduceOp op) {
+        int len = local(x);
+        float post = op == ReduceOp.MEAN ? 1f / shape.axisSize(axis) : 1f;
+        run(() -> {
+            for (int[] group : groups(axis)) {
+                FloatBuffer[] outs = new FloatBuffer[group.length];
+                FloatBuffer[] xs = new FloatBuffer[group.length];
+                for (int j = 0; j < group.length; j++) xs[j] = in(x, group[j]);
+                for (int j = 0; j < group.length; j++) outs[j] = out(out, group[j]);
+                Collectives.allReduce(par, outs, xs, len, post);
+            }
+        });
+    }
+
+    @Override
+    protected MeshTensor adoptKernel(MeshTensor t) {
+        MeshTensor moved = moveHere(t, memories);
+        if (moved != null) return moved;
+        CpuTensor copy = receive((CpuTensor) t);
+        t.close();
+        return copy;
+    }
+
+    /** Copies {@code t}'s pieces into a new tensor on this submesh (a socket's receive side). */
+    CpuTensor receive(CpuTensor t) {
+        CpuTensor copy = (CpuTensor) allocate(t.shape(), t.layout(), t.dtype());
+        int bytes = (int) t.bytesPerDevice();
+        mesh.enter();
+        try {
+            for (int d = 0; d < n; d++) copy.piece(d).bytes.put(0, t.piece(d).bytes, 0, bytes);
+            return copy;
+        } catch (RuntimeException | Error e) {
+            copy.close();
+            throw e;
+        } finally {
+            mesh.exit();
+        }
+    }
+}

@@ -1,0 +1,61 @@
+package dev.ttpipe.device.cpu;
+
+import dev.ttpipe.device.DeviceException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.util.Locale;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Picks the matmul kernel: {@code blas} (OpenBLAS, fails if it does not load), {@code java}
+ * (pure JVM), or {@code auto}: OpenBLAS unless {@code -Dttpipe.blas=java} or
+ * {@code TTPIPE_BLAS=java} says otherwise, the JVM kernel if OpenBLAS does not load. Logs the
+ * kernel in use once per process and kind (INFO).
+ */
+final class GemmChoice {
+    private static final Logger LOG = LoggerFactory.getLogger(GemmChoice.class);
+    private static final Set<String> LOGGED = ConcurrentHashMap.newKeySet();
+
+    private GemmChoice() {
+    }
+
+    /** The kernel asked for by {@code -Dttpipe.blas} / {@code TTPIPE_BLAS}: auto, blas or java. */
+    static String requested() {
+        String p = System.getProperty("ttpipe.blas");
+        if (p == null || p.isBlank()) p = System.getenv("TTPIPE_BLAS");
+        return p == null || p.isBlank() ? "auto" : p.trim().toLowerCase(Locale.ROOT);
+    }
+
+    static Gemm choose(String kind, int threads, Parallel parallel) {
+        String k = kind == null ? "auto" : kind.toLowerCase(Locale.ROOT);
+        if (k.equals("auto")) k = requested();
+        Gemm g;
+        switch (k) {
+            case "java":
+                g = new JavaGemm(parallel);
+                break;
+            case "blas":
+            case "openblas":
+                g = BlasGemm.tryLoad(threads);
+                if (g == null) {
+                    throw new DeviceException("OpenBLAS does not load: " + OpenBlas.failure());
+                }
+                break;
+            case "auto":
+                g = BlasGemm.tryLoad(threads);
+                if (g == null) {
+                    if (LOGGED.add("fallback")) {
+                        LOG.info("OpenBLAS does not load ({}); using the pure-JVM matmul", String.valueOf(OpenBlas.failure()));
+                    }
+                    g = new JavaGemm(parallel);
+                }
+                break;
+            default:
+                throw new DeviceException("matmul kernel '" + kind + "' unknown, expected auto, blas or java");
+        }
+        if (LOGGED.add(g.kind())) LOG.info("cpu matmul kernel: {}", g.describe());
+        return g;
+    }
+}

@@ -1,0 +1,147 @@
+package dev.ttpipe.device.cpu;
+
+import java.nio.FloatBuffer;
+
+/**
+ * LayerNorm and RMSNorm over the last dim of one device's piece ([rows, d] row-major), forward and
+ * backward side by side. Row statistics accumulate in double. Forward and input-backward run
+ * parallel over rows; weight-backward runs parallel over columns (each thread owns a column range
+ * of dGamma/dBeta, so there is no race and the sum order does not depend on the thread count).
+ */
+final class Norms {
+    private Norms() {
+    }
+
+    private static int rowGrain(int d) {
+        return Math.max(1, Elementwise.GRAIN / Math.max(1, d));
+    }
+
+    // ---- layernorm: y = (x - mean) * rstd * gamma + beta ---------------------------------------
+
+    static void layerNorm(Parallel par, FloatBuffer y, FloatBuffer mean, FloatBuffer rstd, FloatBuffer x,
+                          FloatBuffer gamma, FloatBuffer beta, int rows, int d, float eps) {
+        par.range(rows, rowGrain(d), (lo, hi) -> {
+            for (int r = lo; r < hi; r++) {
+                int base = r * d;
+                double s = 0;
+                double ss = 0;
+                for (int j = 0; j < d; j++) {
+                    double v = x.get(base + j);
+                    s += v;
+                    ss += v * v;
+                }
+                double m = s / d;
+                double var = Math.max(0.0, ss / d - m * m); // one pass; double keeps the cancellation harmless
+                float rs = (float) (1.0 / Math.sqrt(var + eps));
+                float mf = (float) m;
+                for (int j = 0; j < d; j++) {
+                    float xhat = (x.get(base + j) - mf) * rs;
+                    y.put(base + j, xhat * gamma.get(j) + (beta == null ? 0f : beta.get(j)));
+                }
+                mean.put(r, mf);
+                rstd.put(r, rs);
+            }
+        });
+    }
+
+    /** dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = gamma * dy. */
+    static void layerNormBackwardInput(Parallel par, FloatBuffer dx, FloatBuffer dy, FloatBuffer x, FloatBuffer gamma,
+                                       FloatBuffer mean, FloatBuffer rstd, int rows, int d) {
+        par.range(rows, rowGrain(d), (lo, hi) -> {
+            for (int r = lo; r < hi; r++) {
+                int base = r * d;
+                float m = mean.get(r);
+                float rs = rstd.get(r);
+                double sg = 0;
+                double sgx = 0;
+                for (int j = 0; j < d; j++) {
+                    double g = gamma.get(j) * dy.get(base + j);
+                    sg += g;
+                    sgx += g * (x.get(base + j) - m) * rs;
+                }
+                float mg = (float) (sg / d);
+                float mgx = (float) (sgx / d);
+                for (int j = 0; j < d; j++) {
+                    float xhat = (x.get(base + j) - m) * rs;
+                    float g = gamma.get(j) * dy.get(base + j);
+                    dx.put(base + j, rs * (g - mg - xhat * mgx));
+                }
+            }
+        });
+    }
+
+    /** dGamma (+)= sum over rows of dy * xhat; dBeta (+)= sum over rows of dy. Either may be null. */
+    static void layerNormBackwardWeight(Parallel par, FloatBuffer dy, FloatBuffer x, FloatBuffer mean, FloatBuffer rstd,
+                                        FloatBuffer dGamma, FloatBuffer dBeta, int rows, int d, boolean accumulate) {
+        par.range(d, 32, (lo, hi) -> {
+            if (!accumulate) {
+                for (int j = lo; j < hi; j++) {
+                    if (dGamma != null) dGamma.put(j, 0f);
+                    if (dBeta != null) dBeta.put(j, 0f);
+                }
+            }
+            for (int r = 0; r < rows; r++) {
+                int base = r * d;
+                float m = mean.get(r);
+                float rs = rstd.get(r);
+                for (int j = lo; j < hi; j++) {
+                    float g = dy.get(base + j);
+                    if (dGamma != null) dGamma.put(j, dGamma.get(j) + g * (x.get(base + j) - m) * rs);
+                    if (dBeta != null) dBeta.put(j, dBeta.get(j) + g);
+                }
+            }
+        });
+    }
+
+    // ---- rmsnorm: y = x * rstd * gamma, rstd = 1 / sqrt(mean(x^2) + eps) ------------------------
+
+    static void rmsNorm(Parallel par, FloatBuffer y, FloatBuffer rstd, FloatBuffer x, FloatBuffer gamma, int rows,
+                        int d, float eps) {
+        par.range(rows, rowGrain(d), (lo, hi) -> {
+            for (int r = lo; r < hi; r++) {
+                int base = r * d;
+                double ss = 0;
+                for (int j = 0; j < d; j++) {
+                    double v = x.get(base + j);
+                    ss += v * v;
+                }
+                float rs = (float) (1.0 / Math.sqrt(ss / d + eps));
+                for (int j = 0; j < d; j++) y.put(base + j, x.get(base + j) * rs * gamma.get(j));
+                rstd.put(r, rs);
+            }
+        });
+    }
+
+    /** dx = rstd * (g - xhat * mean(g * xhat)), g = gamma * dy, xhat = x * rstd. */
+    static void rmsNormBackwardInput(Parallel par, FloatBuffer dx, FloatBuffer dy, FloatBuffer x, FloatBuffer gamma,
+                                     FloatBuffer rstd, int rows, int d) {
+        par.range(rows, rowGrain(d), (lo, hi) -> {
+            for (int r = lo; r < hi; r++) {
+                int base = r * d;
+                float rs = rstd.get(r);
+                double sgx = 0;
+                for (int j = 0; j < d; j++) sgx += (double) gamma.get(j) * dy.get(base + j) * x.get(base + j) * rs;
+                float mgx = (float) (sgx / d);
+                for (int j = 0; j < d; j++) {
+                    float xhat = x.get(base + j) * rs;
+                    dx.put(base + j, rs * (gamma.get(j) * dy.get(base + j) - xhat * mgx));
+                }
+            }
+        });
+    }
+
+    /** dGamma (+)= sum over rows of dy * x * rstd. */
+    static void rmsNormBackwardWeight(Parallel par, FloatBuffer dy, FloatBuffer x, FloatBuffer rstd, FloatBuffer dGamma,
+                                      int rows, int d, boolean accumulate) {
+        par.range(d, 32, (lo, hi) -> {
+            if (!accumulate) {
+                for (int j = lo; j < hi; j++) dGamma.put(j, 0f);
+            }
+            for (int r = 0; r < rows; r++) {
+                int base = r * d;
+                float rs = rstd.get(r);
+                for (int j = lo; j < hi; j++) dGamma.put(j, dGamma.get(j) + dy.get(base + j) * x.get(base + j) * rs);
+            }
+        });
+    }
+}

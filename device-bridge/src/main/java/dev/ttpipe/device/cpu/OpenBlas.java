@@ -1,0 +1,123 @@
+package dev.ttpipe.device.cpu;
+
+import com.sun.jna.Native;
+import com.sun.jna.NativeLibrary;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.URL;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.util.List;
+import java.util.Locale;
+import java.util.Properties;
+
+/**
+ * OpenBLAS bound with JNA direct mapping. The library comes from the
+ * {@code org.bytedeco:openblas:linux-x86_64} jar: {@code libopenblas.so.0} and the runtime
+ * libraries next to it (it has RUNPATH $ORIGIN) are extracted once into a versioned directory
+ * under {@code java.io.tmpdir} (written under a temporary name, then moved atomically, so
+ * concurrent JVMs are safe), then loaded by absolute path. Elsewhere the system's
+ * {@code libopenblas} is tried. Pointers are passed as {@code long} addresses, so a call
+ * allocates nothing.
+ */
+final class OpenBlas {
+    private static final Logger LOG = LoggerFactory.getLogger(OpenBlas.class);
+    private static final String RESOURCE_DIR = "org/bytedeco/openblas/linux-x86_64/";
+    private static final List<String> FILES = List.of("libgfortran.so.5", "libquadmath.so.0", "libgcc_s.so.1",
+            "libopenblas.so.0");
+
+    static final int ROW_MAJOR = 101;
+    static final int NO_TRANS = 111;
+    static final int TRANS = 112;
+
+    private static Throwable failure;
+    private static String loadedFrom;
+    private static boolean tried;
+
+    private OpenBlas() {
+    }
+
+    static native void cblas_sgemm(int order, int transA, int transB, int m, int n, int k, float alpha, long a, int lda,
+                                   long b, int ldb, float beta, long c, int ldc);
+
+    static native void openblas_set_num_threads(int threads);
+
+    static native int openblas_get_num_threads();
+
+    static native String openblas_get_config();
+
+    static native String openblas_get_corename();
+
+    /** Loads the library once; true if the natives are bound. */
+    static synchronized boolean load() {
+        if (!tried) {
+            tried = true;
+            try {
+                NativeLibrary lib = open();
+                Native.register(OpenBlas.class, lib);
+                loadedFrom = lib.getFile() == null ? lib.getName() : lib.getFile().getPath();
+            } catch (Throwable t) {
+                failure = t;
+                LOG.debug("OpenBLAS not available", t);
+            }
+        }
+        return failure == null;
+    }
+
+    /** Why {@link #load} failed, or null. */
+    static synchronized Throwable failure() {
+        return failure;
+    }
+
+    static synchronized String loadedFrom() {
+        return loadedFrom;
+    }
+
+    private static NativeLibrary open() throws IOException {
+        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
+        String arch = System.getProperty("os.arch", "");
+        URL main = OpenBlas.class.getClassLoader().getResource(RESOURCE_DIR + "libopenblas.so.0");
+        if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64")) || main == null) {
+            return NativeLibrary.getInstance("openblas");
+        }
+        Path dir = Paths.get(System.getProperty("java.io.tmpdir"), "ttpipe-native",
+                "openblas-" + version() + "-" + main.openConnection().getContentLengthLong());
+        Files.createDirectories(dir);
+        for (String name : FILES) extract(RESOURCE_DIR + name, dir.resolve(name));
+        return NativeLibrary.getInstance(dir.resolve("libopenblas.so.0").toAbsolutePath().toString());
+    }
+
+    private static String version() {
+        try (InputStream in = OpenBlas.class.getClassLoader()
+                .getResourceAsStream("META-INF/maven/org.bytedeco/openblas/pom.properties")) {
+            if (in == null) return "unknown";
+            Properties p = new Properties();
+            p.load(in);
+            return p.getProperty("version", "unknown");
+        } catch (IOException e) {
+            return "unknown";
+        }
+    }
+
+    /** Copies a resource to {@code target} unless a file of the same size is already there. */
+    private static void extract(String resource, Path target) throws IOException {
+        URL url = OpenBlas.class.getClassLoader().getResource(resource);
+        if (url == null) throw new IOException("resource " + resource + " not found");
+        long size = url.openConnection().getContentLengthLong();
+        if (Files.isRegularFile(target) && Files.size(target) == size) return;
+        Path tmp = Files.createTempFile(target.getParent(), target.getFileName().toString(), ".tmp");
+        try {
+            try (InputStream in = url.openStream()) {
+                Files.copy(in, tmp, StandardCopyOption.REPLACE_EXISTING);
+            }
+            Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        } finally {
+            Files.deleteIfExists(tmp);
+        }
+    }
+}

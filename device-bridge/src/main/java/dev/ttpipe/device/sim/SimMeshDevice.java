@@ -1,0 +1,118 @@
+package dev.ttpipe.device.sim;
+
+import dev.ttpipe.device.Device;
+import dev.ttpipe.device.DeviceException;
+import dev.ttpipe.device.MeshCoord;
+import dev.ttpipe.device.MeshDevice;
+import dev.ttpipe.device.MeshOptions;
+import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.MeshSocket;
+import dev.ttpipe.device.SimCosts;
+import dev.ttpipe.device.Submesh;
+import dev.ttpipe.device.spi.AccountedDevice;
+import dev.ttpipe.device.spi.SubmeshBase;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The sim backend: a mesh whose ops do no math. Tensors carry shapes, layouts and dtypes and are
+ * charged to their devices' memory exactly as on cpu (out-of-memory included); every op takes the
+ * time {@link SimCosts} models for it on its submesh's queue ({@link SimSubmesh}). Shape and
+ * layout checks are the cpu backend's (both extend {@link dev.ttpipe.device.spi.CheckedOps}).
+ * Values read back are placeholders: {@code toHost} gives zeros, {@code sumSquares} NaN,
+ * {@code crossEntropy} a NaN sum over every target (ids are not stored, so none is ignored and
+ * none is range-checked). This is what runs a 64-stage pipeline on a laptop.
+ */
+public final class SimMeshDevice implements MeshDevice {
+    private final MeshShape shape;
+    private final List<AccountedDevice> devices;
+    private final SimCosts costs;
+    private final Map<MeshShape, List<Submesh>> submeshes = new ConcurrentHashMap<>();
+    private volatile boolean closed;
+
+    private SimMeshDevice(MeshShape shape, MeshOptions options) {
+        if (options.memoryPerDevice() <= 0) {
+            throw new DeviceException("sim mesh: memoryPerDevice " + options.memoryPerDevice() + " must be > 0");
+        }
+        SimCosts c = options.simCosts() == null ? SimCosts.defaults() : options.simCosts();
+        if (!(c.gflops() > 0 && c.memoryGbps() > 0 && c.linkGbps() > 0 && c.opLatencyUs() >= 0 && c.timeScale() >= 0)) {
+            throw new DeviceException("sim mesh: cost model " + c + " needs positive rates and non-negative latency and scale");
+        }
+        this.shape = shape;
+        this.costs = c;
+        List<AccountedDevice> devs = new ArrayList<>();
+        for (int i = 0; i < shape.size(); i++) {
+            devs.add(new AccountedDevice("sim", i, new MeshCoord(i / shape.cols(), i % shape.cols()),
+                    options.memoryPerDevice()));
+        }
+        this.devices = List.copyOf(devs);
+    }
+
+    /** Opens a modeled mesh ({@code options} null: defaults). */
+    public static SimMeshDevice open(MeshShape shape, MeshOptions options) {
+        if (shape == null) throw new DeviceException("sim mesh: shape is null");
+        return new SimMeshDevice(shape, options == null ? MeshOptions.defaults() : options);
+    }
+
+    @Override
+    public String backend() {
+        return "sim";
+    }
+
+    @Override
+    public MeshShape shape() {
+        return shape;
+    }
+
+    @Override
+    public List<Device> devices() {
+        return List.copyOf(devices);
+    }
+
+    SimCosts costs() {
+        return costs;
+    }
+
+    @Override
+    public List<Submesh> createSubmeshes(MeshShape submeshShape) {
+        requireOpen();
+        return submeshes.computeIfAbsent(submeshShape, s -> {
+            List<List<AccountedDevice>> tiles = SubmeshBase.tile(shape, devices, s);
+            List<Submesh> out = new ArrayList<>();
+            for (int i = 0; i < tiles.size(); i++) out.add(new SimSubmesh(this, i, s, List.<Device>copyOf(tiles.get(i))));
+            return List.copyOf(out);
+        });
+    }
+
+    @Override
+    public Submesh asSubmesh() {
+        return createSubmeshes(shape).get(0);
+    }
+
+    @Override
+    public MeshSocket openSocket(Submesh from, Submesh to) {
+        requireOpen();
+        return new SimMeshSocket(this, from, to);
+    }
+
+    boolean isClosed() {
+        return closed;
+    }
+
+    void requireOpen() {
+        if (closed) throw new DeviceException("sim mesh " + shape + " is closed");
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+    }
+
+    @Override
+    public String toString() {
+        return "sim mesh " + shape + " (" + costs + ")";
+    }
+}

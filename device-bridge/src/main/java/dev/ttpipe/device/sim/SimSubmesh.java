@@ -1,0 +1,67 @@
+package dev.ttpipe.device.sim;
+
+import dev.ttpipe.device.Device;
+import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.Ops;
+import dev.ttpipe.device.spi.SubmeshBase;
+
+import java.util.List;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * A sim submesh: an asynchronous device queue reduced to a clock. Each op advances "busy until"
+ * by its modeled time (starting no earlier than now) and returns at once; {@link #synchronize}
+ * and every read of a value wait until the clock is reached (parking, then spinning the last
+ * tenth of a millisecond).
+ */
+final class SimSubmesh extends SubmeshBase {
+    private static final long SPIN_NANOS = 100_000;
+
+    private final SimMeshDevice mesh;
+    private final SimOps ops;
+    private long busyUntil = System.nanoTime();
+
+    SimSubmesh(SimMeshDevice mesh, int index, MeshShape shape, List<Device> devices) {
+        super(mesh, index, shape, devices);
+        this.mesh = mesh;
+        this.ops = new SimOps(this, mesh.costs());
+    }
+
+    SimMeshDevice simMesh() {
+        return mesh;
+    }
+
+    SimOps simOps() {
+        return ops;
+    }
+
+    @Override
+    public Ops ops() {
+        return ops;
+    }
+
+    /** Queues work of {@code seconds}; returns when it will be done (System.nanoTime scale). */
+    synchronized long enqueue(double seconds) {
+        long start = Math.max(System.nanoTime(), busyUntil);
+        busyUntil = start + Math.max(0L, Math.round(seconds * 1e9));
+        return busyUntil;
+    }
+
+    /** Makes later work wait for an event at {@code readyAt} (a tensor arriving from another submesh). */
+    synchronized void waitFor(long readyAt) {
+        busyUntil = Math.max(busyUntil, readyAt);
+    }
+
+    synchronized long busyUntil() {
+        return busyUntil;
+    }
+
+    @Override
+    public void synchronize() {
+        long until = busyUntil();
+        for (long left; (left = until - System.nanoTime()) > 0; ) {
+            if (left > 2 * SPIN_NANOS) LockSupport.parkNanos(left - SPIN_NANOS);
+            else Thread.onSpinWait();
+        }
+    }
+}

@@ -1,0 +1,11 @@
+/**
+ * For backend implementers: what every backend shares so that all of them accept, reject and
+ * account for the same programs. {@link dev.ttpipe.device.spi.CheckedOps} validates each op and
+ * derives its output layout with {@link dev.ttpipe.device.spi.LayoutRules}, then calls the
+ * backend's kernel; {@link dev.ttpipe.device.spi.DeviceMemory} does per-device accounting and
+ * out-of-memory; {@link dev.ttpipe.device.spi.Sharding} says where each device's piece sits in the
+ * logical tensor; {@link dev.ttpipe.device.spi.MeshTensor}, {@link dev.ttpipe.device.spi.Storage}
+ * and {@link dev.ttpipe.device.spi.SubmeshBase} are the common halves of tensors and submeshes.
+ * A new backend (the JNA ttnn one) extends these and passes the contract test suite.
+ */
+package dev.ttpipe.device.spi;
