@@ -28,6 +28,11 @@ public record JobPlan(String name, long seed, ModelSpec model, Parallelism paral
                       int microbatchSize, int seqLen, int accumulation, OptimizerSpec optimizer, LrSchedule lr,
                       double clipMaxNorm, String backend, MeshOptions meshOptions, String transport) {
 
+    /** Starts a plan in code, without YAML: the model, then the pipeline and training settings. */
+    public static Builder builder(ModelSpec model) {
+        return new Builder(model);
+    }
+
     public int ranks() {
         return schedule.ranks();
     }
@@ -81,5 +86,69 @@ public record JobPlan(String name, long seed, ModelSpec model, Parallelism paral
             }
         }
         return limit;
+    }
+
+    /**
+     * Builds a plan from code (what the YAML config does for the CLI). Defaults: 2 ranks, 1F1B,
+     * 4 microbatches of 4 sequences, the model's max sequence length, AdamW at 3e-3, cpu backend,
+     * a [1, 1] mesh per rank, even split of the blocks, in-process transport.
+     */
+    public static final class Builder {
+        private final ModelSpec model;
+        private String name = "ttpipe";
+        private long seed = 5489;
+        private int ranks = 2, virtualStages = 0, microbatches = 4, microbatchSize = 4, seqLen, accumulation = 1;
+        private String schedule = "1f1b";
+        private boolean readyFirst;
+        private List<Integer> blocksPerRank;
+        private OptimizerSpec optimizer = OptimizerSpec.adamw(3e-3, 0.01);
+        private LrSchedule lr;
+        private double clipMaxNorm = 1.0;
+        private String backend = "cpu";
+        private MeshShape rankMesh = new MeshShape(1, 1);
+        private boolean ddp, tp;
+        private MeshOptions meshOptions = MeshOptions.defaults().withThreads(1);
+
+        private Builder(ModelSpec model) {
+            this.model = model;
+            this.seqLen = model.maxSequenceLength();
+        }
+
+        public Builder name(String n) { this.name = n; return this; }
+        public Builder seed(long s) { this.seed = s; return this; }
+        public Builder ranks(int p) { this.ranks = p; return this; }
+        public Builder schedule(String s) { this.schedule = s; return this; }
+        public Builder virtualStages(int v) { this.virtualStages = v; return this; }
+        public Builder readyFirst(boolean r) { this.readyFirst = r; return this; }
+        public Builder microbatches(int m) { this.microbatches = m; return this; }
+        public Builder microbatchSize(int b) { this.microbatchSize = b; return this; }
+        public Builder seqLen(int t) { this.seqLen = t; return this; }
+        public Builder accumulation(int k) { this.accumulation = k; return this; }
+        /** TTML's blocks_per_rank (rank -> blocks); unset: a cost-balanced split. */
+        public Builder blocksPerRank(Integer... counts) { this.blocksPerRank = List.of(counts); return this; }
+        public Builder optimizer(OptimizerSpec o) { this.optimizer = o; return this; }
+        public Builder lr(LrSchedule l) { this.lr = l; return this; }
+        public Builder clipMaxNorm(double c) { this.clipMaxNorm = c; return this; }
+        public Builder backend(String b) { this.backend = b; return this; }
+        public Builder meshOptions(MeshOptions o) { this.meshOptions = o; return this; }
+        /** The mesh each rank owns and the strategies inside it (TTML's device_config). */
+        public Builder rankMesh(MeshShape shape, boolean enableDdp, boolean enableTp) {
+            this.rankMesh = shape;
+            this.ddp = enableDdp;
+            this.tp = enableTp;
+            return this;
+        }
+
+        public JobPlan build() {
+            int v = virtualStages > 0 ? virtualStages : dev.ttpipe.schedules.Schedules.defaultVirtualStages(schedule);
+            Schedule s = dev.ttpipe.schedules.Lowering.lower(
+                    dev.ttpipe.schedules.Schedules.generate(schedule, ranks, microbatches, v, null));
+            List<StageSlice> slices = blocksPerRank == null
+                    ? dev.ttpipe.stages.Partitioner.balanced(model, ranks, s.virtualStages(), seqLen)
+                    : dev.ttpipe.stages.Partitioner.fromBlocksPerRank(blocksPerRank, model.numBlocks(), s.virtualStages());
+            return new JobPlan(name, seed, model, Parallelism.of(rankMesh, ddp, tp), rankMesh, PlanBuilder.onRanks(slices, s),
+                    s, readyFirst, microbatches, microbatchSize, seqLen, accumulation, optimizer,
+                    lr != null ? lr : LrSchedule.constant(optimizer.learningRate()), clipMaxNorm, backend, meshOptions, "local");
+        }
     }
 }

@@ -1,0 +1,89 @@
+package dev.ttpipe.actors.runtime;
+
+import dev.ttpipe.stages.ModelSpec;
+import dev.ttpipe.stages.data.Batch;
+import dev.ttpipe.stages.data.TextDataset;
+import org.junit.jupiter.api.Test;
+
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+/** The StageActor keeps answering while its device queue is busy, and a failing stage ends the step cleanly. */
+class StageActorTest {
+    static final String TEXT = "abcdefghijklmnopqrstuvwxyz ".repeat(40);
+
+    static JobPlan tiny(String backend) {
+        ModelSpec model = ModelSpec.gpt2(TextDataset.of(TEXT, 0.1).tokenizer().vocabSize(), 16, 2, 2, 8);
+        return JobPlan.builder(model).ranks(2).microbatches(2).microbatchSize(2).seqLen(8).backend(backend).build();
+    }
+
+    @Test
+    void answersAStatsQueryWithin50msWhileItsDeviceQueueRunsALongKernel() throws Exception {
+        try (PipelineRuntime runtime = PipelineRuntime.start(tiny("cpu"))) {
+            CountDownLatch inside = new CountDownLatch(1);
+            CompletableFuture<Object> kernel = CompletableFuture.supplyAsync(() -> runtime.onDevice(0, stages -> {
+                inside.countDown();
+                long end = System.nanoTime() + 2_000_000_000L;      // a two-second "kernel" on rank 0's queue
+                while (System.nanoTime() < end) Thread.onSpinWait();
+                return "done";
+            }));
+            assertTrue(inside.await(10, TimeUnit.SECONDS));
+            runtime.stats(0, Duration.ofSeconds(5));               // warm the ask path
+            long[] micros = new long[5];
+            for (int i = 0; i < micros.length; i++) {
+                long t0 = System.nanoTime();
+                var stats = runtime.stats(0, Duration.ofSeconds(5));
+                micros[i] = (System.nanoTime() - t0) / 1000;
+                assertTrue(stats.rank() == 0);
+            }
+            assertFalse(kernel.isDone(), "the kernel should still be running while stats were answered");
+            Arrays.sort(micros);
+            System.out.println("stats answered in " + Arrays.toString(micros) + " us while the kernel ran");
+            assertTrue(micros[micros.length / 2] < 50_000, "median answer took " + micros[micros.length / 2] + " us");
+            kernel.get(20, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    void aFailingStageStopsTheStepNamingRankStageActionAndMicrobatch() {
+        ModelSpec model = ModelSpec.gpt2(TextDataset.of(TEXT, 0.1).tokenizer().vocabSize(), 16, 2, 2, 8);
+        // 1 MiB per device: the weights fit, the activations of the second microbatch on rank 1 do not... or earlier.
+        JobPlan plan = JobPlan.builder(model).ranks(2).microbatches(2).microbatchSize(64).seqLen(8)
+                .meshOptions(dev.ttpipe.device.MeshOptions.defaults().withThreads(1).withMemoryPerDevice(400_000)).build();
+        TextDataset data = TextDataset.of(TEXT, 0.1);
+        Batch b = data.trainBatch(1, 0, plan.batchSize(), 8);
+        java.util.Set<Thread> before = java.util.Set.copyOf(Thread.getAllStackTraces().keySet());
+        PipelineFailure f;
+        try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
+            f = assertThrows(PipelineFailure.class, () -> runtime.step(0, List.of(b)));
+        }
+        String m = f.getMessage();
+        assertTrue(m.matches("(?s).*rank \\d, stage \\d, action \\d[A-Z_]+\\d \\(microbatch \\d\\).*out of memory.*"), m);
+        waitForThreadsToEnd(before);
+    }
+
+    static void waitForThreadsToEnd(java.util.Set<Thread> before) {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        List<Thread> left;
+        do {
+            left = Thread.getAllStackTraces().keySet().stream()
+                    .filter(t -> !before.contains(t) && t.isAlive() && t.getName().startsWith("ttpipe-")).toList();
+            if (left.isEmpty()) return;
+            try {
+                Thread.sleep(50);
+            } catch (InterruptedException e) {
+                return;
+            }
+        } while (System.nanoTime() < deadline);
+        throw new AssertionError("threads left running: " + left);
+    }
+
+}
