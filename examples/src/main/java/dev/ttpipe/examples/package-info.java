@@ -1,2 +1,0 @@
-/** ttpipe examples. */
-package dev.ttpipe.examples;
