@@ -8,10 +8,12 @@ import picocli.CommandLine.Command;
         description = "Measure performance and print figures (matmul throughput, training step, transport, bridge).",
         subcommands = {
                 BenchMatmulCommand.class,
+                BenchStepCommand.class,
         },
         footer = {"", "Examples:",
                 "  ttpipe bench matmul --size 1024 --threads 2",
-                "  ttpipe bench matmul --json"})
+                "  ttpipe bench matmul --json",
+                "  ttpipe bench step configs/bench/gpt-s.yaml"})
 public final class BenchCommand implements Runnable {
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;

@@ -45,6 +45,22 @@ public final class JobOptions {
     @Option(names = "--seed", paramLabel = "N", description = "Seed for weights, data and dropout (training_config.seed).")
     Integer seed;
 
+    /** The flags given, as arguments to pass on to worker processes. */
+    public java.util.List<String> toArgs() {
+        java.util.List<String> a = new java.util.ArrayList<>();
+        if (data != null) a.addAll(java.util.List.of("--data", data.toString()));
+        if (stages != null) a.addAll(java.util.List.of("--stages", stages.toString()));
+        if (microbatches != null) a.addAll(java.util.List.of("--microbatches", microbatches.toString()));
+        if (schedule != null) a.addAll(java.util.List.of("--schedule", schedule));
+        if (virtualStages != null) a.addAll(java.util.List.of("--virtual-stages", virtualStages.toString()));
+        if (maxSteps != null) a.addAll(java.util.List.of("--max-steps", maxSteps.toString()));
+        if (batchSize != null) a.addAll(java.util.List.of("--batch-size", batchSize.toString()));
+        if (backend != null) a.addAll(java.util.List.of("--backend", backend));
+        if (mode != null) a.addAll(java.util.List.of("--mode", mode));
+        if (seed != null) a.addAll(java.util.List.of("--seed", seed.toString()));
+        return a;
+    }
+
     /** Reads {@code file} (or the embedded {@code defaultResource}), applies the flags, validates. */
     public TtpipeConfig resolve(Path file, String defaultResource) {
         TtpipeConfig cfg = file == null ? ConfigLoader.readResource(defaultResource) : ConfigLoader.read(file);

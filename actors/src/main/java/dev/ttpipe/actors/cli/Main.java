@@ -23,6 +23,8 @@ import java.io.PrintWriter;
         subcommands = {
                 TrainCommand.class,
                 VerifyCommand.class,
+                WorkerCommand.class,
+                LaunchCommand.class,
                 SimulateCommand.class,
                 BenchCommand.class,
                 CommandLine.HelpCommand.class,

@@ -66,6 +66,13 @@ final class TrainingRun {
     }
 
     void run() throws IOException {
+        try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
+            run(runtime);
+        }
+    }
+
+    /** Trains with a runtime started elsewhere (rank 0 of a multi-process job); does not close it. */
+    void run(PipelineRuntime runtime) throws IOException {
         int steps = cfg.training.maxSteps;
         out.println(describe());
         out.println("run directory: " + runDir);
@@ -76,8 +83,7 @@ final class TrainingRun {
         StepAnalysis lastAnalysis = null;
         Coordinator.StepReport last = null;
         double firstLoss = Double.NaN;
-        try (PipelineRuntime runtime = PipelineRuntime.start(plan);
-             BufferedWriter metrics = Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8)) {
+        try (BufferedWriter metrics = Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8)) {
             Progress progress = new Progress(out, steps);
             long tokensTotal = 0;
             double secondsTotal = 0;
@@ -92,7 +98,7 @@ final class TrainingRun {
                     traced.addAll(r.events());
                 }
                 Double val = null;
-                if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps) {
+                if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps && allLocal(runtime)) {
                     val = validationLoss(runtime);
                 }
                 metrics.write(metricsLine(r, a, val));
@@ -115,13 +121,22 @@ final class TrainingRun {
                     lossText(firstLoss), lossText(last.loss()), steps,
                     secondsTotal > 0 ? human(tokensTotal / secondsTotal) : "n/a", steps);
             printStageTable(lastAnalysis, last);
-            if (!"sim".equals(plan.backend())) {
+            if ("sim".equals(plan.backend())) {
+                out.println("(sim backend: no values, so no validation loss or samples)");
+            } else if (!allLocal(runtime)) {
+                out.println("(multi-process job: validation loss and samples need every stage in one process; run `ttpipe train` with"
+                        + " the same config to see them)");
+            } else {
                 out.printf(Locale.ROOT, "validation loss: %s nats/char%n", lossText(validationLoss(runtime)));
                 printSamples(runtime);
             }
         }
         out.println("wrote " + runDir.resolve("metrics.jsonl") + ", " + runDir.resolve("trace.json")
                 + " (open in https://ui.perfetto.dev)");
+    }
+
+    private static boolean allLocal(PipelineRuntime runtime) {
+        return runtime.deployment() == null;
     }
 
     String describe() {

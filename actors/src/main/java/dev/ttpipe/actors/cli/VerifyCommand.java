@@ -2,6 +2,9 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.Coordinator;
+import dev.ttpipe.actors.runtime.Deployment;
+import dev.ttpipe.transport.AeronTransport;
+import java.time.Duration;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.runtime.PlanBuilder;
@@ -50,7 +53,7 @@ public final class VerifyCommand implements Callable<Integer> {
     double tolerance;
 
     @Override
-    public Integer call() {
+    public Integer call() throws Exception {
         if (steps < 1) throw new UserInputException("--steps: " + steps + " given, expected a positive integer");
         TtpipeConfig cfg = job.resolve(config, null);
         if ("sim".equals(cfg.device.backend)) {
@@ -63,8 +66,33 @@ public final class VerifyCommand implements Callable<Integer> {
                         + " reference trainer on one device%n", config, plan.stages(), plan.ranks(), plan.schedule().name(),
                 plan.readyFirst() ? " (ready-first)" : "", plan.microbatches(), plan.backend(), plan.rankMesh());
         boolean ok = true;
-        try (PipelineRuntime runtime = PipelineRuntime.start(plan);
-             MeshDevice refMesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults());
+        boolean multiProcess = cfg.multihost.enabled && "aeron".equals(cfg.multihost.socketType);
+        LaunchCommand.Launcher workers = null;
+        PipelineRuntime started;
+        if (multiProcess) {
+            Deployment deployment = Deployment.of(cfg);
+            System.out.println("multi-process: rank 0 here, ranks 1.." + (plan.ranks() - 1) + " as worker processes (Aeron UDP on "
+                    + deployment.seed().host() + ")");
+            workers = new LaunchCommand.Launcher(config, job.toArgs(), deployment, System.out, System.err);
+            try {
+                workers.start(1, plan.ranks());
+                AeronTransport t = AeronTransport.start(WorkerCommand.aeronConfig(plan, deployment, 0));
+                try {
+                    started = PipelineRuntime.startWorker(plan, deployment, 0, t, Duration.ofSeconds(90));
+                } catch (RuntimeException e) {
+                    t.close();
+                    throw e;
+                }
+            } catch (RuntimeException | java.io.IOException e) {
+                workers.close();
+                throw e;
+            }
+        } else {
+            started = PipelineRuntime.start(plan);
+        }
+        String failure = null;
+        PipelineRuntime runtime = started;
+        try (MeshDevice refMesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults());
              ReferenceTrainer ref = new ReferenceTrainer(plan.model(), refMesh.asSubmesh(), Parallelism.NONE, plan.seed(),
                      plan.optimizer(), plan.lr(), plan.clipMaxNorm(), 1)) {
             TrainingRun batchesOf = new TrainingRun(cfg, data, plan, null, System.out);
@@ -80,6 +108,12 @@ public final class VerifyCommand implements Callable<Integer> {
                 System.out.printf(Locale.ROOT, "%5d %14.6f %14.6f %14.3e  %s%s%n", step, p.loss(), r.loss(), d.maxRelative(),
                         d.worstParam(), stepOk ? "" : "   <-- beyond tolerance " + tolerance);
             }
+        } catch (RuntimeException e) {
+            failure = e.getMessage();
+            throw e;
+        } finally {
+            runtime.close(failure);
+            if (workers != null) workers.finish(20);
         }
         System.out.println(ok ? "OK: the pipelined run matches the reference trainer within " + tolerance
                 : "MISMATCH: the pipelined run differs from the reference trainer beyond " + tolerance);

@@ -33,16 +33,16 @@ public final class Coordinator extends AbstractBehavior<Coordinator.Command> {
     public record RunStep(int step, List<Batch> batches, ActorRef<StepOutcome> replyTo) implements Command {
     }
 
-    public record PassDone(int rank, int pass, List<ActionEvent> events, Map<Integer, LossOutput> losses) implements Command {
+    public record PassDone(int rank, int pass, List<ActionEvent> events, Map<Integer, LossOutput> losses) implements Command, ClusterMessage {
     }
 
-    public record GradReport(int rank, double sumSquares, ActionEvent event) implements Command {
+    public record GradReport(int rank, double sumSquares, ActionEvent event) implements Command, ClusterMessage {
     }
 
-    public record OptimizerDone(int rank, ActionEvent event, long memoryPeak) implements Command {
+    public record OptimizerDone(int rank, ActionEvent event, long memoryPeak) implements Command, ClusterMessage {
     }
 
-    public record RankFailed(int rank, String message) implements Command {
+    public record RankFailed(int rank, String message) implements Command, ClusterMessage {
     }
 
     /** What a step ended with. */

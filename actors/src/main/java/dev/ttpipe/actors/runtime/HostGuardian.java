@@ -2,21 +2,32 @@ package dev.ttpipe.actors.runtime;
 
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.transport.Transport;
+import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.actor.typed.receptionist.Receptionist;
+import org.apache.pekko.actor.typed.receptionist.ServiceKey;
+import org.apache.pekko.cluster.ClusterEvent;
+import org.apache.pekko.cluster.typed.Cluster;
+import org.apache.pekko.cluster.typed.Subscribe;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * The root actor of a host process: spawns a {@link StageActor} for every rank bound to this host
- * (each with its submesh) and, on the host that runs it, the job's {@link Coordinator}. It watches
- * the stage actors: one that stops unexpectedly fails the running step with its rank named.
+ * (each with its submesh) and, on the host that runs it (rank 0's, or the only one), the job's
+ * {@link Coordinator}. In a multi-process job it registers its ranks with the Receptionist, finds
+ * the others there, and watches cluster reachability: a worker that stops answering fails the
+ * running step with its rank and host named, and a worker that loses rank 0 ends itself.
  */
 public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
 
@@ -29,45 +40,221 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     public record GetRank(int rank, ActorRef<ActorRef<StageActor.Command>> replyTo) implements Command {
     }
 
+    /** Sent by rank 0 to every worker when the job is over: the worker's process then exits. */
+    public record EndJob(String reason, boolean failed) implements Command, ClusterMessage {
+    }
+
+    /** On rank 0 at the end of the job: tells every other worker to exit; replies once sent. */
+    public record EndAll(String reason, boolean failed, ActorRef<Boolean> replyTo) implements Command {
+    }
+
+    /** The ranks that have not joined yet. */
+    public record GetMissing(ActorRef<List<Integer>> replyTo) implements Command {
+    }
+
     private record RankStopped(int rank) implements Command {
     }
 
-    /**
-     * @param submeshes submesh of each local rank (by rank)
-     */
-    public static Behavior<Command> create(JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport) {
-        return Behaviors.setup(ctx -> new HostGuardian(ctx, plan, submeshes, transport));
+    private record StageListing(int rank, Set<ActorRef<StageActor.Command>> refs) implements Command {
     }
 
-    private final List<ActorRef<StageActor.Command>> ranks = new ArrayList<>();
-    private final ActorRef<Coordinator.Command> coordinator;
+    private record HostListing(int rank, Set<ActorRef<Command>> refs) implements Command {
+    }
 
-    private HostGuardian(ActorContext<Command> ctx, JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport) {
+    private record Reachability(ClusterEvent.ReachabilityEvent event) implements Command {
+    }
+
+    private record MemberGone(ClusterEvent.MemberRemoved event) implements Command {
+    }
+
+    static ServiceKey<StageActor.Command> stageKey(int rank) {
+        return ServiceKey.create(StageActor.Command.class, "ttpipe-rank-" + rank);
+    }
+
+    static ServiceKey<Command> hostKey(int rank) {
+        return ServiceKey.create(Command.class, "ttpipe-host-" + rank);
+    }
+
+    /** Every rank in this JVM, the Coordinator here too. */
+    public static Behavior<Command> create(JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport) {
+        return Behaviors.setup(ctx -> new HostGuardian(ctx, plan, submeshes, transport, null, true, null));
+    }
+
+    /**
+     * One worker of a multi-process job: the ranks in {@code submeshes} live here; the Coordinator
+     * too when {@code hostsCoordinator}. {@code ended} completes with null when rank 0 ends the job
+     * normally, or with the reason it ended otherwise.
+     */
+    public static Behavior<Command> createWorker(JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport,
+                                                 Deployment deployment, boolean hostsCoordinator,
+                                                 CompletableFuture<String> ended) {
+        return Behaviors.setup(ctx -> new HostGuardian(ctx, plan, submeshes, transport, deployment, hostsCoordinator, ended));
+    }
+
+    private final JobPlan plan;
+    private final Deployment deployment;
+    private final boolean hostsCoordinator;
+    private final CompletableFuture<String> ended;
+    private final ActorRef<StageActor.Command>[] ranks;
+    private final Map<Integer, ActorRef<Command>> hosts = new HashMap<>();
+    private final List<GetCoordinator> waiting = new ArrayList<>();
+    private final Map<Integer, Boolean> local = new HashMap<>();
+    private ActorRef<Coordinator.Command> coordinator;
+    private String failure;
+
+    @SuppressWarnings("unchecked")
+    private HostGuardian(ActorContext<Command> ctx, JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport,
+                         Deployment deployment, boolean hostsCoordinator, CompletableFuture<String> ended) {
         super(ctx);
-        for (int r = 0; r < plan.ranks(); r++) {
-            Submesh sub = submeshes.get(r);
-            ActorRef<StageActor.Command> ref = ctx.spawn(StageActor.create(plan, r, sub, transport), "rank-" + r);
+        this.plan = plan;
+        this.deployment = deployment;
+        this.hostsCoordinator = hostsCoordinator;
+        this.ended = ended;
+        this.ranks = new ActorRef[plan.ranks()];
+        for (Map.Entry<Integer, Submesh> e : submeshes.entrySet()) {
+            int r = e.getKey();
+            ActorRef<StageActor.Command> ref = ctx.spawn(StageActor.create(plan, r, e.getValue(), transport), "rank-" + r);
             ctx.watchWith(ref, new RankStopped(r));
-            ranks.add(ref);
+            ranks[r] = ref;
+            local.put(r, true);
+            if (deployment != null) {
+                ctx.getSystem().receptionist().tell(Receptionist.register(stageKey(r), ref));
+                ctx.getSystem().receptionist().tell(Receptionist.register(hostKey(r), ctx.getSelf()));
+            }
         }
-        coordinator = ctx.spawn(Coordinator.create(plan, List.copyOf(ranks)), "coordinator");
+        if (deployment == null) {
+            startCoordinator();
+        } else {
+            if (hostsCoordinator) {
+                for (int r = 0; r < plan.ranks(); r++) {
+                    if (local.containsKey(r)) continue;
+                    final int rank = r;
+                    ActorRef<Receptionist.Listing> stages = ctx.messageAdapter(Receptionist.Listing.class,
+                            l -> new StageListing(rank, l.getServiceInstances(stageKey(rank))));
+                    ctx.getSystem().receptionist().tell(Receptionist.subscribe(stageKey(r), stages));
+                    ActorRef<Receptionist.Listing> hostsAdapter = ctx.messageAdapter(Receptionist.Listing.class,
+                            l -> new HostListing(rank, l.getServiceInstances(hostKey(rank))));
+                    ctx.getSystem().receptionist().tell(Receptionist.subscribe(hostKey(r), hostsAdapter));
+                }
+            }
+            Cluster cluster = Cluster.get(ctx.getSystem());
+            cluster.subscriptions().tell(Subscribe.create(
+                    ctx.messageAdapter(ClusterEvent.ReachabilityEvent.class, Reachability::new), ClusterEvent.ReachabilityEvent.class));
+            cluster.subscriptions().tell(Subscribe.create(
+                    ctx.messageAdapter(ClusterEvent.MemberRemoved.class, MemberGone::new), ClusterEvent.MemberRemoved.class));
+            maybeStartCoordinator();
+        }
     }
 
     @Override
     public Receive<Command> createReceive() {
         return newReceiveBuilder()
-                .onMessage(GetCoordinator.class, m -> {
-                    m.replyTo().tell(coordinator);
-                    return this;
-                })
+                .onMessage(GetCoordinator.class, this::onGetCoordinator)
                 .onMessage(GetRank.class, m -> {
-                    m.replyTo().tell(ranks.get(m.rank()));
+                    m.replyTo().tell(ranks[m.rank()]);
                     return this;
                 })
-                .onMessage(RankStopped.class, m -> {
-                    coordinator.tell(new Coordinator.RankFailed(m.rank(), "rank " + m.rank() + " stopped unexpectedly"));
+                .onMessage(StageListing.class, this::onStageListing)
+                .onMessage(HostListing.class, m -> {
+                    if (!m.refs().isEmpty()) hosts.put(m.rank(), m.refs().iterator().next());
+                    return this;
+                })
+                .onMessage(Reachability.class, this::onReachability)
+                .onMessage(MemberGone.class, m -> onLost(m.event().member().address(), "left the cluster"))
+                .onMessage(RankStopped.class, this::onRankStopped)
+                .onMessage(EndJob.class, this::onEndJob)
+                .onMessage(EndAll.class, m -> {
+                    for (ActorRef<Command> h : hosts.values()) h.tell(new EndJob(m.reason(), m.failed()));
+                    m.replyTo().tell(Boolean.TRUE);
+                    return this;
+                })
+                .onMessage(GetMissing.class, m -> {
+                    List<Integer> missing = new ArrayList<>();
+                    for (int r = 0; r < ranks.length; r++) if (ranks[r] == null) missing.add(r);
+                    m.replyTo().tell(missing);
                     return this;
                 })
                 .build();
+    }
+
+    private Behavior<Command> onGetCoordinator(GetCoordinator m) {
+        if (coordinator != null) m.replyTo().tell(coordinator);
+        else waiting.add(m);
+        return this;
+    }
+
+    private Behavior<Command> onStageListing(StageListing m) {
+        if (!m.refs().isEmpty() && ranks[m.rank()] == null) {
+            ranks[m.rank()] = m.refs().iterator().next();
+            getContext().getLog().info("rank {} joined ({})", m.rank(), deployment.rank(m.rank()).controlAddress());
+            maybeStartCoordinator();
+        }
+        return this;
+    }
+
+    private void maybeStartCoordinator() {
+        if (!hostsCoordinator || coordinator != null) return;
+        for (ActorRef<StageActor.Command> r : ranks) if (r == null) return;
+        startCoordinator();
+    }
+
+    private void startCoordinator() {
+        coordinator = getContext().spawn(Coordinator.create(plan, List.of(ranks)), "coordinator");
+        waiting.forEach(w -> w.replyTo().tell(coordinator));
+        waiting.clear();
+    }
+
+    private Behavior<Command> onReachability(Reachability m) {
+        if (m.event() instanceof ClusterEvent.UnreachableMember u) {
+            return onLost(u.member().address(), "became unreachable (its process died or the network failed)");
+        }
+        return this;
+    }
+
+    private Behavior<Command> onLost(Address address, String what) {
+        int rank = rankAt(address);
+        if (rank < 0) return this;
+        String msg = "rank " + rank + " (" + deployment.rank(rank).controlAddress() + ") " + what;
+        if (failure == null) failure = msg;
+        if (coordinator != null) coordinator.tell(new Coordinator.RankFailed(rank, msg));
+        if (!hostsCoordinator && rank == 0) {
+            return end(msg);
+        }
+        return this;
+    }
+
+    private int rankAt(Address address) {
+        if (deployment == null || address.host().isEmpty() || address.port().isEmpty()) return -1;
+        int port = (Integer) address.port().get();
+        String host = address.host().get();
+        for (Deployment.Binding b : deployment.bindings()) {
+            if (b.controlPort() == port && (b.host().equals(host) || sameHost(b.host(), host))) return b.rank();
+        }
+        return -1;
+    }
+
+    private static boolean sameHost(String a, String b) {
+        try {
+            return java.net.InetAddress.getByName(a).equals(java.net.InetAddress.getByName(b));
+        } catch (java.net.UnknownHostException e) {
+            return false;
+        }
+    }
+
+    private Behavior<Command> onRankStopped(RankStopped m) {
+        if (coordinator != null) {
+            coordinator.tell(new Coordinator.RankFailed(m.rank(), "rank " + m.rank() + " stopped unexpectedly"));
+        }
+        if (deployment != null && !hostsCoordinator) return end("rank " + m.rank() + " stopped");
+        return this;
+    }
+
+    private Behavior<Command> onEndJob(EndJob m) {
+        return end(m.failed() ? m.reason() : null);
+    }
+
+    private Behavior<Command> end(String reason) {
+        if (ended != null) ended.complete(reason);
+        return Behaviors.stopped();
     }
 }

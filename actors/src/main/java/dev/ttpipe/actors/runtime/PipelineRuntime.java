@@ -38,14 +38,37 @@ public final class PipelineRuntime implements AutoCloseable {
     private final ActorRef<Coordinator.Command> coordinator;
     private final Duration stepTimeout;
 
+    private final Deployment deployment;
+    private boolean closed;
+    private final java.util.concurrent.CompletableFuture<String> ended;
+
     private PipelineRuntime(JobPlan plan, MeshDevice mesh, Transport transport, ActorSystem<HostGuardian.Command> system,
-                            Duration stepTimeout) {
+                            Duration stepTimeout, Deployment deployment, java.util.concurrent.CompletableFuture<String> ended,
+                            Duration joinTimeout, boolean hostsCoordinator) {
         this.plan = plan;
         this.mesh = mesh;
         this.transport = transport;
         this.system = system;
         this.stepTimeout = stepTimeout;
-        this.coordinator = ask(system, HostGuardian.GetCoordinator::new, Duration.ofSeconds(30));
+        this.deployment = deployment;
+        this.ended = ended;
+        this.coordinator = hostsCoordinator ? awaitCoordinator(joinTimeout) : null;
+    }
+
+    private ActorRef<Coordinator.Command> awaitCoordinator(Duration joinTimeout) {
+        try {
+            return ask(system, HostGuardian.GetCoordinator::new, joinTimeout);
+        } catch (PipelineFailure e) {
+            if (deployment == null) throw e;
+            List<Integer> missing = ask(system, HostGuardian.GetMissing::new, Duration.ofSeconds(5));
+            StringBuilder sb = new StringBuilder();
+            for (int r : missing) {
+                sb.append(sb.length() == 0 ? "" : ", ").append("rank ").append(r).append(" (")
+                        .append(deployment.rank(r).controlAddress()).append(")");
+            }
+            throw new PipelineFailure(sb + " did not join within " + joinTimeout.toSeconds() + " s: start `ttpipe worker --rank R "
+                    + "CONFIG` on each, and check it can reach the seed " + deployment.seed().controlAddress());
+        }
     }
 
     /** Opens the mesh and starts the actors. */
@@ -64,7 +87,7 @@ public final class PipelineRuntime implements AutoCloseable {
             Transport transport = new LocalTransport();
             ActorSystem<HostGuardian.Command> system = ActorSystem.create(
                     HostGuardian.create(plan, byRank, transport), "ttpipe", localConfig());
-            return new PipelineRuntime(plan, mesh, transport, system, stepTimeout);
+            return new PipelineRuntime(plan, mesh, transport, system, stepTimeout, null, null, Duration.ofSeconds(30), true);
         } catch (RuntimeException e) {
             mesh.close();
             throw e;
@@ -82,6 +105,45 @@ public final class PipelineRuntime implements AutoCloseable {
                 "pekko.log-dead-letters-during-shutdown = off",
                 "pekko.coordinated-shutdown.run-by-jvm-shutdown-hook = off"))
                 .withFallback(ConfigFactory.load());
+    }
+
+    /**
+     * One worker process of a multi-host job: rank {@code rank}'s submesh, its StageActor, the Aeron
+     * transport to the other ranks, a Pekko Cluster node bound to the rank's host and control port
+     * (rank 0 is the seed). On rank 0 it waits up to {@code joinTimeout} for every rank to join and
+     * then drives the job like {@link #start}; other ranks serve until rank 0 ends the job
+     * ({@link #awaitEnd}).
+     */
+    public static PipelineRuntime startWorker(JobPlan plan, Deployment deployment, int rank, Transport transport,
+                                              Duration joinTimeout) {
+        MeshDevice mesh = Backends.open(plan.backend(), plan.rankMesh(), plan.meshOptions());
+        try {
+            Map<Integer, Submesh> byRank = Map.of(rank, mesh.createSubmeshes(plan.rankMesh()).get(0));
+            java.util.concurrent.CompletableFuture<String> ended = new java.util.concurrent.CompletableFuture<>();
+            ActorSystem<HostGuardian.Command> system = ClusterSettings.startSystem(
+                    HostGuardian.createWorker(plan, byRank, transport, deployment, rank == 0, ended), deployment, rank);
+            try {
+                if (rank != 0) ClusterSettings.awaitJoined(system, deployment, joinTimeout);
+                return new PipelineRuntime(plan, mesh, transport, system, Duration.ofMinutes(30), deployment, ended,
+                        joinTimeout, rank == 0);
+            } catch (RuntimeException e) {
+                system.terminate();
+                throw e;
+            }
+        } catch (RuntimeException e) {
+            transport.close();
+            mesh.close();
+            throw e;
+        }
+    }
+
+    /** On a worker that is not rank 0: waits until the job ends; returns null when it ended normally, else why. */
+    public String awaitEnd() throws InterruptedException {
+        try {
+            return ended.get();
+        } catch (ExecutionException e) {
+            return String.valueOf(e.getCause());
+        }
     }
 
     public JobPlan plan() {
@@ -105,6 +167,10 @@ public final class PipelineRuntime implements AutoCloseable {
         return (Coordinator.StepReport) out;
     }
 
+    public Deployment deployment() {
+        return deployment;
+    }
+
     public ActorRef<StageActor.Command> rank(int r) {
         return ask(system, reply -> new HostGuardian.GetRank(r, reply), Duration.ofSeconds(10));
     }
@@ -119,7 +185,8 @@ public final class PipelineRuntime implements AutoCloseable {
         Map<String, float[]> out = new LinkedHashMap<>();
         for (int r = 0; r < plan.ranks(); r++) {
             ActorRef<StageActor.Command> ref = rank(r);
-            out.putAll(ask(ref, StageActor.GetWeights::new, Duration.ofMinutes(5)));
+            StageActor.Weights w = ask(ref, StageActor.GetWeights::new, Duration.ofMinutes(5));
+            out.putAll(w.values());
         }
         return out;
     }
@@ -155,6 +222,21 @@ public final class PipelineRuntime implements AutoCloseable {
 
     @Override
     public void close() {
+        close(null);
+    }
+
+    /** Ends the job: on rank 0 of a multi-process job tells every worker first ({@code failure} null: success). */
+    public synchronized void close(String failure) {
+        if (closed) return;
+        closed = true;
+        if (deployment != null && coordinator != null) {
+            try {
+                ask(system, (ActorRef<Boolean> r) -> new HostGuardian.EndAll(failure, failure != null, r), Duration.ofSeconds(10));
+                Thread.sleep(300); // let the messages leave before the node goes away
+            } catch (RuntimeException | InterruptedException ignored) {
+                // workers notice rank 0 leaving anyway
+            }
+        }
         system.terminate();
         try {
             system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);

@@ -53,7 +53,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     }
 
     /** Run this rank's row for one forward pass. {@code data} is non-null on the first and last stages' ranks. */
-    public record BeginPass(int step, int pass, MicrobatchData data, ActorRef<Coordinator.Command> replyTo) implements Command {
+    public record BeginPass(int step, int pass, MicrobatchData data, ActorRef<Coordinator.Command> replyTo) implements Command, ClusterMessage {
     }
 
     /** A tensor from another rank (or this rank's own earlier stage), not yet on the devices. */
@@ -61,20 +61,25 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     }
 
     /** After the last pass of a step: all-reduce DDP gradients and report this rank's gradient sum of squares. */
-    public record FinishStep(int step, ActorRef<Coordinator.Command> replyTo) implements Command {
+    public record FinishStep(int step, ActorRef<Coordinator.Command> replyTo) implements Command, ClusterMessage {
     }
 
     /** Step every local stage's optimizer with this learning rate and clip factor. */
-    public record ApplyOptimizer(int step, double lr, double clip, ActorRef<Coordinator.Command> replyTo) implements Command {
+    public record ApplyOptimizer(int step, double lr, double clip, ActorRef<Coordinator.Command> replyTo) implements Command, ClusterMessage {
     }
 
     /** Answered at once, even while a kernel runs. */
-    public record GetStats(ActorRef<StageStats> replyTo) implements Command {
+    public record GetStats(ActorRef<StageStats> replyTo) implements Command, ClusterMessage {
     }
 
     /** Every local parameter's value on the host (runs on the device queue). */
-    public record GetWeights(ActorRef<Map<String, float[]>> replyTo) implements Command {
+    public record GetWeights(ActorRef<Weights> replyTo) implements Command, ClusterMessage {
     }
+
+    /** Parameter values by name. */
+    public record Weights(Map<String, float[]> values) implements ClusterMessage {
+    }
+
 
     /** Runs {@code work} on the device queue with this rank's stages (evaluation, generation, tests). */
     public record RunOnDevice(java.util.function.Function<List<Stage>, Object> work, ActorRef<Object> replyTo) implements Command {
@@ -96,7 +101,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     /** A snapshot for monitoring. */
     public record StageStats(int rank, String currentAction, boolean busy, int rowPosition, int rowLength,
                              int bufferedArrivals, int stashedMicrobatches, long memoryInUse, long memoryPeak,
-                             long actionsRun) {
+                             long actionsRun) implements ClusterMessage {
     }
 
     public static Behavior<Command> create(JobPlan plan, int rank, Submesh submesh, Transport transport) {
@@ -573,7 +578,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             for (Stage s : stages.values()) {
                 for (Param p : s.parameters()) out.put(p.name(), p.value().toHost());
             }
-            m.replyTo().tell(out);
+            m.replyTo().tell(new Weights(out));
         });
         return this;
     }

@@ -1,0 +1,111 @@
+package dev.ttpipe.actors.cli;
+
+import dev.ttpipe.actors.config.ConfigException;
+import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.runtime.Deployment;
+import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.runtime.PlanBuilder;
+import dev.ttpipe.transport.AeronTransport;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.Callable;
+
+/**
+ * {@code ttpipe worker --rank R CONFIG}: one host's process of a multi-host job (as TTML runs one
+ * process per host). It owns rank R's stages and submesh, joins the Pekko Cluster seeded by rank 0,
+ * and moves tensors to and from the other ranks over Aeron UDP. Rank 0 also runs the Coordinator
+ * and the training loop, and writes the run directory.
+ */
+@Command(name = "worker",
+        description = {"Run one rank of a multi-process pipeline job (one process per host, like tt-run).",
+                "Every host runs the same CONFIG with its own --rank; rank 0 is the cluster seed, runs the Coordinator",
+                "and prints progress. Hosts and ports come from the config's rank_bindings (default: 127.0.0.1,",
+                "control port 25520 + rank, data port 40456 + 2 x rank)."},
+        footer = {"", "Examples:",
+                "  host-a$ ttpipe worker --rank 0 configs/multihost-pp2.yaml",
+                "  host-b$ ttpipe worker --rank 1 configs/multihost-pp2.yaml",
+                "  srun -N2 bash -c 'ttpipe worker --rank $SLURM_PROCID configs/multihost-pp2.yaml'",
+                "  mpirun -np 2 bash -c 'ttpipe worker --rank $OMPI_COMM_WORLD_RANK configs/multihost-pp2.yaml'"})
+public final class WorkerCommand implements Callable<Integer> {
+    @Option(names = "--rank", required = true, paramLabel = "R", description = "This process's pipeline rank (0..P-1).")
+    int rank;
+
+    @Parameters(index = "0", paramLabel = "CONFIG", description = "The job's config YAML (the same file on every host).")
+    Path config;
+
+    @Mixin
+    JobOptions job = new JobOptions();
+
+    @Option(names = "--join-timeout", paramLabel = "SECONDS", defaultValue = "60",
+            description = "How long to wait for the other ranks to join (default ${DEFAULT-VALUE}).")
+    int joinTimeout;
+
+    @Option(names = "--run-dir", paramLabel = "DIR", description = "Rank 0 writes the run here instead of runs/<time>-<project>.")
+    Path runDir;
+
+    @Override
+    public Integer call() throws Exception {
+        TtpipeConfig cfg = job.resolve(config, null);
+        int ranks = cfg.pipeline().ranks();
+        if (rank < 0 || rank >= ranks) {
+            throw new UserInputException("--rank: " + rank + " given, expected 0.." + (ranks - 1) + " (the job has " + ranks + " ranks)");
+        }
+        if (!"aeron".equals(cfg.multihost.socketType)) {
+            throw new ConfigException(cfg.origins.where("multihost_config.socket_type") + ": '" + cfg.multihost.socketType
+                    + "' given, expected aeron for a job whose ranks run in separate processes");
+        }
+        RunData data = RunData.load(cfg);
+        JobPlan plan = PlanBuilder.build(cfg, data.dataset().tokenizer().vocabSize());
+        Deployment deployment = Deployment.of(cfg);
+        Deployment.Binding me = deployment.rank(rank);
+        System.out.println("rank " + rank + " of " + ranks + ": control " + me.controlAddress() + ", data " + me.host() + ":"
+                + me.dataPort() + (rank == 0 ? " (seed, coordinator)" : ", seed " + deployment.seed().controlAddress()));
+        AeronTransport transport = AeronTransport.start(aeronConfig(plan, deployment, rank));
+        PipelineRuntime runtime;
+        try {
+            runtime = PipelineRuntime.startWorker(plan, deployment, rank, transport, Duration.ofSeconds(joinTimeout));
+        } catch (RuntimeException e) {
+            transport.close();
+            throw e;
+        }
+        if (rank != 0) {
+            String failure;
+            try (runtime) {
+                System.out.println("rank " + rank + " joined; serving until rank 0 ends the job");
+                failure = runtime.awaitEnd();
+            }
+            if (failure != null) {
+                System.err.println("ttpipe: rank " + rank + ": the job ended: " + failure);
+                return Main.EXIT_FAILURE;
+            }
+            System.out.println("rank " + rank + ": job done");
+            return Main.EXIT_OK;
+        }
+        String failure = null;
+        try {
+            Path dir = TrainingRun.newRunDir(cfg, runDir);
+            new TrainingRun(cfg, data, plan, dir, System.out).run(runtime);
+            return Main.EXIT_OK;
+        } catch (RuntimeException e) {
+            failure = e.getMessage();
+            throw e;
+        } finally {
+            runtime.close(failure);
+        }
+    }
+
+    static AeronTransport.Config aeronConfig(JobPlan plan, Deployment d, int rank) {
+        Map<Integer, AeronTransport.Endpoint> endpoints = new LinkedHashMap<>();
+        for (Deployment.Binding b : d.bindings()) endpoints.put(b.rank(), AeronTransport.Endpoint.udp(b.host(), b.dataPort()));
+        return AeronTransport.Config.of(plan.seed(), endpoints, Set.of(rank));
+    }
+}

@@ -1,0 +1,91 @@
+package dev.ttpipe.actors.runtime;
+
+import com.typesafe.config.Config;
+import com.typesafe.config.ConfigFactory;
+import dev.ttpipe.actors.config.ConfigException;
+import org.apache.pekko.actor.typed.ActorSystem;
+import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.cluster.MemberStatus;
+import org.apache.pekko.cluster.typed.Cluster;
+
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.time.Duration;
+
+/**
+ * Pekko settings for one worker of a multi-process job: Cluster over Artery TCP bound to the rank's
+ * host and control port (loopback unless rank_bindings say otherwise), rank 0 as the seed, a
+ * failure detector that notices a dead worker within a few seconds, and the Kryo serializer for
+ * the messages that cross processes.
+ */
+final class ClusterSettings {
+    private ClusterSettings() {
+    }
+
+    static Config config(Deployment d, int rank) {
+        Deployment.Binding me = d.rank(rank);
+        Deployment.Binding seed = d.seed();
+        return ConfigFactory.parseString(String.join("\n",
+                "pekko.actor.provider = cluster",
+                "pekko.loggers = [\"org.apache.pekko.event.slf4j.Slf4jLogger\"]",
+                "pekko.logging-filter = \"org.apache.pekko.event.slf4j.Slf4jLoggingFilter\"",
+                "pekko.loglevel = INFO",
+                "pekko.log-dead-letters = off",
+                "pekko.log-dead-letters-during-shutdown = off",
+                "pekko.coordinated-shutdown.run-by-jvm-shutdown-hook = off",
+                "pekko.coordinated-shutdown.exit-jvm = off",
+                "pekko.remote.artery.transport = tcp",
+                "pekko.remote.artery.canonical.hostname = \"" + me.host() + "\"",
+                "pekko.remote.artery.canonical.port = " + me.controlPort(),
+                "pekko.remote.artery.advanced.maximum-frame-size = 64MiB",
+                "pekko.remote.artery.advanced.buffer-pool-size = 16",
+                "pekko.remote.artery.advanced.maximum-large-frame-size = 64MiB",
+                "pekko.cluster.seed-nodes = [\"pekko://ttpipe@" + seed.host() + ":" + seed.controlPort() + "\"]",
+                "pekko.cluster.jmx.enabled = off",
+                "pekko.cluster.log-info = off",
+                "pekko.cluster.failure-detector.heartbeat-interval = 500ms",
+                "pekko.cluster.failure-detector.acceptable-heartbeat-pause = 3s",
+                "pekko.cluster.failure-detector.expected-response-after = 500ms",
+                "pekko.cluster.unreachable-nodes-reaper-interval = 500ms",
+                "pekko.cluster.shutdown-after-unsuccessful-join-seed-nodes = off",
+                "pekko.actor.serializers.ttpipe-kryo = \"dev.ttpipe.actors.serialization.KryoSerializer\"",
+                "pekko.actor.serialization-bindings { \"dev.ttpipe.actors.runtime.ClusterMessage\" = ttpipe-kryo }",
+                "ttpipe.kryo.classes = [" + String.join(", ", ClusterMessages.CLASSES.stream()
+                        .map(c -> "\"" + c + "\"").toList()) + "]"))
+                .withFallback(ConfigFactory.load());
+    }
+
+    static <T> ActorSystem<T> startSystem(Behavior<T> guardian, Deployment d, int rank) {
+        Deployment.Binding me = d.rank(rank);
+        checkPortFree(me, rank);
+        return ActorSystem.create(guardian, "ttpipe", config(d, rank));
+    }
+
+    /** A port already bound fails here with one line, before Pekko would fail obscurely. */
+    private static void checkPortFree(Deployment.Binding me, int rank) {
+        try (ServerSocket s = new ServerSocket()) {
+            s.setReuseAddress(true);
+            s.bind(new InetSocketAddress(me.host(), me.controlPort()));
+        } catch (java.io.IOException e) {
+            throw new ConfigException("rank_bindings: rank " + rank + " control_port " + me.controlAddress()
+                    + " cannot be bound (" + e.getMessage() + "), expected a free port on this host (another job or worker using it?)");
+        }
+    }
+
+    /** Waits until this node is Up in the cluster (it reached the seed); else a one-line error naming the seed. */
+    static void awaitJoined(ActorSystem<?> system, Deployment d, Duration timeout) {
+        Cluster cluster = Cluster.get(system);
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            if (cluster.selfMember().status() == MemberStatus.up()) return;
+            try {
+                Thread.sleep(50);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        throw new ConfigException("rank_bindings: the seed, rank 0 at " + d.seed().controlAddress() + ", did not answer within "
+                + timeout.toSeconds() + " s, expected `ttpipe worker --rank 0` running there and reachable from this host");
+    }
+}
