@@ -9,11 +9,15 @@ import picocli.CommandLine.Command;
         subcommands = {
                 BenchMatmulCommand.class,
                 BenchStepCommand.class,
+                BenchTransportCommand.class,
+                BenchBridgeCommand.class,
         },
         footer = {"", "Examples:",
                 "  ttpipe bench matmul --size 1024 --threads 2",
                 "  ttpipe bench matmul --json",
-                "  ttpipe bench step configs/bench/gpt-s.yaml"})
+                "  ttpipe bench step configs/bench/gpt-s.yaml",
+                "  ttpipe bench transport --sizes 1MiB,4MiB,64MiB",
+                "  ttpipe bench bridge --json"})
 public final class BenchCommand implements Runnable {
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;

@@ -186,6 +186,7 @@ final class TrainingRun {
         }
         sb.append(",\"pass_seconds\":").append(Json.num(a.wallSeconds() / r.passStartNs().length));
         sb.append(",\"memory_peak_bytes\":").append(Json.nums(r.memoryPeak()));
+        if (a.dispatchSamples() > 0) sb.append(",\"dispatch_overhead_us\":").append(Json.num(a.dispatchMedianUs()));
         if (val != null) sb.append(",\"val_loss\":").append(Json.num(val));
         return sb.append('}').toString();
     }
@@ -194,6 +195,10 @@ final class TrainingRun {
         SimResult p = a.predicted();
         out.printf(Locale.ROOT, "last step: %.3f s; passes %.3f s wall, simulator predicts %s for the measured costs%n",
                 r.seconds(), a.wallSeconds(), p == null ? "n/a" : String.format(Locale.ROOT, "%.3f s", p.makespan() * r.passStartNs().length));
+        if (a.dispatchSamples() > 0) {
+            out.printf(Locale.ROOT, "runtime overhead between back-to-back actions: median %.0f us, mean %.0f us (%d pairs)%n",
+                    a.dispatchMedianUs(), a.dispatchMeanUs(), a.dispatchSamples());
+        }
         out.printf("%-5s %-10s %10s %10s %12s %12s%n", "rank", "stages", "busy", "bubble", "sim bubble", "peak memory");
         for (int rank = 0; rank < plan.ranks(); rank++) {
             StringBuilder st = new StringBuilder();

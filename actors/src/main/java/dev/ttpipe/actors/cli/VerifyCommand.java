@@ -52,6 +52,10 @@ public final class VerifyCommand implements Callable<Integer> {
             description = "Largest norm-wise relative weight difference accepted (default ${DEFAULT-VALUE}).")
     double tolerance;
 
+    @Option(names = "--whole-batch", description = {"Let the reference trainer take each batch in one pass instead of the same",
+            "microbatches one after another (results then agree only to float summation order, about 1e-5..1e-4)."})
+    boolean wholeBatch;
+
     @Override
     public Integer call() throws Exception {
         if (steps < 1) throw new UserInputException("--steps: " + steps + " given, expected a positive integer");
@@ -94,7 +98,7 @@ public final class VerifyCommand implements Callable<Integer> {
         PipelineRuntime runtime = started;
         try (MeshDevice refMesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults());
              ReferenceTrainer ref = new ReferenceTrainer(plan.model(), refMesh.asSubmesh(), Parallelism.NONE, plan.seed(),
-                     plan.optimizer(), plan.lr(), plan.clipMaxNorm(), 1)) {
+                     plan.optimizer(), plan.lr(), plan.clipMaxNorm(), wholeBatch ? 1 : plan.microbatches())) {
             TrainingRun batchesOf = new TrainingRun(cfg, data, plan, null, System.out);
             System.out.printf("%5s %14s %14s %14s  %s%n", "step", "pipeline loss", "reference loss", "max rel diff", "worst parameter");
             for (int step = 0; step < steps; step++) {

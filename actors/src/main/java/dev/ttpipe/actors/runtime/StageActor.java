@@ -104,6 +104,25 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                              long actionsRun) implements ClusterMessage {
     }
 
+    /**
+     * What the transport delivers to for {@code rank}: arrivals become {@link Arrived} messages. The
+     * guardian binds it as soon as the actor is spawned, before any rank can send.
+     */
+    static TensorReceiver receiverFor(int rank, ActorRef<Command> actor) {
+        org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(StageActor.class);
+        return new TensorReceiver() {
+            @Override
+            public void onTensor(TensorPayload payload) {
+                actor.tell(new Arrived(payload));
+            }
+
+            @Override
+            public void onError(String channel, String problem) {
+                log.error("rank {}: dropped a frame on {}: {}", rank, channel, problem);
+            }
+        };
+    }
+
     public static Behavior<Command> create(JobPlan plan, int rank, Submesh submesh, Transport transport) {
         return Behaviors.setup(ctx -> new StageActor(ctx, plan, rank, submesh, transport));
     }
@@ -160,17 +179,6 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         this.inFlight = new int[plan.stages()];
         this.lastWeightMb = new int[plan.stages()];
         ActorRef<Command> self = ctx.getSelf();
-        transport.bind(rank, new TensorReceiver() {
-            @Override
-            public void onTensor(TensorPayload payload) {
-                self.tell(new Arrived(payload));
-            }
-
-            @Override
-            public void onError(String channel, String problem) {
-                ctx.getLog().error("rank {}: dropped a frame on {}: {}", rank, channel, problem);
-            }
-        });
         device.execute(() -> {
             Throwable error = null;
             try {

@@ -20,6 +20,8 @@ public final class StepAnalysis {
     private final double[] meanF, meanB, meanI, meanW;
     private final double meanComm;
     private final SimResult predicted;
+    private final double dispatchMedianUs, dispatchMeanUs;
+    private final int dispatchSamples;
 
     /**
      * @param passWallNs total wall time of the passes (the schedule's part of the step)
@@ -66,6 +68,55 @@ public final class StepAnalysis {
             sim = null;
         }
         this.predicted = sim;
+        double[] gaps = dispatchGaps(events, ranks);
+        this.dispatchSamples = gaps.length;
+        java.util.Arrays.sort(gaps);
+        this.dispatchMedianUs = gaps.length == 0 ? Double.NaN : gaps[gaps.length / 2] / 1e3;
+        double sumGaps = 0;
+        for (double g : gaps) sumGaps += g;
+        this.dispatchMeanUs = gaps.length == 0 ? Double.NaN : sumGaps / gaps.length / 1e3;
+    }
+
+    /**
+     * The runtime's own cost between two compute actions of a rank when the second one's data was
+     * already there: from the end of one kernel to the start of the next (actor message, bookkeeping,
+     * hand-over to the device queue). Nanoseconds, one entry per such pair.
+     */
+    private static double[] dispatchGaps(List<ActionEvent> events, int ranks) {
+        List<Double> out = new java.util.ArrayList<>();
+        for (int r = 0; r < ranks; r++) {
+            List<ActionEvent> row = new java.util.ArrayList<>();
+            for (ActionEvent e : events) if (e.rank() == r && e.pass() >= 0) row.add(e);
+            row.sort(java.util.Comparator.comparingLong(ActionEvent::startNs));
+            ActionEvent prev = null;
+            boolean waited = false;
+            for (ActionEvent e : row) {
+                if (!e.isCompute()) {
+                    if (e.kind().startsWith("RECV") && prev != null && e.endNs() > prev.endNs()) waited = true;
+                    continue;
+                }
+                if (kindIndex(e.kind()) < 0) continue;
+                if (prev != null && !waited && e.pass() == prev.pass()) out.add((double) (e.startNs() - prev.endNs()));
+                prev = e;
+                waited = false;
+            }
+        }
+        double[] a = new double[out.size()];
+        for (int i = 0; i < a.length; i++) a[i] = out.get(i);
+        return a;
+    }
+
+    /** Median runtime overhead between back-to-back compute actions, microseconds (NaN if none). */
+    public double dispatchMedianUs() {
+        return dispatchMedianUs;
+    }
+
+    public double dispatchMeanUs() {
+        return dispatchMeanUs;
+    }
+
+    public int dispatchSamples() {
+        return dispatchSamples;
     }
 
     private static int kindIndex(String kind) {

@@ -25,7 +25,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * The correctness contract through the real runtime (Pekko actors, device queues, the in-process
  * transport): for GPipe, 1F1B, interleaved 1F1B, ZB-H1 and the ready-first mode, over uneven
  * splits and M = P and 2P microbatches, five steps of pipelined training give the reference
- * trainer's losses and weights (norm-wise relative difference below 1e-5).
+ * trainer's losses and weights (norm-wise relative difference below 1e-5). The reference runs the
+ * same microbatches one after another on one device (gradient accumulation, no pipeline).
  */
 class PipelineMatchesReferenceTest {
     static final String TEXT = "to be, or not to be, that is the question: whether 'tis nobler in the mind. ".repeat(30);
@@ -57,7 +58,7 @@ class PipelineMatchesReferenceTest {
         try (PipelineRuntime runtime = PipelineRuntime.start(plan);
              MeshDevice refMesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults().withThreads(1));
              ReferenceTrainer ref = new ReferenceTrainer(model, refMesh.asSubmesh(), Parallelism.NONE, 7, plan.optimizer(),
-                     plan.lr(), plan.clipMaxNorm(), 1)) {
+                     plan.lr(), plan.clipMaxNorm(), plan.microbatches())) {
             for (int step = 0; step < STEPS; step++) {
                 Batch b = data.trainBatch(7, step, plan.batchSize(), SEQ);
                 double pipelined = runtime.step(step, List.of(b)).loss();

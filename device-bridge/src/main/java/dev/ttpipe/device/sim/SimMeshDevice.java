@@ -52,6 +52,15 @@ public final class SimMeshDevice implements MeshDevice {
     }
 
     /** Opens a modeled mesh ({@code options} null: defaults). */
+    /**
+     * The modeled time of all work queued on {@code submesh} so far: the difference across a call is
+     * exactly what the cost model charges for it, however late the issuing thread ran.
+     */
+    public static double modeledSeconds(dev.ttpipe.device.Submesh submesh) {
+        if (!(submesh instanceof SimSubmesh s)) throw new IllegalArgumentException(submesh.describe() + " is not a sim submesh");
+        return s.modeledSeconds();
+    }
+
     public static SimMeshDevice open(MeshShape shape, MeshOptions options) {
         if (shape == null) throw new DeviceException("sim mesh: shape is null");
         return new SimMeshDevice(shape, options == null ? MeshOptions.defaults() : options);

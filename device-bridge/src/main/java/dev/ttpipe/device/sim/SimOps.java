@@ -11,10 +11,12 @@ import dev.ttpipe.device.SimCosts;
 import dev.ttpipe.device.Tensor;
 import dev.ttpipe.device.spi.CheckedOps;
 import dev.ttpipe.device.spi.DeviceMemory;
+import dev.ttpipe.device.spi.LocalPiecesOps;
 import dev.ttpipe.device.spi.MatmulDims;
 import dev.ttpipe.device.spi.MeshTensor;
 import dev.ttpipe.device.spi.Sharding;
 
+import java.nio.ByteBuffer;
 import java.util.List;
 
 /**
@@ -24,7 +26,7 @@ import java.util.List;
  * algorithms: all_gather and reduce_scatter (n - 1) pieces, all_reduce 2 (n - 1) / n of the
  * tensor). Devices of a submesh work in parallel, so a submesh's op time is one device's.
  */
-final class SimOps extends CheckedOps {
+final class SimOps extends CheckedOps implements LocalPiecesOps {
     private final SimSubmesh sub;
     private final SimCosts costs;
     private final List<DeviceMemory> memories;
@@ -82,6 +84,14 @@ final class SimOps extends CheckedOps {
         link(t.bytesPerDevice());
     }
 
+    /** Nothing to copy (no values); costs the bytes over the host link, as {@code fromHostLocal}. */
+    @Override
+    public Tensor fromLocalBytes(ByteBuffer src, Shape shape, Layout layout, DType dtype) {
+        MeshTensor out = allocateForLocalBytes(src, shape, layout, dtype);
+        link(out.bytesPerDevice());
+        return out;
+    }
+
     @Override
     protected void fillKernel(MeshTensor t, float value) {
         memoryBound(t);
@@ -100,7 +110,10 @@ final class SimOps extends CheckedOps {
     /** Moves the accounting (nothing to copy); later work here waits for the tensor's producer. */
     @Override
     protected MeshTensor adoptKernel(MeshTensor t) {
-        long readyAt = ((SimSubmesh) t.submesh()).busyUntil();
+        // The tensor is ready when the sender's queue has reached it: no later than now if the sender
+        // synchronized after producing it (the runtime does, at the end of every action), and never later
+        // than the sender's queue end. Work the sender queued since must not delay the receiver.
+        long readyAt = Math.min(System.nanoTime(), ((SimSubmesh) t.submesh()).busyUntil());
         MeshTensor moved = moveHere(t, memories);
         if (moved == null) {
             moved = allocate(t.shape(), t.layout(), t.dtype());

@@ -15,7 +15,6 @@ import java.util.concurrent.locks.LockSupport;
  * tenth of a millisecond).
  */
 final class SimSubmesh extends SubmeshBase {
-    private static final long SPIN_NANOS = 100_000;
 
     private final SimMeshDevice mesh;
     private final SimOps ops;
@@ -42,6 +41,7 @@ final class SimSubmesh extends SubmeshBase {
 
     /** Queues work of {@code seconds}; returns when it will be done (System.nanoTime scale). */
     synchronized long enqueue(double seconds) {
+        modeledSeconds += Math.max(0, seconds);
         long start = Math.max(System.nanoTime(), busyUntil);
         busyUntil = start + Math.max(0L, Math.round(seconds * 1e9));
         return busyUntil;
@@ -52,6 +52,13 @@ final class SimSubmesh extends SubmeshBase {
         busyUntil = Math.max(busyUntil, readyAt);
     }
 
+    /** Total modeled time of all work queued so far (excluding waits for other submeshes). */
+    synchronized double modeledSeconds() {
+        return modeledSeconds;
+    }
+
+    private double modeledSeconds;
+
     synchronized long busyUntil() {
         return busyUntil;
     }
@@ -59,9 +66,10 @@ final class SimSubmesh extends SubmeshBase {
     @Override
     public void synchronize() {
         long until = busyUntil();
+        // Park, never spin: a pipeline runs many submeshes' queues on few cores, and a spinning
+        // thread would steal the core another queue needs to issue its work on time.
         for (long left; (left = until - System.nanoTime()) > 0; ) {
-            if (left > 2 * SPIN_NANOS) LockSupport.parkNanos(left - SPIN_NANOS);
-            else Thread.onSpinWait();
+            LockSupport.parkNanos(left);
         }
     }
 }
