@@ -3,7 +3,11 @@ package dev.ttpipe.device;
 import java.util.List;
 import java.util.Locale;
 
-/** Opens meshes by backend name: {@code cpu} (emulated devices, real math), {@code sim} (cost model, no math), {@code ttnn}. */
+/**
+ * Opens meshes by backend name: {@code cpu} (emulated devices, real math), {@code sim} (cost model, no
+ * math), {@code ttnn} (the native bridge library: TTNN on hardware, the reference C build elsewhere;
+ * see {@link dev.ttpipe.device.ttnn.BridgeLibrary} for where it is looked for).
+ */
 public final class Backends {
     public static final List<String> NAMES = List.of("cpu", "sim", "ttnn");
 
@@ -16,6 +20,8 @@ public final class Backends {
                 return dev.ttpipe.device.cpu.CpuMeshDevice.open(shape, options);
             case "sim":
                 return dev.ttpipe.device.sim.SimMeshDevice.open(shape, options);
+            case "ttnn":
+                return dev.ttpipe.device.ttnn.TtnnMeshDevice.open(shape, options);
             default:
                 throw new DeviceException("unknown backend '" + backend + "', expected one of " + NAMES);
         }

@@ -13,10 +13,12 @@ import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Tensor;
 import dev.ttpipe.device.spi.CheckedOps;
 import dev.ttpipe.device.spi.DeviceMemory;
+import dev.ttpipe.device.spi.LocalPiecesOps;
 import dev.ttpipe.device.spi.MatmulDims;
 import dev.ttpipe.device.spi.MeshTensor;
 import dev.ttpipe.device.spi.Sharding;
 
+import java.nio.ByteBuffer;
 import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
 import java.util.List;
@@ -28,7 +30,7 @@ import java.util.function.Supplier;
  * each kernel multi-threaded on the mesh's pool. Arguments were checked by {@link CheckedOps}.
  * BF16 pieces are staged through fp32 scratch ({@link Fp32Staging}).
  */
-final class CpuOps extends CheckedOps {
+final class CpuOps extends CheckedOps implements LocalPiecesOps {
     private final CpuSubmesh sub;
     private final CpuMeshDevice mesh;
     private final Parallel par;
@@ -574,6 +576,17 @@ final class CpuOps extends CheckedOps {
         CpuTensor copy = receive((CpuTensor) t);
         t.close();
         return copy;
+    }
+
+    /** One memcpy per device from {@code src} into the new tensor's native buffers. */
+    @Override
+    public Tensor fromLocalBytes(ByteBuffer src, Shape s, Layout layout, DType dtype) {
+        MeshTensor out = allocateForLocalBytes(src, s, layout, dtype);
+        int bytes = (int) out.bytesPerDevice();
+        int at = src.position();
+        return guard(out, () -> run(() -> {
+            for (int d = 0; d < n; d++) ((CpuTensor) out).piece(d).bytes.put(0, src, at + d * bytes, bytes);
+        }));
     }
 
     /** Copies {@code t}'s pieces into a new tensor on this submesh (a socket's receive side). */

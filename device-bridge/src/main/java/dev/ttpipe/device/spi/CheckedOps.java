@@ -13,6 +13,7 @@ import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
 
+import java.nio.ByteBuffer;
 import java.util.Arrays;
 
 /**
@@ -200,6 +201,28 @@ public abstract class CheckedOps implements Ops {
         }
         MeshTensor out = allocate(shape, l, dtype);
         return guard(out, () -> writeLocalKernel(out, pieces));
+    }
+
+    /**
+     * For backends implementing {@link LocalPiecesOps}: checks {@code fromLocalBytes}'s arguments
+     * (layout valid for the shape, no Partial on INT32, {@code src.remaining()} exactly the pieces'
+     * total) and allocates the tensor; the backend then copies the pieces in (under {@link #guard}).
+     */
+    protected final MeshTensor allocateForLocalBytes(ByteBuffer src, Shape shape, Layout layout, DType dtype) {
+        String op = "fromLocalBytes";
+        requireNonNull(op, "src", src);
+        requireNonNull(op, "shape", shape);
+        requireNonNull(op, "dtype", dtype);
+        Layout l = dtype == DType.INT32 ? creatable(op, shape, layout)
+                : LayoutRules.normalize(op, shape, layout, submesh.shape());
+        long piece = Sharding.localShape(shape, l, submesh.shape()).numel() * dtype.bytes();
+        long total = piece * submesh.shape().size();
+        if (src.remaining() != total) {
+            throw new DeviceException(op + ": " + src.remaining() + " bytes for " + shape + " " + dtype + " with layout "
+                    + l + " on a submesh of " + submesh.shape().size() + " devices, which needs " + total
+                    + " (" + piece + " per device)");
+        }
+        return allocate(shape, l, dtype);
     }
 
     @Override

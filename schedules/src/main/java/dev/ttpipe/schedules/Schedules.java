@@ -1,0 +1,89 @@
+package dev.ttpipe.schedules;
+
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * The schedule generators, by name: {@code gpipe}, {@code 1f1b}, {@code interleaved} (alias
+ * {@code interleaved-1f1b}), {@code zb-h1}, {@code zb-h2}, {@code zb-greedy} and {@code dualpipev}.
+ * Names are case-insensitive. Every generated schedule is compute-only and validates; {@link
+ * Lowering} adds the communication.
+ */
+public final class Schedules {
+    private static final List<String> NAMES = List.of("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "zb-greedy", "dualpipev");
+
+    private Schedules() {
+    }
+
+    /** The known schedule names, in the order above (aliases not included). */
+    public static List<String> names() {
+        return NAMES;
+    }
+
+    /**
+     * The canonical name for {@code name} (case-insensitive, aliases resolved).
+     *
+     * @throws ScheduleException listing the known names when {@code name} is not one
+     */
+    public static String canonicalName(String name) {
+        String key = name == null ? "" : name.strip().toLowerCase(Locale.ROOT);
+        if (key.equals("interleaved-1f1b")) return "interleaved";
+        if (NAMES.contains(key)) return key;
+        throw new ScheduleException("unknown schedule \"" + name + "\"; known schedules: "
+                + String.join(", ", NAMES) + " (and interleaved-1f1b for interleaved)");
+    }
+
+    /** Stages per rank that {@code name} uses unless told otherwise: 2 for interleaved and dualpipev, else 1. */
+    public static int defaultVirtualStages(String name) {
+        String key = canonicalName(name);
+        return key.equals("interleaved") || key.equals("dualpipev") ? 2 : 1;
+    }
+
+    /**
+     * Generates schedule {@code name} for {@code ranks} pipeline ranks (P), {@code microbatches}
+     * (M) and {@code virtualStages} stages per rank (V): 1 for all but interleaved (V >= 2) and
+     * dualpipev (V = 2).
+     *
+     * @param costs per-stage costs and memory limit for {@code zb-greedy}; null means F=1, B=2,
+     *              I=W=1, no comm. Other schedules ignore it.
+     * @throws ScheduleException for an unknown name, P or M below 1, a V the schedule does not
+     *                           take, or an M the schedule cannot use (interleaved: a multiple of
+     *                           P; dualpipev: at least 2P)
+     */
+    public static Schedule generate(String name, int ranks, int microbatches, int virtualStages, CostModel costs) {
+        String key = canonicalName(name);
+        if (ranks < 1) throw new ScheduleException("schedule " + key + " needs at least 1 pipeline rank, got " + ranks);
+        if (microbatches < 1) throw new ScheduleException("schedule " + key + " needs at least 1 microbatch, got " + microbatches);
+        switch (key) {
+            case "interleaved" -> {
+                if (virtualStages < 2) {
+                    throw new ScheduleException("interleaved needs at least 2 virtual stages per rank, got " + virtualStages
+                            + "; with one stage per rank use 1f1b");
+                }
+                return Interleaved1F1B.generate(ranks, microbatches, virtualStages);
+            }
+            case "dualpipev" -> {
+                if (virtualStages != 2) {
+                    throw new ScheduleException("dualpipev holds exactly 2 stages per rank (a V shape), got " + virtualStages
+                            + " virtual stages");
+                }
+                return DualPipeV.generate(ranks, microbatches);
+            }
+            default -> {
+                if (virtualStages != 1) {
+                    throw new ScheduleException("schedule " + key + " holds one stage per rank, got " + virtualStages
+                            + " virtual stages; for more use interleaved");
+                }
+            }
+        }
+        return switch (key) {
+            case "gpipe" -> GPipe.generate(ranks, microbatches);
+            case "1f1b" -> OneFOneB.generate(ranks, microbatches);
+            case "zb-h1" -> ZeroBubbleH1.generate(ranks, microbatches);
+            case "zb-h2" -> ZeroBubbleH2.generate(ranks, microbatches);
+            case "zb-greedy" -> GreedyZeroBubble.generate(ranks, microbatches,
+                    costs != null ? costs : CostModel.uniform(1, 2, 1, 1, 0));
+            default -> throw new IllegalStateException("no generator for " + key);
+        };
+    }
+}

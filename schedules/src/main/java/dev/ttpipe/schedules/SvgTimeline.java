@@ -1,0 +1,134 @@
+package dev.ttpipe.schedules;
+
+import java.util.Locale;
+
+/**
+ * A timeline as the classic pipeline diagram, in SVG: one row per rank, time to the right, a box
+ * per action coloured by kind (F blue, B green, I teal, W purple, comm a thin grey bar, REDUCE_GRAD
+ * orange, OPTIMIZER_STEP red) with its microbatch number inside when it fits and the full action
+ * as tooltip; idle time shows as the grey row background. A time axis, a legend, and a title with
+ * the makespan and bubble fraction.
+ */
+public final class SvgTimeline {
+    private static final int PLOT_WIDTH = 1200;
+    private static final int LEFT = 70;
+    private static final int TOP = 44;
+    private static final int ROW = 26;
+    private static final int ROW_GAP = 4;
+
+    private SvgTimeline() {
+    }
+
+    /** The SVG document; {@code title} (e.g. the schedule name) heads it, followed by the figures. */
+    public static String render(SimResult result, String title) {
+        Schedule schedule = result.schedule();
+        int ranks = schedule.ranks();
+        double makespan = result.makespan();
+        double scale = makespan > 0 ? PLOT_WIDTH / makespan : 1;
+        double t0 = result.start();
+        int plotHeight = ranks * (ROW + ROW_GAP);
+        int width = LEFT + PLOT_WIDTH + 20;
+        int height = TOP + plotHeight + 70;
+        StringBuilder svg = new StringBuilder(256 + result.events().size() * 160);
+        svg.append("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"").append(width).append("\" height=\"").append(height)
+                .append("\" viewBox=\"0 0 ").append(width).append(' ').append(height)
+                .append("\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"11\">\n");
+        svg.append("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+        String heading = title + " \u2014 P=" + ranks + (schedule.virtualStages() > 1 ? ", V=" + schedule.virtualStages() : "")
+                + ", M=" + schedule.microbatches() + ", makespan " + AsciiGrid.number(makespan) + ", bubble "
+                + String.format(Locale.ROOT, "%.1f%%", 100 * result.bubbleFraction());
+        svg.append("<text x=\"").append(LEFT).append("\" y=\"24\" font-size=\"15\" font-weight=\"bold\">")
+                .append(escape(heading)).append("</text>\n");
+        for (int r = 0; r < ranks; r++) {
+            int y = TOP + r * (ROW + ROW_GAP);
+            svg.append("<text x=\"").append(LEFT - 8).append("\" y=\"").append(y + ROW / 2 + 4)
+                    .append("\" text-anchor=\"end\">rank ").append(r).append("</text>\n");
+            svg.append("<rect x=\"").append(LEFT).append("\" y=\"").append(y).append("\" width=\"").append(PLOT_WIDTH)
+                    .append("\" height=\"").append(ROW).append("\" fill=\"#eeeeee\"/>\n");
+        }
+        boolean stagePrefix = schedule.virtualStages() > 1;
+        for (TimedAction e : result.events()) {
+            Action a = e.action();
+            double x = LEFT + (e.start() - t0) * scale;
+            double w = Math.max(e.duration() * scale, a.kind().isComm() ? 1 : 0.5);
+            int y = TOP + e.rank() * (ROW + ROW_GAP);
+            boolean thin = a.kind().isComm();
+            svg.append("<rect x=\"").append(fmt(x)).append("\" y=\"").append(thin ? y + ROW - 5 : y).append("\" width=\"")
+                    .append(fmt(w)).append("\" height=\"").append(thin ? 5 : ROW).append("\" fill=\"").append(color(a.kind()))
+                    .append("\" stroke=\"white\" stroke-width=\"0.5\"><title>").append(a).append(" on rank ").append(e.rank())
+                    .append(": ").append(AsciiGrid.number(e.start())).append(" to ").append(AsciiGrid.number(e.end()))
+                    .append("</title></rect>\n");
+            String text = a.hasMicrobatch() ? (stagePrefix ? a.stage() + ":" : "") + a.microbatch() : "";
+            if (!thin && !text.isEmpty() && w >= 6.5 * text.length() + 2) {
+                svg.append("<text x=\"").append(fmt(x + w / 2)).append("\" y=\"").append(y + ROW / 2 + 4)
+                        .append("\" text-anchor=\"middle\" fill=\"white\">").append(text).append("</text>\n");
+            }
+        }
+        int axisY = TOP + plotHeight + 4;
+        svg.append("<line x1=\"").append(LEFT).append("\" y1=\"").append(axisY).append("\" x2=\"").append(LEFT + PLOT_WIDTH)
+                .append("\" y2=\"").append(axisY).append("\" stroke=\"black\"/>\n");
+        double step = tickStep(makespan);
+        for (double t = 0; t <= makespan * (1 + 1e-9) && step > 0; t += step) {
+            double x = LEFT + t * scale;
+            svg.append("<line x1=\"").append(fmt(x)).append("\" y1=\"").append(axisY).append("\" x2=\"").append(fmt(x))
+                    .append("\" y2=\"").append(axisY + 4).append("\" stroke=\"black\"/>");
+            svg.append("<text x=\"").append(fmt(x)).append("\" y=\"").append(axisY + 16).append("\" text-anchor=\"middle\">")
+                    .append(AsciiGrid.number(t)).append("</text>\n");
+        }
+        svg.append("<text x=\"").append(LEFT + PLOT_WIDTH).append("\" y=\"").append(axisY + 30)
+                .append("\" text-anchor=\"end\">time</text>\n");
+        int legendY = axisY + 44;
+        int x = LEFT;
+        String[][] legend = {{"F", "forward"}, {"B", "backward"}, {"I", "input grad"}, {"W", "weight grad"},
+                {"SEND_F", "comm"}, {"", "idle"}};
+        for (String[] item : legend) {
+            String fill = item[0].isEmpty() ? "#eeeeee" : color(ActionKind.valueOf(item[0]));
+            svg.append("<rect x=\"").append(x).append("\" y=\"").append(legendY - 10).append("\" width=\"12\" height=\"12\" fill=\"")
+                    .append(fill).append("\"/><text x=\"").append(x + 16).append("\" y=\"").append(legendY).append("\">")
+                    .append(item[1]).append("</text>\n");
+            x += 30 + 7 * item[1].length();
+        }
+        return svg.append("</svg>\n").toString();
+    }
+
+    static String color(ActionKind kind) {
+        return switch (kind) {
+            case F -> "#4e79a7";
+            case B -> "#59a14f";
+            case I -> "#5fb8a8";
+            case W -> "#9c6fb6";
+            case REDUCE_GRAD -> "#f28e2b";
+            case OPTIMIZER_STEP -> "#e15759";
+            default -> "#8c8c8c";
+        };
+    }
+
+    private static double tickStep(double span) {
+        if (span <= 0) return 0;
+        double raw = span / 10;
+        double magnitude = Math.pow(10, Math.floor(Math.log10(raw)));
+        for (double m : new double[]{1, 2, 5, 10}) {
+            if (raw <= m * magnitude) return m * magnitude;
+        }
+        return 10 * magnitude;
+    }
+
+    private static String fmt(double v) {
+        return String.format(Locale.ROOT, "%.2f", v);
+    }
+
+    private static String escape(String s) {
+        StringBuilder out = new StringBuilder(s.length());
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            switch (c) {
+                case '<' -> out.append("&lt;");
+                case '>' -> out.append("&gt;");
+                case '&' -> out.append("&amp;");
+                case '"' -> out.append("&quot;");
+                default -> out.append(c);
+            }
+        }
+        return out.toString();
+    }
+}

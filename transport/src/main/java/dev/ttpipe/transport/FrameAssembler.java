@@ -1,0 +1,374 @@
+package dev.ttpipe.transport;
+
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.DeviceException;
+import dev.ttpipe.device.Layout;
+import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.Shape;
+import dev.ttpipe.device.spi.LayoutRules;
+import dev.ttpipe.device.spi.Sharding;
+import io.aeron.Subscription;
+import io.aeron.logbuffer.FragmentHandler;
+import io.aeron.logbuffer.FrameDescriptor;
+import io.aeron.logbuffer.Header;
+import org.agrona.DirectBuffer;
+import org.agrona.collections.Int2ObjectHashMap;
+import org.agrona.concurrent.UnsafeBuffer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.nio.ByteBuffer;
+import java.util.function.IntFunction;
+import java.util.zip.CRC32C;
+
+/**
+ * The receiving end for one local rank: polls its subscription and reassembles the frames of every
+ * sender (one Aeron session per sending rank) into one pooled direct buffer per frame, copying each
+ * fragment once, straight from Aeron's term buffer, and checking the CRC32C as it goes. A whole frame
+ * whose header, layout and checksums hold goes to the {@link TensorReceiver} as an
+ * {@link AeronPayload}; anything else is dropped and reported through
+ * {@link TensorReceiver#onError} with the channel's name, never delivered.
+ *
+ * <p>Fragments arrive in order within a session (Aeron's guarantee); the checks catch corruption,
+ * foreign publishers and bugs. Once a frame is dropped, its remaining chunks are skipped silently.
+ *
+ * <p>Used only by the transport's receive thread, except {@link #receiver(TensorReceiver)}.
+ */
+final class FrameAssembler implements FragmentHandler {
+    private static final Logger log = LoggerFactory.getLogger(FrameAssembler.class);
+    private static final int FRAGMENT_LIMIT = 32;
+
+    private final int rank;
+    private final long jobId;
+    private final long maxPayload;
+    private final Subscription subscription;
+    private final ReceiveBuffers buffers;
+    private final IntFunction<String> channelOfSession;
+    private volatile TensorReceiver receiver;
+
+    private final Int2ObjectHashMap<Inbound> inbound = new Int2ObjectHashMap<>();
+    private final UnsafeBuffer scratch = new UnsafeBuffer(ByteBuffer.allocateDirect(FrameCodec.LENGTH));
+    private final ByteBuffer scratchBytes = scratch.byteBuffer().duplicate();
+    private final CRC32C headerCrc = new CRC32C();
+    private final FrameCodec codec = new FrameCodec().wrapForDecode(scratch, 0);
+
+    /** One sender's frame in progress. */
+    private static final class Inbound {
+        final String channel;
+        final CRC32C crc = new CRC32C();
+        final UnsafeBuffer frameBytes = new UnsafeBuffer(new byte[FrameCodec.FRAME_END - FrameCodec.FRAME_START]);
+        boolean inFrame;      // chunk 0 accepted, last chunk not yet
+        boolean inChunk;      // between a chunk's first and last fragment
+        boolean skipping;     // dropping fragments until the next message starts
+        boolean resyncing;    // a frame was dropped: skip chunks until some frame's first chunk
+        long sequence;
+        FrameHeader header;
+        MeshShape mesh;
+        ByteBuffer bytes;
+        int payloadLength;
+        int chunkCount;
+        int nextChunk;
+        int written;
+        int chunkEnd;
+        int chunkLength;
+        int chunkCrc;
+
+        Inbound(String channel) {
+            this.channel = channel;
+        }
+    }
+
+    FrameAssembler(int rank, long jobId, long maxPayload, Subscription subscription, ReceiveBuffers buffers,
+                   IntFunction<String> channelOfSession, TensorReceiver receiver) {
+        this.rank = rank;
+        this.jobId = jobId;
+        this.maxPayload = maxPayload;
+        this.subscription = subscription;
+        this.buffers = buffers;
+        this.channelOfSession = channelOfSession;
+        this.receiver = receiver;
+    }
+
+    void receiver(TensorReceiver r) {
+        this.receiver = r;
+    }
+
+    Subscription subscription() {
+        return subscription;
+    }
+
+    int poll() {
+        return subscription.poll(this, FRAGMENT_LIMIT);
+    }
+
+    @Override
+    public void onFragment(DirectBuffer buffer, int offset, int length, Header aeronHeader) {
+        int session = aeronHeader.sessionId();
+        Inbound in = inbound.get(session);
+        if (in == null) {
+            in = new Inbound(channelOfSession.apply(session));
+            inbound.put(session, in);
+        }
+        byte flags = aeronHeader.flags();
+        if ((flags & FrameDescriptor.BEGIN_FRAG_FLAG) != 0) {
+            beginChunk(in, session, buffer, offset, length);
+        } else if (in.inChunk) {
+            appendFragment(in, buffer, offset, length);
+        } else if (!in.skipping) {
+            drop(in, "a fragment arrived outside any chunk");
+        }
+        if ((flags & FrameDescriptor.END_FRAG_FLAG) != 0) {
+            if (in.inChunk) endChunk(in);
+            in.skipping = false;
+        }
+    }
+
+    // ---- chunk start: the header ---------------------------------------------------------------------
+
+    private void beginChunk(Inbound in, int session, DirectBuffer buffer, int offset, int length) {
+        in.skipping = false;
+        if (in.inChunk) {
+            drop(in, "chunk " + (in.nextChunk) + " of " + in.chunkCount + " ended before its last fragment");
+            in.skipping = false;
+        }
+        if (length < FrameCodec.LENGTH) {
+            drop(in, "a message of " + length + " bytes is shorter than the " + FrameCodec.LENGTH + "-byte frame header");
+            return;
+        }
+        buffer.getBytes(offset, scratch, 0, FrameCodec.LENGTH);
+        String problem = checkIntegrity();
+        if (problem != null) {
+            drop(in, problem);
+            return;
+        }
+        long sequence = codec.sequence();
+        int index = codec.chunkIndex();
+        if (index != 0 && in.resyncing) {
+            in.skipping = true; // the rest of a frame already dropped and reported
+            return;
+        }
+        problem = checkAddress(session);
+        if (problem != null) {
+            drop(in, problem);
+            return;
+        }
+        if (index == 0) {
+            if (in.inFrame) drop(in, "frame " + in.sequence + " ended after " + in.nextChunk + " of " + in.chunkCount
+                    + " chunks: frame " + sequence + " began");
+            in.skipping = false;
+            problem = startFrame(in);
+            if (problem != null) {
+                drop(in, "frame " + sequence + ": " + problem);
+                return;
+            }
+            in.resyncing = false;
+        } else if (!in.inFrame || sequence != in.sequence) {
+            drop(in, "chunk " + index + " of frame " + sequence + " arrived without the frame's first chunk");
+            return;
+        } else if (!sameFrame(in)) {
+            drop(in, "chunk " + index + " of frame " + sequence + " changes the frame's header");
+            return;
+        } else if (index != in.nextChunk) {
+            drop(in, "chunk " + index + " of frame " + sequence + " out of order, expected chunk " + in.nextChunk);
+            return;
+        }
+        int chunkLength = codec.chunkLength();
+        long chunkOffset = codec.chunkOffset();
+        if (chunkLength < 0 || chunkOffset != in.written || chunkOffset + chunkLength > in.payloadLength) {
+            drop(in, "chunk " + index + " of " + in.chunkCount + " says bytes [" + chunkOffset + ", "
+                    + (chunkOffset + chunkLength) + ") of " + in.payloadLength + ", expected it to start at " + in.written);
+            return;
+        }
+        in.inChunk = true;
+        in.chunkEnd = in.written + chunkLength;
+        in.chunkLength = chunkLength;
+        in.chunkCrc = codec.payloadCrc();
+        appendFragment(in, buffer, offset + FrameCodec.LENGTH, length - FrameCodec.LENGTH);
+    }
+
+    /** Whether the bytes are a ttpipe chunk header at all, intact; null if so. */
+    private String checkIntegrity() {
+        if (codec.magic() != FrameCodec.MAGIC) {
+            return String.format("bad magic 0x%08x, not a ttpipe frame", codec.magic());
+        }
+        if (codec.version() != FrameCodec.VERSION || codec.headerLength() != FrameCodec.LENGTH) {
+            return "frame version " + codec.version() + " with a " + codec.headerLength() + "-byte header, expected version "
+                    + FrameCodec.VERSION + " with " + FrameCodec.LENGTH;
+        }
+        headerCrc.reset();
+        scratchBytes.limit(FrameCodec.HEADER_CRC_OFFSET).position(0);
+        headerCrc.update(scratchBytes);
+        if ((int) headerCrc.getValue() != codec.headerCrc()) {
+            return String.format("header checksum mismatch: CRC32C 0x%08x, the header says 0x%08x",
+                    (int) headerCrc.getValue(), codec.headerCrc());
+        }
+        return null;
+    }
+
+    /** Whether the chunk is for this job and rank from the session's rank, and its index is in range; null if so. */
+    private String checkAddress(int session) {
+        if (codec.jobId() != jobId) return "frame of job " + codec.jobId() + " on the transport of job " + jobId;
+        if (codec.toRank() != rank) return "frame for rank " + codec.toRank() + " arrived at rank " + rank;
+        if (codec.fromRank() != session) {
+            return "frame says it comes from rank " + codec.fromRank() + ", its stream session is " + session;
+        }
+        int count = codec.chunkCount();
+        int index = codec.chunkIndex();
+        if (count < 1 || index < 0 || index >= count) return "chunk index " + index + " of " + count + " chunks";
+        return null;
+    }
+
+    /** Checks the frame part of chunk 0's header and prepares the reassembly buffer; null if all is well. */
+    private String startFrame(Inbound in) {
+        if (codec.chunkOffset() != 0) return "chunk 0 starts at payload offset " + codec.chunkOffset();
+        if (codec.kindCode() < 0 || codec.kindCode() >= TensorKind.values().length) {
+            return "unknown tensor kind " + codec.kindCode();
+        }
+        if (codec.dtypeCode() < 0 || codec.dtypeCode() >= DType.values().length) return "unknown dtype " + codec.dtypeCode();
+        int rankOfShape = codec.rank();
+        if (rankOfShape < 0 || rankOfShape > FrameCodec.MAX_RANK) {
+            return "shape of rank " + rankOfShape + ", frames carry 0 to " + FrameCodec.MAX_RANK + " dims";
+        }
+        int[] dims = new int[rankOfShape];
+        for (int i = 0; i < rankOfShape; i++) {
+            dims[i] = codec.dim(i);
+            if (dims[i] < 0) return "negative dimension " + dims[i] + " in the shape";
+        }
+        if (!codec.validPlacement(0) || !codec.validPlacement(1)) {
+            return "unknown layout codes (" + codec.placementCode(0) + ", " + codec.shardDim(0) + "), ("
+                    + codec.placementCode(1) + ", " + codec.shardDim(1) + ") for a shape of rank " + rankOfShape;
+        }
+        if (codec.meshRows() < 1 || codec.meshCols() < 1) {
+            return "sender submesh [" + codec.meshRows() + ", " + codec.meshCols() + "]";
+        }
+        DType dtype = DType.values()[codec.dtypeCode()];
+        Shape shape = Shape.of(dims);
+        MeshShape mesh = new MeshShape(codec.meshRows(), codec.meshCols());
+        Layout layout;
+        try {
+            layout = LayoutRules.normalize("frame", shape, new Layout(codec.placement(0), codec.placement(1)), mesh);
+        } catch (DeviceException e) {
+            return "layout does not fit: " + e.getMessage();
+        }
+        if (dtype == DType.INT32 && layout.hasPartial()) return "INT32 tensor with a Partial layout " + layout;
+        long expected;
+        try {
+            long local = 1;
+            for (int d : Sharding.localShape(shape, layout, mesh).toArray()) local = Math.multiplyExact(local, d);
+            expected = Math.multiplyExact(Math.multiplyExact(local, dtype.bytes()), mesh.size());
+        } catch (ArithmeticException e) {
+            return "shape " + shape + " is too large";
+        }
+        long length = codec.payloadLength();
+        if (length != expected) {
+            return "payload of " + length + " bytes, but " + dtype + shape + " with layout " + layout + " on a " + mesh
+                    + " submesh is " + expected;
+        }
+        if (length > maxPayload) return "payload of " + length + " bytes exceeds the limit of " + maxPayload;
+        int count = codec.chunkCount();
+        if (count > Math.max(1, length)) return count + " chunks for a payload of " + length + " bytes";
+
+        TensorKind kind = TensorKind.of(codec.kindCode());
+        in.header = new FrameHeader(codec.jobId(), codec.pass(), codec.fromStage(), codec.toStage(), codec.microbatch(),
+                kind, dtype, shape, layout, length, 0);
+        in.mesh = mesh;
+        in.sequence = codec.sequence();
+        in.payloadLength = (int) length;
+        in.chunkCount = count;
+        in.nextChunk = 0;
+        in.written = 0;
+        in.crc.reset();
+        in.bytes = buffers.acquire((int) length);
+        scratch.getBytes(FrameCodec.FRAME_START, in.frameBytes, 0, in.frameBytes.capacity());
+        in.inFrame = true;
+        return null;
+    }
+
+    private boolean sameFrame(Inbound in) {
+        int n = in.frameBytes.capacity();
+        for (int i = 0; i < n; i += 8) {
+            if (scratch.getLong(FrameCodec.FRAME_START + i) != in.frameBytes.getLong(i)) return false;
+        }
+        return true;
+    }
+
+    // ---- payload bytes ------------------------------------------------------------------------------
+
+    private void appendFragment(Inbound in, DirectBuffer buffer, int offset, int length) {
+        if (in.written + length > in.chunkEnd) {
+            drop(in, "chunk " + in.nextChunk + " carries more than the " + in.chunkLength + " bytes its header says");
+            in.skipping = true;
+            return;
+        }
+        if (length == 0) return;
+        int at = in.written;
+        buffer.getBytes(offset, in.bytes, at, length);
+        in.bytes.limit(at + length).position(at);
+        in.crc.update(in.bytes);
+        in.written = at + length;
+    }
+
+    private void endChunk(Inbound in) {
+        in.inChunk = false;
+        int index = in.nextChunk;
+        if (in.written != in.chunkEnd) {
+            drop(in, "chunk " + index + " of " + in.chunkCount + " ended " + (in.chunkEnd - in.written)
+                    + " bytes short of its length");
+            return;
+        }
+        if ((int) in.crc.getValue() != in.chunkCrc) {
+            drop(in, String.format("checksum mismatch in chunk %d of %d: payload CRC32C 0x%08x, the header says 0x%08x",
+                    index, in.chunkCount, (int) in.crc.getValue(), in.chunkCrc));
+            return;
+        }
+        in.nextChunk++;
+        boolean last = in.nextChunk == in.chunkCount;
+        if (last != (in.written == in.payloadLength)) {
+            drop(in, "after chunk " + index + " of " + in.chunkCount + ", " + in.written + " of " + in.payloadLength
+                    + " payload bytes arrived");
+            return;
+        }
+        if (last) deliver(in);
+    }
+
+    private void deliver(Inbound in) {
+        ByteBuffer bytes = in.bytes;
+        bytes.limit(in.payloadLength).position(0);
+        FrameHeader h = in.header.withPayload(in.payloadLength, (int) in.crc.getValue());
+        AeronPayload payload = new AeronPayload(h, in.mesh, in.channel, bytes, buffers);
+        in.bytes = null;
+        in.header = null;
+        in.inFrame = false;
+        try {
+            receiver.onTensor(payload);
+        } catch (RuntimeException e) {
+            log.warn("{}: the receiver of rank {} threw on {}", in.channel, rank, h, e);
+        }
+    }
+
+    /** Drops the frame in progress (if any) and what is left of the current message, and reports why. */
+    private void drop(Inbound in, String problem) {
+        String what = in.inFrame && in.header != null ? "frame " + in.sequence + " (" + in.header + ")" : "frame";
+        in.resyncing = true;
+        buffers.release(in.bytes);
+        in.bytes = null;
+        in.header = null;
+        in.inFrame = false;
+        in.inChunk = false;
+        in.skipping = true;
+        try {
+            receiver.onError(in.channel, what + " dropped: " + problem);
+        } catch (RuntimeException e) {
+            log.warn("{}: the receiver of rank {} threw on an error report", in.channel, rank, e);
+        }
+    }
+
+    /** Gives back the buffers of frames in progress (the receive thread has stopped). */
+    void releaseAll() {
+        for (Inbound in : inbound.values()) {
+            buffers.release(in.bytes);
+            in.bytes = null;
+        }
+        inbound.clear();
+    }
+}

@@ -1,0 +1,215 @@
+package dev.ttpipe.transport;
+
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.Layout;
+import dev.ttpipe.device.MeshDevice;
+import dev.ttpipe.device.MeshOptions;
+import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.Shape;
+import dev.ttpipe.device.Tensor;
+import dev.ttpipe.device.cpu.CpuMeshDevice;
+import io.aeron.Aeron;
+import io.aeron.ExclusivePublication;
+import io.aeron.Publication;
+import org.agrona.concurrent.UnsafeBuffer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.concurrent.TimeUnit;
+import java.util.zip.CRC32C;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Frames that fail their checksum or do not parse are dropped and reported with the channel's name;
+ * none becomes a tensor, and the next good frame still arrives. The bad frames are published raw,
+ * by a second Aeron client, on rank 1's stream as session 5 (what rank 5's channel would use).
+ */
+class AeronCorruptFrameTest {
+    static final long JOB = 7;
+    static final String CHANNEL = "aeron:ipc 5->1";
+    static final MeshShape MESH = new MeshShape(1, 2);
+    static final Shape SHAPE = Shape.of(16);                 // replicated on 2 devices: 2 x 64 bytes
+
+    private AeronTransport transport;
+    private Received received;
+    private Aeron client;
+    private ExclusivePublication raw;
+    private long sequence;
+
+    @BeforeEach
+    void start() {
+        transport = AeronTransport.start(AeronTransport.Config.ipc(JOB, 0, 1, 5).withTermLength(64 << 10));
+        received = new Received();
+        transport.bind(1, received);
+        client = Aeron.connect(new Aeron.Context().aeronDirectoryName(transport.aeronDirectory().toString()));
+        raw = client.addExclusivePublication("aeron:ipc?session-id=5", AeronTransport.STREAM_BASE + 1);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (!raw.isConnected() && System.nanoTime() < deadline) Thread.onSpinWait();
+        assertTrue(raw.isConnected());
+    }
+
+    @AfterEach
+    void stop() {
+        raw.close();
+        client.close();
+        transport.close();
+    }
+
+    /** A 2-chunk frame of fp32 [16] replicated on a 1x2 submesh: chunk i carries payload bytes [64 i, 64 i + 64). */
+    private UnsafeBuffer[] frame(int microbatch) {
+        byte[] payload = new byte[128];
+        ByteBuffer p = ByteBuffer.wrap(payload).order(ByteOrder.LITTLE_ENDIAN);
+        for (int i = 0; i < 32; i++) p.putFloat(microbatch + i);
+        FrameHeader h = new FrameHeader(JOB, 3, 5, 1, microbatch, TensorKind.GRADIENT, DType.FP32, SHAPE,
+                Layout.REPLICATED, 0, 0);
+        long seq = sequence++;
+        CRC32C crc = new CRC32C();
+        UnsafeBuffer[] chunks = new UnsafeBuffer[2];
+        for (int i = 0; i < 2; i++) {
+            UnsafeBuffer b = new UnsafeBuffer(ByteBuffer.allocateDirect(FrameCodec.LENGTH + 64));
+            FrameCodec c = new FrameCodec().wrapForEncode(b, 0);
+            c.encodeFrame(JOB, seq, 5, 1, h, DType.FP32, SHAPE, Layout.REPLICATED, MESH, 128, 2);
+            crc.update(payload, 64 * i, 64);
+            c.encodeChunk(i, 64L * i, 64, (int) crc.getValue());
+            b.putBytes(FrameCodec.LENGTH, payload, 64 * i, 64);
+            seal(b);
+            chunks[i] = b;
+        }
+        return chunks;
+    }
+
+    /** Rewrites the header CRC after a deliberate change, so that the change itself is what the receiver sees. */
+    private static void seal(UnsafeBuffer b) {
+        CRC32C crc = new CRC32C();
+        ByteBuffer bytes = b.byteBuffer().duplicate();
+        bytes.limit(FrameCodec.HEADER_CRC_OFFSET).position(0);
+        crc.update(bytes);
+        new FrameCodec().wrapForEncode(b, 0).encodeHeaderCrc((int) crc.getValue());
+    }
+
+    private void publish(UnsafeBuffer... messages) {
+        for (UnsafeBuffer m : messages) {
+            long r;
+            while ((r = raw.offer(m, 0, m.capacity())) < 0) {
+                assertTrue(r == Publication.BACK_PRESSURED || r == Publication.ADMIN_ACTION, "offer: " + r);
+                Thread.onSpinWait();
+            }
+        }
+    }
+
+    /** The next good frame arrives, with its values, and nothing arrived before it. */
+    private void goodFrameStillArrives(int microbatch) {
+        publish(frame(microbatch));
+        TensorPayload p = received.next();
+        assertEquals(microbatch, p.header().microbatch(), "the dropped frame must not be delivered");
+        try (MeshDevice mesh = CpuMeshDevice.open(MESH, MeshOptions.defaults().withThreads(1));
+             Tensor t = p.materialize(mesh.asSubmesh())) {
+            float[] expected = new float[16];
+            for (int i = 0; i < 16; i++) expected[i] = microbatch + 16 + i; // device 1's copy is the second half
+            assertArrayEquals(expected, t.toHostLocal(1));
+        }
+        assertTrue(received.payloads.isEmpty());
+        assertTrue(received.errors.isEmpty(), () -> "unexpected errors " + received.errors);
+    }
+
+    private void assertDropped(String... fragments) {
+        Received.Error e = received.nextError();
+        assertEquals(CHANNEL, e.channel());
+        for (String f : fragments) assertTrue(e.problem().contains(f), e.problem());
+        assertTrue(received.payloads.isEmpty(), "a bad frame was delivered");
+    }
+
+    @Test
+    void corruptedPayloadFailsTheChecksumAndIsDropped() {
+        UnsafeBuffer[] f = frame(1);
+        f[1].putByte(FrameCodec.LENGTH + 17, (byte) (f[1].getByte(FrameCodec.LENGTH + 17) ^ 0x10));
+        publish(f);
+        assertDropped("checksum mismatch in chunk 1 of 2", "mb 1");
+        goodFrameStillArrives(2);
+    }
+
+    @Test
+    void corruptedHeaderFailsTheHeaderChecksum() {
+        UnsafeBuffer[] f = frame(1);
+        f[0].putInt(FrameCodec.MICROBATCH_OFFSET, 99);
+        publish(f);
+        assertDropped("header checksum mismatch");
+        goodFrameStillArrives(2);
+    }
+
+    @Test
+    void bytesThatAreNotAFrameAreDropped() {
+        UnsafeBuffer garbage = new UnsafeBuffer(new byte[300]);
+        for (int i = 0; i < 300; i++) garbage.putByte(i, (byte) (i * 31));
+        publish(garbage);
+        assertDropped("bad magic");
+        publish(new UnsafeBuffer(new byte[10]));
+        assertDropped("10 bytes is shorter than the 128-byte frame header");
+        goodFrameStillArrives(2);
+    }
+
+    @Test
+    void payloadLengthThatDoesNotMatchShapeAndLayoutIsDropped() {
+        UnsafeBuffer[] f = frame(1);
+        for (UnsafeBuffer c : f) {
+            c.putLong(FrameCodec.PAYLOAD_LENGTH_OFFSET, 124, ByteOrder.LITTLE_ENDIAN);
+            seal(c);
+        }
+        publish(f);
+        assertDropped("payload of 124 bytes, but FP32[16] with layout [R, R] on a [1, 2] submesh is 128");
+        goodFrameStillArrives(2);
+    }
+
+    @Test
+    void impossibleDtypeOrShardIsDropped() {
+        UnsafeBuffer[] f = frame(1);
+        f[0].putByte(FrameCodec.DTYPE_OFFSET, (byte) 9);
+        seal(f[0]);
+        publish(f);
+        assertDropped("unknown dtype 9");
+        UnsafeBuffer[] g = frame(2);
+        g[0].putByte(FrameCodec.PLACEMENT1_OFFSET, (byte) 1);      // S(...) on mesh axis 1
+        g[0].putByte(FrameCodec.PLACEMENT1_OFFSET + 1, (byte) 4);  // of dim 4, but the shape has one dim
+        seal(g[0]);
+        publish(g);
+        assertDropped("unknown layout codes");
+        goodFrameStillArrives(3);
+    }
+
+    @Test
+    void chunksOutOfOrderOrOutOfRangeAreDropped() {
+        UnsafeBuffer[] f = frame(1);
+        publish(f[1]);                                   // chunk 1 without chunk 0
+        assertDropped("chunk 1 of frame 0 arrived without the frame's first chunk");
+        UnsafeBuffer[] g = frame(2);
+        g[1].putInt(FrameCodec.CHUNK_INDEX_OFFSET, 5, ByteOrder.LITTLE_ENDIAN);
+        seal(g[1]);
+        publish(g);
+        assertDropped("chunk index 5 of 2 chunks");
+        UnsafeBuffer[] h = frame(3);
+        h[1].putLong(FrameCodec.CHUNK_OFFSET_OFFSET, 32, ByteOrder.LITTLE_ENDIAN);
+        seal(h[1]);
+        publish(h);
+        assertDropped("chunk 1 of 2 says bytes [32, 96) of 128, expected it to start at 64");
+        goodFrameStillArrives(4);
+    }
+
+    @Test
+    void frameOfAnotherJobIsDropped() {
+        UnsafeBuffer[] f = frame(1);
+        for (UnsafeBuffer c : f) {
+            c.putLong(FrameCodec.JOB_ID_OFFSET, 8, ByteOrder.LITTLE_ENDIAN);
+            seal(c);
+        }
+        publish(f[0]);
+        assertDropped("frame of job 8 on the transport of job 7");
+        publish(f[1]);
+        goodFrameStillArrives(2); // chunk 1 of that frame is skipped without a second report
+    }
+}
