@@ -1,0 +1,165 @@
+package dev.ttpipe.actors.config;
+
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class ConfigLoaderTest {
+    static TtpipeConfig load(String yaml) {
+        TtpipeConfig cfg = ConfigLoader.read(yaml, "job.yaml", null);
+        ConfigValidator.validate(cfg);
+        return cfg;
+    }
+
+    static List<String> problems(String yaml) {
+        return assertThrows(ConfigException.class, () -> load(yaml)).problems();
+    }
+
+    static final String TTML = String.join("\n",
+            "training_config:",
+            "  project_name: \"tt_train_nano_gpt\"",
+            "  model_type: \"gpt2\"",
+            "  seed: 5489",
+            "  model_save_interval: 500",
+            "  batch_size: 64",
+            "  num_epochs: 1",
+            "  max_steps: 5000",
+            "  learning_rate: 0.0003",
+            "  weight_decay: 0.01",
+            "  use_moreh_adamw: true",
+            "  use_kahan_summation: false",
+            "  use_clip_grad_norm: false",
+            "  clip_grad_norm_max_norm: 1.0",
+            "  gradient_accumulation_steps: 1",
+            "  tokenizer_type: \"char\"",
+            "  scheduler_type: \"identity\"",
+            "  transformer_config:",
+            "    runner_type: memory_efficient",
+            "    num_heads: 6",
+            "    embedding_dim: 384",
+            "    dropout_prob: 0.2",
+            "    num_blocks: 32",
+            "    vocab_size: 96",
+            "    max_sequence_length: 256",
+            "    experimental:",
+            "      use_composite_layernorm: false",
+            "multihost_config:",
+            "  enabled: true",
+            "  num_workers: 4",
+            "  socket_type: fabric",
+            "  pipeline_parallel_config:",
+            "    num_blocks: 32",
+            "    blocks_per_rank: {0: 8, 1: 8, 2: 8, 3: 8}",
+            "");
+
+    @Test
+    void loadsTtmlsOwnMultihostConfigAsItIs() {
+        TtpipeConfig cfg = load(TTML);
+        assertEquals(List.of(8, 8, 8, 8), cfg.pipeline().blocksPerRank);
+        assertEquals(4, cfg.pipeline().ranks());
+        assertEquals(32, cfg.transformer.numBlocks);
+        assertEquals("memory_efficient", cfg.transformer.runnerType);
+        assertEquals("fabric", cfg.multihost.socketType);
+        assertEquals(64, cfg.training.batchSize);
+    }
+
+    @Test
+    void reportsEveryProblemAtOnceWithFileLineAndKeyPath() {
+        List<String> p = problems(String.join("\n",
+                "training_config:",
+                "  batch_size: -3",
+                "  learning_rat: 0.1",
+                "transformer_config:",
+                "  num_heads: lots",
+                ""));
+        assertEquals(3, p.size(), p.toString());
+        assertTrue(p.get(0).startsWith("job.yaml:2: training_config.batch_size: '-3' given, expected >= 1"), p.get(0));
+        assertTrue(p.stream().anyMatch(s -> s.startsWith("job.yaml:3: training_config.learning_rat: unknown key (did you mean 'learning_rate'?)")), p.toString());
+        assertTrue(p.stream().anyMatch(s -> s.startsWith("job.yaml:5: transformer_config.num_heads: 'lots' given, expected an integer")), p.toString());
+    }
+
+    @Test
+    void rejectsBlocksPerRankThatDoNotSumOrSkipARank() {
+        String base = TTML.replace("blocks_per_rank: {0: 8, 1: 8, 2: 8, 3: 8}", "blocks_per_rank: {0: 8, 1: 8, 2: 8, 3: 4}");
+        List<String> p = problems(base);
+        assertEquals(1, p.size(), p.toString());
+        assertTrue(p.get(0).matches("job\\.yaml:\\d+: multihost_config\\.pipeline_parallel_config\\.blocks_per_rank: .*sums to 28, expected num_blocks = 32 \\(4 too few\\)"), p.get(0));
+        p = problems(TTML.replace("{0: 8, 1: 8, 2: 8, 3: 8}", "{0: 16, 2: 8, 3: 8}"));
+        assertTrue(p.get(0).contains("missing or zero: rank 1"), p.get(0));
+    }
+
+    @Test
+    void rejectsHeadsThatDoNotDivideTheEmbeddingNamingTheKey() {
+        List<String> p = problems(TTML.replace("num_heads: 6", "num_heads: 5"));
+        assertTrue(p.get(0).contains("transformer_config.num_heads: 5 heads do not divide embedding_dim 384"), p.get(0));
+    }
+
+    @Test
+    void rejectsATensorParallelSizeThatDoesNotDivideTheHeads() {
+        List<String> p = problems(TTML + "device_config:\n  mesh_shape: [1, 4]\n  enable_tp: true\n");
+        assertTrue(p.get(0).contains("transformer_config.num_heads: 6 heads cannot be split over TP size 4"), p.get(0));
+    }
+
+    @Test
+    void rejectsASequenceLongerThanTheModelsMaximum() {
+        List<String> p = problems(TTML.replace("    max_sequence_length: 256", "    max_sequence_length: 256\n    sequence_length: 512"));
+        assertTrue(p.get(0).contains("transformer_config.sequence_length: 512 is longer than max_sequence_length 256"), p.get(0));
+    }
+
+    @Test
+    void rejectsAnUnknownScheduleListingTheKnownOnes() {
+        List<String> p = problems(TTML.replace("    num_blocks: 32\n    blocks_per_rank", "    schedule: 1f1c\n    num_blocks: 32\n    blocks_per_rank"));
+        assertTrue(p.get(0).contains("schedule: '1f1c' given, expected one of gpipe, 1f1b"), p.get(0));
+        assertTrue(p.get(0).contains("did you mean '1f1b'"), p.get(0));
+    }
+
+    @Test
+    void rejectsMicrobatchesThatDoNotDivideTheBatch() {
+        List<String> p = problems(TTML.replace("    num_blocks: 32\n    blocks_per_rank", "    num_microbatches: 6\n    num_blocks: 32\n    blocks_per_rank"));
+        assertTrue(p.get(0).contains("num_microbatches: 6 microbatches do not divide batch_size 64"), p.get(0));
+    }
+
+    @Test
+    void rejectsAMeshShapeTheStrategiesCannotUse() {
+        List<String> p = problems(TTML + "device_config:\n  mesh_shape: [1, 4]\n  enable_ddp: true\n  enable_tp: true\n");
+        assertTrue(p.get(0).matches("job\\.yaml:\\d+: device_config\\.mesh_shape: \\[1, 4\\] with enable_ddp: true, enable_tp: true cannot be used.*"), p.get(0));
+        p = problems(TTML + "device_config:\n  mesh_shape: [2, 4]\n");
+        assertTrue(p.get(0).contains("[2, 4] with enable_ddp: false, enable_tp: false cannot be used"), p.get(0));
+    }
+
+    @Test
+    void aYamlSyntaxErrorNamesLineAndColumn() {
+        ConfigException e = assertThrows(ConfigException.class, () -> load("training_config:\n  seed: [1, 2\n  x: 1\n"));
+        assertTrue(e.getMessage().matches("job\\.yaml:\\d+:\\d+: not valid YAML: .*"), e.getMessage());
+    }
+
+    @Test
+    void flagsOverrideKeysAndProblemsNameTheFlag() {
+        TtpipeConfig cfg = ConfigLoader.read(TTML, "job.yaml", null);
+        cfg.pipeline().numMicrobatches = 7;
+        cfg.origins.recordFlag("multihost_config.pipeline_parallel_config.num_microbatches", "--microbatches");
+        ConfigException e = assertThrows(ConfigException.class, () -> ConfigValidator.validate(cfg));
+        assertTrue(e.getMessage().startsWith("--microbatches (multihost_config.pipeline_parallel_config.num_microbatches): 7 microbatches"), e.getMessage());
+    }
+
+    @Test
+    void anEmptyFileIsAllDefaults() {
+        TtpipeConfig cfg = load("");
+        assertEquals("cpu", cfg.device.backend);
+        assertFalse(cfg.pipeline().schedule.isEmpty());
+    }
+
+    @Test
+    void rankBindingsBoundTwiceOrMissingAreErrors() {
+        String yaml = TTML + "rank_bindings:\n  - {rank: 0, mesh_id: 0}\n  - {rank: 0, mesh_id: 1}\n  - {rank: 2, mesh_id: 2}\n";
+        List<String> p = problems(yaml);
+        assertTrue(p.stream().anyMatch(s -> s.contains("rank_bindings[1].rank: 0 is bound twice")), p.toString());
+        assertTrue(p.stream().anyMatch(s -> s.contains("rank 1 is missing")), p.toString());
+        assertTrue(p.stream().anyMatch(s -> s.contains("rank 3 is missing")), p.toString());
+    }
+}
