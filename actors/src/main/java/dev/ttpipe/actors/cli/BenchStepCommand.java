@@ -27,6 +27,7 @@ import java.util.concurrent.Callable;
  * machine's computed peak. Prints figures; never passes or fails on them.
  */
 @Command(name = "step",
+        mixinStandardHelpOptions = true,
         description = {"Time training steps of the reference trainer (no pipeline) and report ms/step, tokens/s and MFU:",
                 "model FLOPs per step (6 x parameters x tokens + attention) / (step time x this machine's peak)."},
         footer = {"", "Examples:",

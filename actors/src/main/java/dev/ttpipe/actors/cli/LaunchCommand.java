@@ -29,6 +29,7 @@ import java.util.stream.Stream;
  * leaves no process or Aeron directory behind.
  */
 @Command(name = "launch",
+        mixinStandardHelpOptions = true,
         description = {"Run a multi-process job on this machine: one `ttpipe worker` process per rank, as on real hosts,",
                 "tensors over Aeron UDP on loopback, control over a Pekko Cluster. Output lines carry their rank."},
         footer = {"", "Examples:",

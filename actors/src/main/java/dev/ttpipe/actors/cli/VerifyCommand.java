@@ -31,6 +31,7 @@ import java.util.concurrent.Callable;
  * side on the same seed and data; per step both losses and the largest relative weight difference.
  */
 @Command(name = "verify",
+        mixinStandardHelpOptions = true,
         description = {"Prove a schedule, split, transport or backend right: run the pipelined job and the reference",
                 "trainer (all blocks on one device, no pipeline) side by side and compare losses and weights.",
                 "Exit code 0 when every step agrees within the tolerance, 1 when one does not."},
