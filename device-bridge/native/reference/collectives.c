@@ -27,7 +27,9 @@ static int need_resized(const tv *o, const tv *x, int32_t d, int32_t mul, int32_
         return err(TTPIPE_E_INVALID_ARGUMENT, "local dim %d of x (size %d) is not divisible by the axis size %d", d,
                    x->dims[d], div);
     }
-    expect[d] = x->dims[d] * mul / div;
+    int64_t resized = (int64_t) x->dims[d] * mul / div;
+    if (resized > INT32_MAX) return err(TTPIPE_E_INVALID_ARGUMENT, "local dim %d of x is too large to gather", d);
+    expect[d] = (int32_t) resized;
     int ok = o->rank == x->rank;
     for (int32_t i = 0; ok && i < x->rank; i++) ok = o->dims[i] == expect[i];
     if (!ok) {

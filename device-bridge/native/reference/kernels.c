@@ -940,7 +940,9 @@ TTPIPE_API int32_t ttpipe_repeat_interleave(ttpipe_tensor out, ttpipe_tensor x, 
     s = need_float(to);
     if (!s) s = need_float(tx);
     if (!s) s = dim_index(tx, dim, &d0);
-    if (!s && repeats < 1) s = err(TTPIPE_E_INVALID_ARGUMENT, "repeats %d must be >= 1", repeats);
+    if (!s && (repeats < 1 || (int64_t) tx->dims[d0] * repeats > INT32_MAX)) {
+        s = err(TTPIPE_E_INVALID_ARGUMENT, "repeats %d must be >= 1 and keep the dim below 2^31", repeats);
+    }
     if (!s) {
         int32_t expect[TTPIPE_MAX_RANK];
         memcpy(expect, tx->dims, sizeof expect);

@@ -7,6 +7,8 @@
  *   gcc -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -pthread \
  *       -Wall -Wextra -Werror selftest.c core.c tensors.c kernels.c collectives.c -lm -o /tmp/ttpipe_selftest \
  *     && /tmp/ttpipe_selftest
+ *
+ * and the same with -fsanitize=thread instead of address,undefined for data races.
  */
 #include "../ttpipe_bridge.h"
 

@@ -108,7 +108,7 @@ TTPIPE_API int32_t ttpipe_tensor_info(ttpipe_tensor handle, int32_t *out, int32_
 /* ---- host transfers ----------------------------------------------------------------------------- */
 
 static int need_count(int64_t count, int64_t expected, const void *data) {
-    if (!data) return err(TTPIPE_E_INVALID_ARGUMENT, "data is null");
+    if (!data && !(count == 0 && expected == 0)) return err(TTPIPE_E_INVALID_ARGUMENT, "data is null");
     if (count != expected) {
         return err(TTPIPE_E_INVALID_ARGUMENT, "%" PRId64 " elements given, the shape needs %" PRId64, count, expected);
     }
@@ -182,7 +182,7 @@ TTPIPE_API int32_t ttpipe_tensor_write_local(ttpipe_tensor handle, int32_t devic
     if (!s) s = need_count(count, t->numel, data);
     if (!s) {
         void *piece = t->st->piece[device];
-        if (t->dtype == TTPIPE_FP32) memcpy(piece, data, sizeof(float) * (size_t) count);
+        if (t->dtype == TTPIPE_FP32 && count > 0) memcpy(piece, data, sizeof(float) * (size_t) count);
         else for (int64_t i = 0; i < count; i++) write_elem(piece, t->dtype, i, data[i]);
     }
     return op_end(&c, s);
@@ -201,7 +201,7 @@ static int read_logical(ttpipe_tensor handle, int32_t rank, const int32_t *dims,
     if (!s) s = need_count(count, numel_of(rank, dims), out);
     if (s) return op_end(&c, s);
     int partial = p0 == TTPIPE_PARTIAL || p1 == TTPIPE_PARTIAL;
-    if (partial) memset(out, 0, sizeof(float) * (size_t) count);
+    if (partial && count > 0) memset(out, 0, sizeof(float) * (size_t) count);
     for (int32_t d = 0; d < t->sub->n; d++) {
         if (!distinct_piece(t->sub, p0, p1, d)) continue;
         lpiece lp;
@@ -245,7 +245,7 @@ TTPIPE_API int32_t ttpipe_tensor_read_local(ttpipe_tensor handle, int32_t device
     if (!s) s = need_count(count, t->numel, out);
     if (!s) {
         const void *piece = t->st->piece[device];
-        if (t->dtype == TTPIPE_FP32) memcpy(out, piece, sizeof(float) * (size_t) count);
+        if (t->dtype == TTPIPE_FP32 && count > 0) memcpy(out, piece, sizeof(float) * (size_t) count);
         else for (int64_t i = 0; i < count; i++) out[i] = read_elem(piece, t->dtype, i);
     }
     return op_end(&c, s);

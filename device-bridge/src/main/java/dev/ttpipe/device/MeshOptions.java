@@ -6,7 +6,9 @@ package dev.ttpipe.device;
  * @param memoryPerDevice bytes each device may hold (default: a Wormhole chip's 12 GiB)
  * @param threads         compute threads for the cpu backend (0: all cores)
  * @param simCosts        the cost model of the sim backend (ignored by the others)
- * @param bridgeLibrary   path of the native bridge library for the ttnn backend (null: the default)
+ * @param bridgeLibrary   path of the native bridge library for the ttnn backend (null: the search of
+ *                        {@link dev.ttpipe.device.ttnn.BridgeLibrary}: -Dttpipe.bridge.library,
+ *                        $TTPIPE_BRIDGE_LIBRARY, next to the jar, then the build's reference library)
  */
 public record MeshOptions(long memoryPerDevice, int threads, SimCosts simCosts, String bridgeLibrary) {
     public static final long WORMHOLE_DRAM_BYTES = 12L << 30;

@@ -11,8 +11,6 @@ import dev.ttpipe.device.DeviceOutOfMemoryException;
 final class Bridge {
     static final int OK = 0;
     static final int E_OUT_OF_MEMORY = 3;
-    static final int E_CLOSED = 4;
-    static final int E_INVALID_HANDLE = 2;
 
     private Bridge() {
     }

@@ -1,6 +1,6 @@
 package dev.ttpipe.device.ttnn;
 
-import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.util.List;
@@ -11,8 +11,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** The bridge benchmark's bookkeeping (never its figures: benchmarks print, tests do not time). */
 class BridgeBenchmarkTest {
-    @BeforeAll
-    static void needsTheReferenceLibrary() {
+    @BeforeEach
+    void needsTheReferenceLibrary() {
         assumeTrue(BridgeLibrary.locate().isPresent(), "the reference bridge library was not built (no C compiler?); "
                 + "tried " + BridgeLibrary.candidates(null));
     }

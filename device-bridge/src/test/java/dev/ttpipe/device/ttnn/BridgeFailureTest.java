@@ -10,7 +10,6 @@ import dev.ttpipe.device.Ops;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Tensor;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
@@ -41,21 +40,17 @@ class BridgeFailureTest {
         static native int ttpipe_not_in_the_abi(long handle);
     }
 
-    @BeforeAll
-    static void needsTheReferenceLibrary() {
+    @BeforeEach
+    void openMeshOnTheReferenceLibrary() {
         assumeTrue(BridgeLibrary.locate().isPresent(), "the reference bridge library was not built (no C compiler?); "
                 + "tried " + BridgeLibrary.candidates(null));
         library = BridgeLibrary.locate().orElseThrow();
-    }
-
-    @BeforeEach
-    void openMesh() {
         mesh = TtnnMeshDevice.open(new MeshShape(1, 2), MeshOptions.defaults().withMemoryPerDevice(1000));
     }
 
     @AfterEach
     void closeMesh() {
-        mesh.close();
+        if (mesh != null) mesh.close();
     }
 
     private static BridgeException failing(int status, String function) {

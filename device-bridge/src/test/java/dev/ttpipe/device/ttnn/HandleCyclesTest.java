@@ -7,7 +7,7 @@ import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.Ops;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Tensor;
-import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 
@@ -27,8 +27,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 class HandleCyclesTest {
     private static final long RSS_SLACK_BYTES = 16L << 20;
 
-    @BeforeAll
-    static void needsTheReferenceLibrary() {
+    @BeforeEach
+    void needsTheReferenceLibrary() {
         assumeTrue(BridgeLibrary.locate().isPresent(), "the reference bridge library was not built (no C compiler?); "
                 + "tried " + BridgeLibrary.candidates(null));
     }

@@ -15,7 +15,7 @@ import dev.ttpipe.device.ReduceOp;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
-import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.util.List;
@@ -34,8 +34,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * closing wakes a waiting receiver, and the backend opens by name.
  */
 class TtnnBackendTest {
-    @BeforeAll
-    static void needsTheReferenceLibrary() {
+    @BeforeEach
+    void needsTheReferenceLibrary() {
         assumeTrue(BridgeLibrary.locate().isPresent(), "the reference bridge library was not built (no C compiler?); "
                 + "tried " + BridgeLibrary.candidates(null));
     }
@@ -180,6 +180,24 @@ class TtnnBackendTest {
             s.close();
             assertEquals(0, mesh.devices().get(1).memory().inUse());
             assertEquals(0, mesh.nativeMemory(1).inUse());
+        }
+    }
+
+    @Test
+    void emptyAndScalarTensorsCrossTheBridge() {
+        try (TtnnMeshDevice mesh = TtnnMeshDevice.open(new MeshShape(1, 2), MeshOptions.defaults())) {
+            Ops ops = mesh.asSubmesh().ops();
+            try (Tensor empty = ops.zeros(Shape.of(0, 4), Layout.shard(1, 1), DType.FP32);
+                 Tensor scalar = ops.full(Shape.of(), Layout.REPLICATED, DType.FP32, 3f);
+                 Tensor ids = ops.fromHostInts(new int[0], Shape.of(0), Layout.REPLICATED);
+                 Tensor twice = ops.scale(scalar, 2f);
+                 Tensor one = ops.reshape(twice, Shape.of(1))) {
+                assertEquals(0, empty.toHost().length);
+                assertEquals(0, empty.toHostLocal(1).length);
+                assertEquals(0, ids.toHostInts().length);
+                assertArrayEquals(new float[]{6f}, one.toHost());
+                assertEquals(6.0 * 6.0, ops.sumSquares(twice), 0.0);
+            }
         }
     }
 }
