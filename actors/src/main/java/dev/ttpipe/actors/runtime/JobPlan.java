@@ -108,6 +108,7 @@ public record JobPlan(String name, long seed, ModelSpec model, Parallelism paral
         private MeshShape rankMesh = new MeshShape(1, 1);
         private boolean ddp, tp;
         private MeshOptions meshOptions = MeshOptions.defaults().withThreads(1);
+        private String transport = "local";
 
         private Builder(ModelSpec model) {
             this.model = model;
@@ -131,6 +132,8 @@ public record JobPlan(String name, long seed, ModelSpec model, Parallelism paral
         public Builder clipMaxNorm(double c) { this.clipMaxNorm = c; return this; }
         public Builder backend(String b) { this.backend = b; return this; }
         public Builder meshOptions(MeshOptions o) { this.meshOptions = o; return this; }
+        /** local, aeron (IPC within the process) or fabric (device sockets). */
+        public Builder transport(String t) { this.transport = t; return this; }
         /** The mesh each rank owns and the strategies inside it (TTML's device_config). */
         public Builder rankMesh(MeshShape shape, boolean enableDdp, boolean enableTp) {
             this.rankMesh = shape;
@@ -148,7 +151,7 @@ public record JobPlan(String name, long seed, ModelSpec model, Parallelism paral
                     : dev.ttpipe.stages.Partitioner.fromBlocksPerRank(blocksPerRank, model.numBlocks(), s.virtualStages());
             return new JobPlan(name, seed, model, Parallelism.of(rankMesh, ddp, tp), rankMesh, PlanBuilder.onRanks(slices, s),
                     s, readyFirst, microbatches, microbatchSize, seqLen, accumulation, optimizer,
-                    lr != null ? lr : LrSchedule.constant(optimizer.learningRate()), clipMaxNorm, backend, meshOptions, "local");
+                    lr != null ? lr : LrSchedule.constant(optimizer.learningRate()), clipMaxNorm, backend, meshOptions, transport);
         }
     }
 }

@@ -84,13 +84,32 @@ public final class PipelineRuntime implements AutoCloseable {
             List<Submesh> subs = mesh.createSubmeshes(rankMesh);
             Map<Integer, Submesh> byRank = new HashMap<>();
             for (int r = 0; r < plan.ranks(); r++) byRank.put(r, subs.get(r));
-            Transport transport = new LocalTransport();
+            Transport transport = inProcessTransport(plan, mesh, byRank);
             ActorSystem<HostGuardian.Command> system = ActorSystem.create(
                     HostGuardian.create(plan, byRank, transport), "ttpipe", localConfig());
             return new PipelineRuntime(plan, mesh, transport, system, stepTimeout, null, null, Duration.ofSeconds(30), true);
         } catch (RuntimeException e) {
             mesh.close();
             throw e;
+        }
+    }
+
+    /**
+     * The transport between ranks of one process: {@code local} hands tensors over, {@code aeron}
+     * moves them through an embedded media driver over IPC, {@code fabric} device to device through
+     * the mesh's sockets.
+     */
+    static Transport inProcessTransport(JobPlan plan, MeshDevice mesh, Map<Integer, Submesh> byRank) {
+        switch (plan.transport()) {
+            case "aeron": {
+                int[] ranks = new int[plan.ranks()];
+                for (int r = 0; r < ranks.length; r++) ranks[r] = r;
+                return dev.ttpipe.transport.AeronTransport.start(dev.ttpipe.transport.AeronTransport.Config.ipc(plan.seed(), ranks));
+            }
+            case "fabric":
+                return new dev.ttpipe.transport.FabricTransport(mesh, byRank);
+            default:
+                return new LocalTransport();
         }
     }
 
