@@ -68,7 +68,6 @@ final class AeronChannel implements TensorChannel {
     private ByteBuffer staging = ReceiveBuffers.EMPTY;
     private long sequence;
 
-    private final AtomicLong framesSent = new AtomicLong();
     private final AtomicLong backPressured = new AtomicLong();
 
     private record Send(FrameHeader header, Tensor tensor, CompletableFuture<Void> done) {
@@ -100,10 +99,6 @@ final class AeronChannel implements TensorChannel {
     /** Payload bytes per chunk (the last chunk of each device's piece may be shorter). */
     int maxChunk() {
         return maxChunk;
-    }
-
-    long framesSent() {
-        return framesSent.get();
     }
 
     /** Offers that were refused for back-pressure (each retried). */
@@ -163,7 +158,6 @@ final class AeronChannel implements TensorChannel {
             try {
                 transmit(s.header(), s.tensor());
                 s.tensor().close();
-                framesSent.incrementAndGet();
                 s.done().complete(null);
             } catch (RuntimeException | Error e) {
                 s.tensor().close();

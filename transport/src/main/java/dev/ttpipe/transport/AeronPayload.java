@@ -33,11 +33,6 @@ final class AeronPayload implements TensorPayload {
         return header;
     }
 
-    /** The shape of the submesh the tensor was sent from: the payload holds one piece per device of it. */
-    MeshShape senderMesh() {
-        return senderMesh;
-    }
-
     @Override
     public Tensor materialize(Submesh dst) {
         ByteBuffer b = take("materialize");

@@ -6,6 +6,7 @@ import io.aeron.ExclusivePublication;
 import io.aeron.Subscription;
 import io.aeron.exceptions.AeronException;
 import org.agrona.CloseHelper;
+import org.agrona.IoUtil;
 import org.agrona.SystemUtil;
 import org.agrona.concurrent.BackoffIdleStrategy;
 import org.agrona.concurrent.IdleStrategy;
@@ -134,11 +135,13 @@ public final class AeronTransport implements Transport {
      *                       {@code /ttpipe-aeron-<pid>-<random>}; deleted at start and close
      * @param termLength     Aeron term buffer length: a power of two from 64 KiB to 1 GiB. Each channel
      *                       maps 3 terms; one message is at most termLength / 8 (chunks are cut to fit)
-     * @param udpMtu         UDP datagram payload (multiple of 32, 1408..65504): 1408 fits any network,
-     *                       8192 suits jumbo frames, 65504 loopback
+     * @param udpMtu         UDP datagram payload (multiple of 32, 1408..65504; default 8192, which fits a
+     *                       jumbo frame): 1408 fits any network unfragmented, 65504 is fastest on loopback
+     *                       and between processes of one host (about 2x 8192)
      * @param connectTimeout how long a send waits for its receiver to connect before it fails
-     * @param maxChunkBytes  payload bytes per chunk (at most termLength / 8 - header); chunks this size
-     *                       stay in cache between checksum and copy
+     * @param maxChunkBytes  payload bytes per chunk: 0 (the default) fills one MTU per chunk, claimed in
+     *                       the term and checksummed while in cache (the fastest); larger values (at most
+     *                       termLength / 8 less the header) let Aeron fragment each chunk
      */
     public record Config(long jobId, Map<Integer, Endpoint> endpoints, Set<Integer> localRanks, Path directory,
                          int termLength, int udpMtu, Duration connectTimeout, int maxChunkBytes) {
@@ -186,6 +189,11 @@ public final class AeronTransport implements Transport {
             if (udpMtu < 1408 || udpMtu > MAX_IPC_MTU || udpMtu % 32 != 0) {
                 throw new IllegalArgumentException("aeron transport: udp mtu " + udpMtu
                         + ": expected a multiple of 32 from 1408 to 65504");
+            }
+            if (udpMtu > termLength / 2) {
+                throw new IllegalArgumentException("aeron transport: udp mtu " + udpMtu + " exceeds half the term length "
+                        + termLength + ", expected a smaller mtu or a term length of at least "
+                        + (Integer.highestOneBit(2 * udpMtu - 1) << 1));
             }
             if (connectTimeout == null || connectTimeout.isNegative() || connectTimeout.isZero()) {
                 throw new IllegalArgumentException("aeron transport: connect timeout " + connectTimeout + ": expected > 0");
@@ -262,6 +270,7 @@ public final class AeronTransport implements Transport {
         } catch (RuntimeException e) {
             CloseHelper.quietClose(aeron);
             CloseHelper.quietClose(driver);
+            IoUtil.delete(dir.toFile(), true);
             throw new TransportException("aeron transport: could not start the media driver in " + dir + ": "
                     + e.getMessage(), e);
         }
@@ -361,11 +370,6 @@ public final class AeronTransport implements Transport {
         String where = e.isIpc() ? "" : " (" + e + ")";
         return config.endpoints().containsKey(from) ? media + " " + from + "->" + to + where
                 : media + " session " + from + "->" + to + where;
-    }
-
-    /** The channel from {@code from} to {@code to} if it is open (for tests and statistics). */
-    AeronChannel openChannel(int from, int to) {
-        return channels.get(((long) from << 32) | to);
     }
 
     private void receiveLoop() {

@@ -93,10 +93,6 @@ final class FrameAssembler implements FragmentHandler {
         this.receiver = r;
     }
 
-    Subscription subscription() {
-        return subscription;
-    }
-
     int poll() {
         return subscription.poll(this, FRAGMENT_LIMIT);
     }

@@ -60,8 +60,12 @@ public final class TransportBenchmark {
         }
     }
 
-    /** Runs every channel in {@code channels} at every size (bytes, multiples of 4); {@code progress} gets one line per step. */
-    public static List<Result> run(List<String> channels, List<Long> sizes, int iterations, Consumer<String> progress) {
+    /**
+     * Runs every channel in {@code channels} at every size (bytes, multiples of 4), aeron-udp with
+     * datagrams of {@code udpMtu} bytes; {@code progress} gets one line per step.
+     */
+    public static List<Result> run(List<String> channels, List<Long> sizes, int iterations, int udpMtu,
+                                   Consumer<String> progress) {
         for (String c : channels) {
             if (!CHANNELS.contains(c)) throw new IllegalArgumentException("channel " + c + ": expected one of " + CHANNELS);
         }
@@ -74,7 +78,7 @@ public final class TransportBenchmark {
         try (MeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 2), MeshOptions.defaults().withThreads(1))) {
             List<Submesh> subs = mesh.createSubmeshes(new MeshShape(1, 1));
             for (String c : channels) {
-                try (Transport t = open(c)) {
+                try (Transport t = open(c, udpMtu)) {
                     for (int i = 0; i < sizes.size(); i++) {
                         progress.accept(c + " " + human(sizes.get(i)));
                         out.add(measure(c, t, subs.get(0), subs.get(1), sizes.get(i), iterations, memcpy[i]));
@@ -85,13 +89,13 @@ public final class TransportBenchmark {
         return out;
     }
 
-    private static Transport open(String channel) {
+    private static Transport open(String channel, int udpMtu) {
         return switch (channel) {
             case "local" -> new LocalTransport();
             case "aeron-ipc" -> AeronTransport.start(AeronTransport.Config.ipc(JOB, 0, 1));
             case "aeron-udp" -> AeronTransport.start(AeronTransport.Config.of(JOB,
                     Map.of(0, AeronTransport.Endpoint.udp("127.0.0.1", freePort()),
-                            1, AeronTransport.Endpoint.udp("127.0.0.1", freePort())), Set.of(0, 1)).withUdpMtu(Integer.getInteger("tt.mtu", 8192)));
+                            1, AeronTransport.Endpoint.udp("127.0.0.1", freePort())), Set.of(0, 1)).withUdpMtu(udpMtu));
             default -> throw new IllegalArgumentException(channel);
         };
     }

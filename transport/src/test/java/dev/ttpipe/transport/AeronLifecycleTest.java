@@ -113,6 +113,10 @@ class AeronLifecycleTest {
         IllegalArgumentException term = assertThrows(IllegalArgumentException.class,
                 () -> AeronTransport.Config.ipc(JOB, 0).withTermLength(100_000));
         assertTrue(term.getMessage().contains("term length 100000: expected a power of two"), term.getMessage());
+        IllegalArgumentException mtu = assertThrows(IllegalArgumentException.class,
+                () -> AeronTransport.Config.ipc(JOB, 0).withTermLength(64 << 10).withUdpMtu(65504));
+        assertTrue(mtu.getMessage().contains("udp mtu 65504 exceeds half the term length 65536, expected a smaller mtu or "
+                + "a term length of at least 131072"), mtu.getMessage());
         assertEquals("10.0.0.2:40100", AeronTransport.Endpoint.parse("10.0.0.2:40100").toString());
         assertEquals("[::1]:9", AeronTransport.Endpoint.parse("[::1]:9").toString());
         assertTrue(AeronTransport.Endpoint.parse("IPC").isIpc());

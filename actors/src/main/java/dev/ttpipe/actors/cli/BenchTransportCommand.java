@@ -29,6 +29,7 @@ import java.util.concurrent.Callable;
                 "  ttpipe bench transport",
                 "  ttpipe bench transport --sizes 4MiB --iterations 20",
                 "  ttpipe bench transport --sizes 256KiB,1MiB,16MiB --channels aeron-ipc",
+                "  ttpipe bench transport --channels aeron-udp --udp-mtu 65504",
                 "  ttpipe bench transport --json > transport.json",
                 "",
                 "GB/s are 1e9 bytes per second. copies: how many times the payload is copied on the way (aeron-ipc: "
@@ -49,6 +50,11 @@ public final class BenchTransportCommand implements Callable<Integer> {
             description = "Channels to measure, comma-separated (default: ${DEFAULT-VALUE}).")
     String channels;
 
+    @Option(names = "--udp-mtu", paramLabel = "BYTES", defaultValue = "8192",
+            description = "UDP datagram size for aeron-udp: a multiple of 32 from 1408 to 65504 (default: ${DEFAULT-VALUE}, "
+                    + "the transport's default; 65504 suits loopback, 1408 any network).")
+    int udpMtu;
+
     @Option(names = "--json", description = "Print one JSON array (an object per channel and size) instead of the table.")
     boolean json;
 
@@ -62,8 +68,11 @@ public final class BenchTransportCommand implements Callable<Integer> {
         if (iterations < 1 || iterations > MAX_ITERATIONS) {
             throw new UserInputException("--iterations " + iterations + ": expected an integer from 1 to " + MAX_ITERATIONS);
         }
+        if (udpMtu < 1408 || udpMtu > 65504 || udpMtu % 32 != 0) {
+            throw new UserInputException("--udp-mtu " + udpMtu + ": expected a multiple of 32 from 1408 to 65504");
+        }
         PrintWriter err = spec.commandLine().getErr();
-        List<TransportBenchmark.Result> results = TransportBenchmark.run(chans, byteSizes, iterations, step -> {
+        List<TransportBenchmark.Result> results = TransportBenchmark.run(chans, byteSizes, iterations, udpMtu, step -> {
             if (!json) {
                 err.println("measuring " + step + "...");
                 err.flush();
@@ -71,7 +80,7 @@ public final class BenchTransportCommand implements Callable<Integer> {
         });
         PrintWriter out = spec.commandLine().getOut();
         if (json) out.println(json(results));
-        else table(out, results, iterations);
+        else table(out, results, iterations, udpMtu);
         out.flush();
         return Main.EXIT_OK;
     }
@@ -103,9 +112,10 @@ public final class BenchTransportCommand implements Callable<Integer> {
         return out;
     }
 
-    static void table(PrintWriter out, List<TransportBenchmark.Result> results, int iterations) {
-        out.printf(Locale.ROOT, "tensor transport, rank 0 -> rank 1, fp32 on the cpu backend, median of %d iteration%s%n",
-                iterations, iterations == 1 ? "" : "s");
+    static void table(PrintWriter out, List<TransportBenchmark.Result> results, int iterations, int udpMtu) {
+        out.printf(Locale.ROOT, "tensor transport, rank 0 -> rank 1, fp32 on the cpu backend, median of %d iteration%s%s%n",
+                iterations, iterations == 1 ? "" : "s",
+                results.stream().anyMatch(r -> r.channel().equals("aeron-udp")) ? ", udp mtu " + udpMtu : "");
         out.printf(Locale.ROOT, "%-10s %9s %9s %12s %7s %7s %8s%n", "channel", "size", "GB/s", "memcpy GB/s", "ratio",
                 "copies", "tensors");
         for (TransportBenchmark.Result r : results) {
