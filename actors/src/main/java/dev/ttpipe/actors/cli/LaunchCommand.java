@@ -71,6 +71,9 @@ public final class LaunchCommand implements Callable<Integer> {
 
     /** Starts, watches and cleans up the worker processes. */
     static final class Launcher {
+        /** After a worker fails, how long the others get to notice and stop by themselves. */
+        static final int GRACE_SECONDS = 10;
+
         private final Path config;
         private final List<String> extraArgs;
         private final Deployment deployment;
@@ -155,9 +158,9 @@ public final class LaunchCommand implements Callable<Integer> {
                     }
                     if (p.exitValue() != 0) {
                         err.println("ttpipe launch: rank " + r + " (" + deployment.rank(r).controlAddress() + ") exited with code "
-                                + p.exitValue() + "; stopping the other workers");
+                                + p.exitValue() + "; giving the other workers " + GRACE_SECONDS + " s to stop, then stopping them");
                         int code = p.exitValue() == Main.EXIT_BAD_INPUT ? Main.EXIT_BAD_INPUT : Main.EXIT_FAILURE;
-                        stopAll();
+                        finish(GRACE_SECONDS);   // rank 0 notices through the cluster and ends the job with its error
                         return code;
                     }
                 }

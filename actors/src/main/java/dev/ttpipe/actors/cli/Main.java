@@ -42,6 +42,7 @@ public final class Main implements Runnable {
         Main.verbose = verbose;
         Logger root = (Logger) LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
         root.setLevel(verbose ? Level.DEBUG : Level.WARN);
+        ((Logger) LoggerFactory.getLogger("org.apache.pekko")).setLevel(verbose ? Level.INFO : Level.ERROR);
     }
 
     static volatile boolean verbose;

@@ -192,7 +192,7 @@ public final class Coordinator extends AbstractBehavior<Coordinator.Command> {
 
     private Behavior<Command> onRankFailed(RankFailed m) {
         if (current == null) {
-            getContext().getLog().error("{}", m.message());
+            getContext().getLog().warn("between steps: {}", m.message());
             return this;
         }
         if (!failed) {

@@ -55,10 +55,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     private record RankStopped(int rank) implements Command {
     }
 
-    private record StageListing(int rank, Set<ActorRef<StageActor.Command>> refs) implements Command {
-    }
-
-    private record HostListing(int rank, Set<ActorRef<Command>> refs) implements Command {
+    private record Listed(Receptionist.Listing listing) implements Command {
     }
 
     private record Reachability(ClusterEvent.ReachabilityEvent event) implements Command {
@@ -101,6 +98,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     private final Map<Integer, Boolean> local = new HashMap<>();
     private ActorRef<Coordinator.Command> coordinator;
     private String failure;
+    private boolean ending;
 
     @SuppressWarnings("unchecked")
     private HostGuardian(ActorContext<Command> ctx, JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport,
@@ -127,15 +125,12 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
             startCoordinator();
         } else {
             if (hostsCoordinator) {
+                // One adapter for every listing (an actor keeps one adapter per message class); the key says which.
+                ActorRef<Receptionist.Listing> listings = ctx.messageAdapter(Receptionist.Listing.class, Listed::new);
                 for (int r = 0; r < plan.ranks(); r++) {
                     if (local.containsKey(r)) continue;
-                    final int rank = r;
-                    ActorRef<Receptionist.Listing> stages = ctx.messageAdapter(Receptionist.Listing.class,
-                            l -> new StageListing(rank, l.getServiceInstances(stageKey(rank))));
-                    ctx.getSystem().receptionist().tell(Receptionist.subscribe(stageKey(r), stages));
-                    ActorRef<Receptionist.Listing> hostsAdapter = ctx.messageAdapter(Receptionist.Listing.class,
-                            l -> new HostListing(rank, l.getServiceInstances(hostKey(rank))));
-                    ctx.getSystem().receptionist().tell(Receptionist.subscribe(hostKey(r), hostsAdapter));
+                    ctx.getSystem().receptionist().tell(Receptionist.subscribe(stageKey(r), listings));
+                    ctx.getSystem().receptionist().tell(Receptionist.subscribe(hostKey(r), listings));
                 }
             }
             Cluster cluster = Cluster.get(ctx.getSystem());
@@ -155,16 +150,13 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
                     m.replyTo().tell(ranks[m.rank()]);
                     return this;
                 })
-                .onMessage(StageListing.class, this::onStageListing)
-                .onMessage(HostListing.class, m -> {
-                    if (!m.refs().isEmpty()) hosts.put(m.rank(), m.refs().iterator().next());
-                    return this;
-                })
+                .onMessage(Listed.class, this::onListed)
                 .onMessage(Reachability.class, this::onReachability)
                 .onMessage(MemberGone.class, m -> onLost(m.event().member().address(), "left the cluster"))
                 .onMessage(RankStopped.class, this::onRankStopped)
                 .onMessage(EndJob.class, this::onEndJob)
                 .onMessage(EndAll.class, m -> {
+                    ending = true;
                     for (ActorRef<Command> h : hosts.values()) h.tell(new EndJob(m.reason(), m.failed()));
                     m.replyTo().tell(Boolean.TRUE);
                     return this;
@@ -184,10 +176,18 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         return this;
     }
 
-    private Behavior<Command> onStageListing(StageListing m) {
-        if (!m.refs().isEmpty() && ranks[m.rank()] == null) {
-            ranks[m.rank()] = m.refs().iterator().next();
-            getContext().getLog().info("rank {} joined ({})", m.rank(), deployment.rank(m.rank()).controlAddress());
+    private Behavior<Command> onListed(Listed m) {
+        String id = m.listing().getKey().id();
+        int rank = Integer.parseInt(id.substring(id.lastIndexOf('-') + 1));
+        if (id.startsWith("ttpipe-host-")) {
+            Set<ActorRef<Command>> refs = m.listing().getServiceInstances(hostKey(rank));
+            if (!refs.isEmpty()) hosts.put(rank, refs.iterator().next());
+            return this;
+        }
+        Set<ActorRef<StageActor.Command>> refs = m.listing().getServiceInstances(stageKey(rank));
+        if (!refs.isEmpty() && ranks[rank] == null) {
+            ranks[rank] = refs.iterator().next();
+            getContext().getLog().info("rank {} joined ({})", rank, deployment.rank(rank).controlAddress());
             maybeStartCoordinator();
         }
         return this;
@@ -214,7 +214,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
 
     private Behavior<Command> onLost(Address address, String what) {
         int rank = rankAt(address);
-        if (rank < 0) return this;
+        if (rank < 0 || ending) return this;
         String msg = "rank " + rank + " (" + deployment.rank(rank).controlAddress() + ") " + what;
         if (failure == null) failure = msg;
         if (coordinator != null) coordinator.tell(new Coordinator.RankFailed(rank, msg));
@@ -251,6 +251,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     }
 
     private Behavior<Command> onEndJob(EndJob m) {
+        ending = true;
         return end(m.failed() ? m.reason() : null);
     }
 

@@ -64,14 +64,25 @@ public final class KryoSerializer extends JSerializer {
 
     private final List<Class<?>> classes;
     private final Pool<Kryo> pool;
+    private final org.apache.pekko.actor.typed.ActorRefResolver refs;
 
     /** What Pekko calls: reads {@value #CLASSES_PATH} from the system's config. */
     public KryoSerializer(ExtendedActorSystem system) {
-        this(classesFrom(system.settings().config(), system.dynamicAccess().classLoader()));
+        this(classesFrom(system.settings().config(), system.dynamicAccess().classLoader()),
+                org.apache.pekko.actor.typed.ActorRefResolver.get(org.apache.pekko.actor.typed.javadsl.Adapter.toTyped(system)));
     }
 
     /** Registers {@code classes} (in this order) after the built-in ones. */
     public KryoSerializer(List<Class<?>> classes) {
+        this(classes, null);
+    }
+
+    /**
+     * Registers {@code classes} after the built-in ones; with a resolver, typed {@code ActorRef}s (the
+     * {@code replyTo} of a message) travel as their serialization format and resolve on arrival.
+     */
+    public KryoSerializer(List<Class<?>> classes, org.apache.pekko.actor.typed.ActorRefResolver refs) {
+        this.refs = refs;
         this.classes = List.copyOf(classes);
         this.pool = new Pool<>(true, false, 32) {
             @Override
@@ -88,6 +99,9 @@ public final class KryoSerializer extends JSerializer {
         k.setReferences(false); // messages are trees; cycles are not supported
         for (Class<?> c : JDK_BASICS) k.register(c);
         ImmutableCollectionsSerializers.registerSerializers(k);
+        if (refs != null) {
+            k.register(org.apache.pekko.actor.typed.internal.adapter.ActorRefAdapter.class, new TypedActorRefSerializer(refs));
+        }
         for (Class<?> c : classes) k.register(c);
         return k;
     }
@@ -154,5 +168,26 @@ public final class KryoSerializer extends JSerializer {
         if (s == null) return "";
         int nl = s.indexOf('\n');
         return nl < 0 ? s : s.substring(0, nl);
+    }
+
+    /** A typed ActorRef as its path with address (Pekko's own serialization format for refs). */
+    private static final class TypedActorRefSerializer
+            extends com.esotericsoftware.kryo.Serializer<org.apache.pekko.actor.typed.ActorRef<?>> {
+        private final org.apache.pekko.actor.typed.ActorRefResolver refs;
+
+        TypedActorRefSerializer(org.apache.pekko.actor.typed.ActorRefResolver refs) {
+            this.refs = refs;
+        }
+
+        @Override
+        public void write(Kryo kryo, Output output, org.apache.pekko.actor.typed.ActorRef<?> ref) {
+            output.writeString(refs.toSerializationFormat(ref));
+        }
+
+        @Override
+        public org.apache.pekko.actor.typed.ActorRef<?> read(Kryo kryo, Input input,
+                                                             Class<? extends org.apache.pekko.actor.typed.ActorRef<?>> type) {
+            return refs.resolveActorRef(input.readString());
+        }
     }
 }
