@@ -48,6 +48,9 @@ final class ClusterSettings {
                 "pekko.cluster.failure-detector.expected-response-after = 500ms",
                 "pekko.cluster.unreachable-nodes-reaper-interval = 500ms",
                 "pekko.cluster.shutdown-after-unsuccessful-join-seed-nodes = off",
+                "pekko.coordinated-shutdown.phases.cluster-leave.timeout = 2s",
+                "pekko.coordinated-shutdown.phases.cluster-exiting.timeout = 2s",
+                "pekko.coordinated-shutdown.phases.cluster-sharding-shutdown-region.timeout = 1s",
                 "pekko.actor.serializers.ttpipe-kryo = \"dev.ttpipe.actors.serialization.KryoSerializer\"",
                 "pekko.actor.serialization-bindings { \"dev.ttpipe.actors.runtime.ClusterMessage\" = ttpipe-kryo }",
                 "ttpipe.kryo.classes = [" + String.join(", ", ClusterMessages.CLASSES.stream()

@@ -258,7 +258,7 @@ public final class PipelineRuntime implements AutoCloseable {
         }
         system.terminate();
         try {
-            system.getWhenTerminated().toCompletableFuture().get(60, TimeUnit.SECONDS);
+            system.getWhenTerminated().toCompletableFuture().get(failure == null ? 30 : 5, TimeUnit.SECONDS);
         } catch (Exception e) {
             // fall through: free the devices anyway
         }
