@@ -1,0 +1,164 @@
+package dev.ttpipe.actors.cli;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Multi-process jobs on this machine: worker processes forming a Pekko Cluster, tensors over Aeron
+ * UDP on loopback. The pipelined run matches the reference trainer with 2 and with 4 workers; a
+ * worker killed with SIGKILL stops the job within 10 s with its rank and host named and leaves no
+ * process or Aeron directory; bad deployments are one line with exit code 2.
+ */
+class MultiProcessTest {
+    static String config(int ranks, int basePort, String split) {
+        StringBuilder b = new StringBuilder(String.join("\n",
+                "training_config: {batch_size: 8, max_steps: 400, learning_rate: 0.003, runs_dir: RUNS}",
+                "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 4, max_sequence_length: 16}",
+                "multihost_config:",
+                "  enabled: true",
+                "  socket_type: aeron",
+                "  pipeline_parallel_config: {num_blocks: 4, blocks_per_rank: " + split + ", num_microbatches: 4, schedule: 1f1b}",
+                "rank_bindings:", ""));
+        for (int r = 0; r < ranks; r++) {
+            b.append("  - {rank: ").append(r).append(", mesh_id: ").append(r).append(", host: \"127.0.0.1\", control_port: ")
+                    .append(basePort + r).append(", data_port: ").append(basePort + 100 + 2 * r).append("}\n");
+        }
+        return b.toString();
+    }
+
+    static Path write(Path dir, String name, String text) throws Exception {
+        Path p = dir.resolve(name);
+        Files.writeString(p, text.replace("RUNS", dir.resolve("runs").toString()));
+        return p;
+    }
+
+    @Test
+    void verifyAcrossTwoAndFourWorkerProcessesMatchesTheReference(@TempDir Path dir) throws Exception {
+        CliTest.Result two = CliTest.run("verify", write(dir, "pp2.yaml", config(2, 26100, "{0: 2, 1: 2}")).toString(), "--steps", "3");
+        assertEquals(0, two.code(), two.out() + two.err());
+        assertTrue(two.out().contains("OK: the pipelined run matches"), two.out());
+        CliTest.Result four = CliTest.run("verify", write(dir, "pp4.yaml", config(4, 26200, "{0: 1, 1: 1, 2: 1, 3: 1}")).toString(),
+                "--steps", "3");
+        assertEquals(0, four.code(), four.out() + four.err());
+        assertTrue(four.out().contains("OK: the pipelined run matches"), four.out());
+        assertNoLeftovers();
+    }
+
+    @Test
+    void aWorkerKilledMidStepStopsTheJobWithinTenSecondsNamingItsRankAndHost(@TempDir Path dir) throws Exception {
+        Path cfg = write(dir, "pp4.yaml", config(4, 26300, "{0: 1, 1: 1, 2: 1, 3: 1}"));
+        CompletableFuture<CliTest.Result> job = CompletableFuture.supplyAsync(() -> CliTest.run("launch", cfg.toString()));
+        ProcessHandle victim;
+        try {
+            victim = waitForStep(dir, "--rank 2");
+        } catch (AssertionError e) {
+            ProcessHandle.current().descendants().forEach(ProcessHandle::destroyForcibly);
+            CliTest.Result r = job.get(30, TimeUnit.SECONDS);
+            throw new AssertionError(e.getMessage() + "\nlaunch output:\n" + r.out() + r.err(), e);
+        }
+        long killed = System.nanoTime();
+        victim.destroyForcibly();
+        CliTest.Result r = job.get(60, TimeUnit.SECONDS);
+        double seconds = (System.nanoTime() - killed) / 1e9;
+        assertEquals(Main.EXIT_FAILURE, r.code(), r.out() + r.err());
+        assertTrue(seconds < 10.5, "the job took " + seconds + " s to stop");
+        assertTrue((r.out() + r.err()).contains("rank 2 (127.0.0.1:26302)"), r.out() + r.err());
+        assertNoLeftovers();
+    }
+
+    @Test
+    void aControlPortInUseIsOneLineWithExitCodeTwo(@TempDir Path dir) throws Exception {
+        Path cfg = write(dir, "pp2.yaml", config(2, 26400, "{0: 2, 1: 2}"));
+        try (ServerSocket taken = new ServerSocket()) {
+            taken.bind(new InetSocketAddress("127.0.0.1", 26400));
+            CliTest.assertOneLineBadInput(CliTest.run("worker", "--rank", "0", cfg.toString()),
+                    "rank 0 control_port 127.0.0.1:26400 cannot be bound");
+        }
+    }
+
+    @Test
+    void anUnreachableSeedIsOneLineWithExitCodeTwo(@TempDir Path dir) throws Exception {
+        Path cfg = write(dir, "pp2.yaml", config(2, 26500, "{0: 2, 1: 2}"));
+        CliTest.Result r = CliTest.run("worker", "--rank", "1", cfg.toString(), "--join-timeout", "3");
+        assertEquals(Main.EXIT_BAD_INPUT, r.code(), r.err());
+        assertTrue(r.err().contains("the seed, rank 0 at 127.0.0.1:26500, did not answer within 3 s"), r.err());
+        assertNoLeftovers();
+    }
+
+    @Test
+    void aRankOutOfRangeIsOneLineWithExitCodeTwo(@TempDir Path dir) throws Exception {
+        Path cfg = write(dir, "pp2.yaml", config(2, 26600, "{0: 2, 1: 2}"));
+        CliTest.assertOneLineBadInput(CliTest.run("worker", "--rank", "5", cfg.toString()), "--rank: 5 given, expected 0..1");
+    }
+
+    /** Waits until the worker whose command line contains {@code marker} exists and rank 0 has finished a step. */
+    static ProcessHandle waitForStep(Path dir, String marker) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
+        while (System.nanoTime() < deadline) {
+            List<ProcessHandle> found = ProcessHandle.current().descendants()
+                    .filter(p -> cmdline(p).contains(marker)).toList();
+            Path runs = dir.resolve("runs");
+            boolean stepped = false;
+            if (Files.isDirectory(runs)) {
+                try (var s = Files.walk(runs)) {
+                    stepped = s.anyMatch(f -> f.getFileName().toString().equals("metrics.jsonl") && size(f) > 0);
+                }
+            }
+            if (!found.isEmpty() && stepped) return found.get(0);
+            Thread.sleep(100);
+        }
+        StringBuilder seen = new StringBuilder();
+        ProcessHandle.current().descendants().forEach(p -> seen.append("\n  ").append(p.pid()).append(": ")
+                .append(cmdline(p).substring(Math.max(0, cmdline(p).length() - 120))));
+        throw new AssertionError("no worker '" + marker + "' training within 90 s; processes:" + seen);
+    }
+
+    /** A process's command line from /proc (ProcessHandle.Info gives up on very long class paths). */
+    static String cmdline(ProcessHandle p) {
+        try {
+            return new String(Files.readAllBytes(Path.of("/proc", Long.toString(p.pid()), "cmdline")),
+                    java.nio.charset.StandardCharsets.UTF_8).replace('\0', ' ');
+        } catch (java.io.IOException | RuntimeException e) {
+            return p.info().commandLine().orElse("");
+        }
+    }
+
+    static long size(Path f) {
+        try {
+            return Files.size(f);
+        } catch (java.io.IOException e) {
+            return 0;
+        }
+    }
+
+    static void assertNoLeftovers() throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        List<ProcessHandle> alive;
+        do {
+            alive = ProcessHandle.current().descendants().filter(ProcessHandle::isAlive).toList();
+            if (alive.isEmpty()) break;
+            Thread.sleep(100);
+        } while (System.nanoTime() < deadline);
+        assertTrue(alive.isEmpty(), "worker processes left: " + alive);
+        for (Path base : List.of(Path.of("/dev/shm"), Path.of(System.getProperty("java.io.tmpdir")))) {
+            if (!Files.isDirectory(base)) continue;
+            try (var s = Files.list(base)) {
+                List<Path> left = s.filter(p -> p.getFileName().toString().startsWith("ttpipe-aeron-"))
+                        .filter(p -> !p.getFileName().toString().startsWith("ttpipe-aeron-" + ProcessHandle.current().pid() + "-"))
+                        .toList();
+                assertTrue(left.isEmpty(), "Aeron directories left: " + left);
+            }
+        }
+    }
+}
