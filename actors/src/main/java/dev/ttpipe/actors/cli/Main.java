@@ -61,6 +61,7 @@ public final class Main implements Runnable {
 
     /** Runs the command line and returns the exit code (tests call this instead of {@link #main}). */
     public static int run(String... args) {
+        LoggerFactory.getILoggerFactory(); // initialise logging before any other thread logs (no SLF4J replay notice)
         return newCommandLine(new PrintWriter(System.out, true), new PrintWriter(System.err, true)).execute(args);
     }
 
