@@ -156,7 +156,7 @@ final class ActionGraph {
         // every (stage, microbatch) needs at least F and B, so a huge index means a gap
         long needed = 2L * schedule.stages() * schedule.microbatches();
         if (needed <= schedule.size()) return;
-        if ((long) schedule.stages() * schedule.microbatches() <= 1L << 24) return;
+        if ((long) schedule.stages() * schedule.microbatches() <= 1L << 20) return;
         Action largest = null;
         for (List<Action> row : schedule.rows()) {
             for (Action a : row) if (largest == null || a.microbatch() > largest.microbatch()) largest = a;

@@ -85,7 +85,7 @@ public final class AsciiGrid {
             trimEnd(out);
         }
         out.append('\n').append(pad("", rankLabel.length())).append("  one column = ").append(number(slot))
-                .append(" time units; F forward, B backward, I input grad, W weight grad, . idle\n");
+                .append(slot == 1 ? " time unit" : " time units").append("; F forward, B backward, I input grad, W weight grad, . idle\n");
         return out.toString();
     }
 

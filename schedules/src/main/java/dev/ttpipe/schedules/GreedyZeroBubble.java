@@ -12,9 +12,10 @@ import java.util.List;
  * free rank, earliest first, picks its next action: in warm-up as many forwards as the memory
  * limit allows; then F and I in turn as they become ready; a pending W fills any gap that is at
  * least W long, or that the memory limit forces (a W frees an activation); the remaining W's
- * close the schedule. Two switches of the paper are searched: whether a forward may delay a
- * backward that is about to become ready, and whether a W may fill a gap shorter than itself.
- * The candidate with the smallest simulated makespan wins.
+ * close the schedule. The paper's switches are searched: whether a forward may delay a backward
+ * that is (or may be) about to become ready, whether a W may fill a gap shorter than itself, and
+ * whether warm-up stops at 1F1B's depth (P-r on rank r). The candidate with the smallest
+ * simulated makespan wins.
  *
  * <p>The memory limit per stage is the cost model's limit in microbatches; without one it is P
  * (1F1B's peak on rank 0, the paper's ZB-1p setting).
@@ -22,7 +23,7 @@ import java.util.List;
 final class GreedyZeroBubble {
     private final int ranks;
     private final int microbatches;
-    private final int forwardPolicy;
+    private final ForwardRule forwardRule;
     private final boolean weightFillsShortGaps;
     private final boolean shortWarmup;
     private final double[] forward;
@@ -43,11 +44,11 @@ final class GreedyZeroBubble {
     /** Set when every rank was blocked; until the next progress, ranks wait for known times only. */
     private boolean stalled;
 
-    private GreedyZeroBubble(int ranks, int microbatches, CostModel costs, int forwardPolicy,
+    private GreedyZeroBubble(int ranks, int microbatches, CostModel costs, ForwardRule forwardRule,
                              boolean weightFillsShortGaps, boolean shortWarmup) {
         this.ranks = ranks;
         this.microbatches = microbatches;
-        this.forwardPolicy = forwardPolicy;
+        this.forwardRule = forwardRule;
         this.weightFillsShortGaps = weightFillsShortGaps;
         this.shortWarmup = shortWarmup;
         forward = new double[ranks];
@@ -82,10 +83,10 @@ final class GreedyZeroBubble {
         }
         Schedule best = null;
         double bestMakespan = Double.POSITIVE_INFINITY;
-        for (int mayDelay = 0; mayDelay < 3; mayDelay++) {
+        for (ForwardRule rule : ForwardRule.values()) {
             for (boolean shortGaps : new boolean[]{false, true}) {
                 for (boolean shortWarmup : new boolean[]{false, true}) {
-                    Schedule candidate = new GreedyZeroBubble(ranks, microbatches, costs, mayDelay, shortGaps, shortWarmup).run();
+                    Schedule candidate = new GreedyZeroBubble(ranks, microbatches, costs, rule, shortGaps, shortWarmup).run();
                     double makespan = Simulator.simulate(candidate, costs).makespan();
                     if (makespan < bestMakespan) {
                         best = candidate;
@@ -181,10 +182,10 @@ final class GreedyZeroBubble {
     private boolean forwardWouldDelayInput(int r, double now, double inputReady, double inputBound) {
         double end = now + forward[r];
         if (stalled) return false;
-        return switch (forwardPolicy) {
-            case 0 -> false;
-            case 1 -> inputReady < end;
-            default -> Math.min(inputReady, inputBound) < end;
+        return switch (forwardRule) {
+            case ALWAYS -> false;
+            case UNLESS_BACKWARD_READY -> inputReady < end;
+            case UNLESS_BACKWARD_MAY_BE_READY -> Math.min(inputReady, inputBound) < end;
         };
     }
 
@@ -212,5 +213,14 @@ final class GreedyZeroBubble {
         rows.get(r).add(action);
         Arrays.fill(blocked, false);
         stalled = false;
+    }
+
+    /** When a ready forward may run although an I of the same rank becomes ready before it ends. */
+    private enum ForwardRule {
+        ALWAYS,
+        /** not when that I's data has been produced already */
+        UNLESS_BACKWARD_READY,
+        /** not even when it only could arrive, judging by when its producer's rank is free */
+        UNLESS_BACKWARD_MAY_BE_READY
     }
 }

@@ -21,11 +21,15 @@ public final class Lowering {
     private Lowering() {
     }
 
-    /** The schedule with SEND/RECV pairs inserted; an already lowered schedule is returned as is. */
+    /**
+     * The schedule with SEND/RECV pairs inserted; a schedule that is already lowered, or needs no
+     * communication (one rank), is returned as is.
+     */
     public static Schedule lower(Schedule schedule) {
         if (schedule.isLowered()) return schedule;
         int stages = schedule.stages();
         List<List<Action>> rows = new ArrayList<>(schedule.ranks());
+        boolean inserted = false;
         for (int r = 0; r < schedule.ranks(); r++) {
             List<Action> row = schedule.row(r);
             List<Action> out = new ArrayList<>(row.size() * 2);
@@ -42,8 +46,9 @@ public final class Lowering {
                 if (forward && nextElsewhere) out.add(new Action(s, SEND_F, m));
                 if (inputGradient && prevElsewhere) out.add(new Action(s, SEND_B, m));
             }
+            inserted |= out.size() > row.size();
             rows.add(out);
         }
-        return Schedule.of(schedule.name(), rows);
+        return inserted ? Schedule.of(schedule.name(), rows) : schedule;
     }
 }

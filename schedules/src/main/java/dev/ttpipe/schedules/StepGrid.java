@@ -27,7 +27,7 @@ final class StepGrid {
         for (List<Action> row : schedule.rows()) {
             for (int t = from; t < Math.min(to, row.size()); t++) width = Math.max(width, row.get(t).toString().length());
         }
-        width += 2;
+        width += 3; // room for the brackets of the marked cell and a space
         String label = "rank " + (schedule.ranks() - 1);
         StringBuilder out = new StringBuilder();
         out.append(pad("step", label.length() + 1));

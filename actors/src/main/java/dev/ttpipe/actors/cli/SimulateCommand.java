@@ -39,16 +39,17 @@ import java.util.concurrent.Callable;
  */
 @Command(name = "simulate",
         mixinStandardHelpOptions = true,
-        description = {"Simulate a pipeline schedule from a cost model: the timeline, makespan, bubble fraction and",
-                "peak activations per rank. Without arguments: 4 ranks, 8 microbatches, 1f1b.",
+        description = {"Simulate a pipeline schedule from a cost model: the timeline, makespan, bubble fraction and peak"
+                + " activations per rank. Without arguments: 4 ranks, 8 microbatches, 1f1b.",
                 "A training CONFIG supplies ranks, microbatches, schedule and virtual stages; flags override it."},
         footer = {"", "Schedules: gpipe, 1f1b, interleaved (alias interleaved-1f1b), zb-h1, zb-h2, zb-greedy, dualpipev.",
                 "", "Examples:",
                 "  ttpipe simulate",
-                "  ttpipe simulate --stages 8 --microbatches 16 --schedule zb-h1 --costs f=1,i=1,w=1,comm=0.05",
-                "  ttpipe simulate -p 4 -m 8 -s interleaved -v 2 --svg interleaved.svg --trace interleaved.json",
-                "  ttpipe simulate -p 8 -m 32 --compare 1f1b,interleaved,zb-h1,zb-greedy --costs f=1,b=2,w=0.6",
-                "  ttpipe simulate -s zb-greedy --memory-limit 8 --json",
+                "  ttpipe simulate -p 8 -m 16 -s zb-h1 --costs f=1,i=1,w=1,comm=0.05",
+                "  ttpipe simulate -s interleaved -v 2 --svg il.svg --trace il.json",
+                "  ttpipe simulate -p 8 -m 32 --compare --costs f=1,b=2,w=0.6",
+                "  ttpipe simulate --compare 1f1b,zb-h1,zb-greedy --json",
+                "  ttpipe simulate -s zb-greedy --memory-limit 8",
                 "  ttpipe simulate --load-csv my_schedule.csv --lower",
                 "  ttpipe simulate configs/nanogpt-pp4-zb.yaml --svg zb.svg"})
 public final class SimulateCommand implements Callable<Integer> {
@@ -75,9 +76,9 @@ public final class SimulateCommand implements Callable<Integer> {
     Integer virtualStages;
 
     @Option(names = "--costs", paramLabel = "K=X,...",
-            description = {"Costs of one rank's share of the model, keys f, b, i, w, comm (default f=1,b=2,comm=0).",
-                    "b alone splits into i=w=b/2; i and w alone give b=i+w. With V stages per rank each stage",
-                    "costs a V-th; comm is the time per hop between ranks."})
+            description = "Costs of one rank's share of the model, keys f, b, i, w, comm (default f=1,b=2,comm=0)."
+                    + " b alone splits into i=w=b/2; i and w alone give b=i+w. With V stages per rank each stage"
+                    + " costs a V-th; comm is the time per hop between ranks.")
     String costs;
 
     @Option(names = "--memory-limit", paramLabel = "N",
@@ -355,7 +356,11 @@ public final class SimulateCommand implements Callable<Integer> {
             rows.add(new String[]{o.schedule().name(), Integer.toString(o.schedule().virtualStages()), num(o.result().makespan()),
                     percent(o.result().bubbleFraction()), peaks.toString()});
         }
-        return text.append(table(header, rows)).toString();
+        text.append(table(header, rows));
+        if (outcomes.stream().anyMatch(o -> o.schedule().virtualStages() > 1)) {
+            text.append("(with V stages per rank, one activation is one stage's: a V-th of a rank's share)\n");
+        }
+        return text.toString();
     }
 
     /** One JSON object with the schedule's figures. */
