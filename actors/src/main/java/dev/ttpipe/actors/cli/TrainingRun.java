@@ -117,8 +117,9 @@ final class TrainingRun {
             }
             ChromeTrace.write(runDir.resolve("trace.json"), plan.schedule(), traced, traceOrigin);
             out.println();
-            out.printf(Locale.ROOT, "loss %s -> %s over %d steps; %s tokens/s (steps 2..%d)%n",
-                    lossText(firstLoss), lossText(last.loss()), steps,
+            out.printf(Locale.ROOT, "%s over %d steps; %s tokens/s (steps 2..%d)%n",
+                    Double.isNaN(last.loss()) ? "no loss values (the sim backend models time only)"
+                            : "loss " + lossText(firstLoss) + " -> " + lossText(last.loss()), steps,
                     secondsTotal > 0 ? human(tokensTotal / secondsTotal) : "n/a", steps);
             printStageTable(lastAnalysis, last);
             if ("sim".equals(plan.backend())) {
