@@ -1,5 +1,7 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.telemetry.Json;
+
 import dev.ttpipe.device.ttnn.BridgeBenchmark;
 import dev.ttpipe.device.ttnn.BridgeLoadException;
 import picocli.CommandLine;
@@ -101,13 +103,13 @@ public final class BenchBridgeCommand implements Callable<Integer> {
         b.append(String.format(Locale.ROOT, "{\"library\": %s, \"implementation\": %s, \"backend_label\": %s, "
                         + "\"jna_call_ns\": %.2f, \"jna_call_best_ns\": %.2f, \"jna_calls\": %d, "
                         + "\"seconds_per_figure\": %.3f, \"ops\": [",
-                BenchMatmulCommand.quote(r.library().toString()), BenchMatmulCommand.quote(r.implementation()),
-                BenchMatmulCommand.quote(label(r)), r.jnaCallNanos(), r.jnaCallBest(), r.jnaCalls(), seconds));
+                Json.str(r.library().toString()), Json.str(r.implementation()),
+                Json.str(label(r)), r.jnaCallNanos(), r.jnaCallBest(), r.jnaCalls(), seconds));
         for (int i = 0; i < r.ops().size(); i++) {
             BridgeBenchmark.OpCost c = r.ops().get(i);
             b.append(i == 0 ? "" : ", ").append(String.format(Locale.ROOT,
                     "{\"op\": %s, \"shape\": %s, \"cpu_ns\": %.1f, \"ttnn_ns\": %.1f, \"overhead_ns\": %.1f}",
-                    BenchMatmulCommand.quote(c.op()), BenchMatmulCommand.quote(c.shape()), c.cpuNanos(), c.ttnnNanos(),
+                    Json.str(c.op()), Json.str(c.shape()), c.cpuNanos(), c.ttnnNanos(),
                     c.overheadNanos()));
         }
         return b.append("]}").toString();

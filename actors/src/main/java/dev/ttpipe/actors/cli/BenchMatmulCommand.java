@@ -1,5 +1,7 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.telemetry.Json;
+
 import dev.ttpipe.device.cpu.MatmulBenchmark;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -92,28 +94,11 @@ public final class BenchMatmulCommand implements Callable<Integer> {
                         + "\"peak_gflops\": %.3f, \"fraction_of_peak\": %.4f, \"peak_how\": %s, \"cores\": %d, "
                         + "\"ghz\": %.3f, \"flops_per_cycle\": %d, \"isa\": %s, \"median_seconds\": %.6g, "
                         + "\"best_gflops\": %.3f, \"repetitions\": %d}",
-                r.size(), r.threads(), quote(r.kernel()), quote(r.kernelDetail()), r.gflops(), r.peakGflops(),
-                r.fractionOfPeak(), quote(r.peakHow()), r.peak().cores(), r.peak().ghz(), r.peak().flopsPerCycle(),
-                quote(r.peak().isa()), r.medianSeconds(), r.bestGflops(), r.repetitions());
+                r.size(), r.threads(), Json.str(r.kernel()), Json.str(r.kernelDetail()), r.gflops(), r.peakGflops(),
+                r.fractionOfPeak(), Json.str(r.peakHow()), r.peak().cores(), r.peak().ghz(), r.peak().flopsPerCycle(),
+                Json.str(r.peak().isa()), r.medianSeconds(), r.bestGflops(), r.repetitions());
     }
 
     /** A JSON string literal. */
-    static String quote(String s) {
-        StringBuilder b = new StringBuilder("\"");
-        for (int i = 0; i < s.length(); i++) {
-            char c = s.charAt(i);
-            switch (c) {
-                case '"' -> b.append("\\\"");
-                case '\\' -> b.append("\\\\");
-                case '\n' -> b.append("\\n");
-                case '\r' -> b.append("\\r");
-                case '\t' -> b.append("\\t");
-                default -> {
-                    if (c < 0x20) b.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
-                    else b.append(c);
-                }
-            }
-        }
-        return b.append('"').toString();
-    }
+
 }

@@ -1,5 +1,7 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.telemetry.Json;
+
 import dev.ttpipe.transport.TransportBenchmark;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -142,7 +144,7 @@ public final class BenchTransportCommand implements Callable<Integer> {
             b.append(i == 0 ? "\n  " : ",\n  ").append(String.format(Locale.ROOT,
                     "{\"channel\": %s, \"bytes\": %d, \"gbps\": %.4f, \"memcpy_gbps\": %.4f, \"ratio\": %.4f, "
                             + "\"copies\": %d, \"tensors_per_iteration\": %d, \"iterations\": %d, \"median_seconds\": %.6g}",
-                    BenchMatmulCommand.quote(r.channel()), r.bytes(), r.gbps(), r.memcpyGbps(), r.ratio(), r.copies(),
+                    Json.str(r.channel()), r.bytes(), r.gbps(), r.memcpyGbps(), r.ratio(), r.copies(),
                     r.frames(), r.iterations(), r.medianSeconds()));
         }
         return b.append(results.isEmpty() ? "]" : "\n]").toString();

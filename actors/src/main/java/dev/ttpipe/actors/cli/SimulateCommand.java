@@ -1,5 +1,7 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.telemetry.Json;
+
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.schedules.AsciiGrid;
@@ -368,23 +370,23 @@ public final class SimulateCommand implements Callable<Integer> {
         Schedule s = o.schedule();
         SimResult r = o.result();
         StringBuilder j = new StringBuilder("{");
-        j.append("\"schedule\":").append(quote(s.name()));
+        j.append("\"schedule\":").append(Json.str(s.name()));
         j.append(",\"stages\":").append(s.ranks());
         j.append(",\"virtual_stages\":").append(s.virtualStages());
         j.append(",\"microbatches\":").append(s.microbatches());
         j.append(",\"lowered\":").append(s.isLowered());
-        j.append(",\"costs\":{\"f\":").append(jsonNumber(o.costs().f())).append(",\"b\":").append(jsonNumber(o.costs().b()))
-                .append(",\"i\":").append(jsonNumber(o.costs().i())).append(",\"w\":").append(jsonNumber(o.costs().w()))
-                .append(",\"comm\":").append(jsonNumber(o.costs().comm())).append('}');
-        j.append(",\"makespan\":").append(jsonNumber(r.makespan()));
-        j.append(",\"bubble_fraction\":").append(jsonNumber(r.bubbleFraction()));
+        j.append(",\"costs\":{\"f\":").append(Json.num(o.costs().f())).append(",\"b\":").append(Json.num(o.costs().b()))
+                .append(",\"i\":").append(Json.num(o.costs().i())).append(",\"w\":").append(Json.num(o.costs().w()))
+                .append(",\"comm\":").append(Json.num(o.costs().comm())).append('}');
+        j.append(",\"makespan\":").append(Json.num(r.makespan()));
+        j.append(",\"bubble_fraction\":").append(Json.num(r.bubbleFraction()));
         j.append(",\"bubble_fraction_per_rank\":[");
-        for (int rank = 0; rank < s.ranks(); rank++) j.append(rank == 0 ? "" : ",").append(jsonNumber(r.bubbleFraction(rank)));
+        for (int rank = 0; rank < s.ranks(); rank++) j.append(rank == 0 ? "" : ",").append(Json.num(r.bubbleFraction(rank)));
         j.append("],\"peak_activations\":[");
         for (int rank = 0; rank < s.ranks(); rank++) j.append(rank == 0 ? "" : ",").append(r.peakActivations(rank));
         j.append("],\"memory_limit_violations\":[");
         List<String> violations = r.memoryLimitViolations();
-        for (int k = 0; k < violations.size(); k++) j.append(k == 0 ? "" : ",").append(quote(violations.get(k)));
+        for (int k = 0; k < violations.size(); k++) j.append(k == 0 ? "" : ",").append(Json.str(violations.get(k)));
         return j.append("]}").toString();
     }
 
@@ -422,27 +424,4 @@ public final class SimulateCommand implements Callable<Integer> {
         return String.format(Locale.ROOT, "%.1f%%", 100 * fraction);
     }
 
-    private static String jsonNumber(double v) {
-        if (v == Math.rint(v) && Math.abs(v) < 1e15) return Long.toString((long) v);
-        return Double.toString(v);
-    }
-
-    static String quote(String s) {
-        StringBuilder out = new StringBuilder(s.length() + 2).append('"');
-        for (int k = 0; k < s.length(); k++) {
-            char c = s.charAt(k);
-            switch (c) {
-                case '"' -> out.append("\\\"");
-                case '\\' -> out.append("\\\\");
-                case '\n' -> out.append("\\n");
-                case '\r' -> out.append("\\r");
-                case '\t' -> out.append("\\t");
-                default -> {
-                    if (c < 0x20) out.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
-                    else out.append(c);
-                }
-            }
-        }
-        return out.append('"').toString();
-    }
 }

@@ -29,7 +29,7 @@ public final class Json {
     public static String num(double v) {
         if (!Double.isFinite(v)) return "null";
         if (v == Math.rint(v) && Math.abs(v) < 1e15) return Long.toString((long) v);
-        return String.format(Locale.ROOT, "%.6g", v);
+        return Double.toString(v);   // shortest exact form; "1.0E-5" is valid JSON
     }
 
     public static String nums(double[] values) {
