@@ -16,12 +16,19 @@ import java.util.Locale;
  * sentence repeated into a corpus. Run it with
  * <pre>
  *   mvn -q -pl examples -am package -Dmaven.test.skip=true
- *   java --add-exports java.base/jdk.internal.misc=ALL-UNNAMED -cp "examples/target/examples.jar:actors/target/lib/*" \
- *        dev.ttpipe.examples.TwoStagePipeline
+ *   java --add-exports java.base/jdk.internal.misc=ALL-UNNAMED \
+ *        -cp "examples/target/examples.jar:actors/target/ttpipe.jar:actors/target/lib/*" dev.ttpipe.examples.TwoStagePipeline
  * </pre>
  */
 public final class TwoStagePipeline {
     public static void main(String[] args) {
+        double[] losses = train(30);
+        System.out.printf(Locale.ROOT, "loss %.4f -> %.4f%n", losses[0], losses[losses.length - 1]);
+    }
+
+    /** Trains for {@code steps} steps and returns the loss of every step. */
+    public static double[] train(int steps) {
+        double[] losses = new double[steps];
         String text = "the pipeline keeps every stage busy; the bubble is what remains. ".repeat(200);
         TextDataset data = TextDataset.of(text, 0.1);
 
@@ -36,13 +43,15 @@ public final class TwoStagePipeline {
                 .build();
 
         try (PipelineRuntime pipeline = PipelineRuntime.start(plan)) {
-            for (int step = 0; step < 30; step++) {
+            for (int step = 0; step < steps; step++) {
                 var batch = data.trainBatch(plan.seed(), step, plan.batchSize(), plan.seqLen());
                 Coordinator.StepReport r = pipeline.step(step, List.of(batch));
-                if (step % 5 == 0 || step == 29) {
+                losses[step] = r.loss();
+                if (step % 5 == 0 || step == steps - 1) {
                     System.out.printf(Locale.ROOT, "step %2d  loss %.4f  %.0f ms%n", step, r.loss(), r.seconds() * 1e3);
                 }
             }
         }
+        return losses;
     }
 }
