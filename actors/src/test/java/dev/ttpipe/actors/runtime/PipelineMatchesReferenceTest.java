@@ -42,27 +42,41 @@ class PipelineMatchesReferenceTest {
                 Arguments.of("interleaved", false, 2 * RANKS, new Integer[]{2, 2, 2}),
                 Arguments.of("zb-h1", false, RANKS, new Integer[]{1, 3, 2}),
                 Arguments.of("zb-h1", false, 2 * RANKS, new Integer[]{1, 3, 2}),
+                Arguments.of("zb-h2", false, 2 * RANKS, new Integer[]{1, 3, 2}),
+                Arguments.of("zb-greedy", false, 2 * RANKS, new Integer[]{2, 2, 2}),
+                Arguments.of("dualpipev", false, 2 * RANKS, new Integer[]{2, 2, 2}),
                 Arguments.of("1f1b", true, RANKS, new Integer[]{1, 3, 2}),
+                Arguments.of("interleaved", true, 2 * RANKS, new Integer[]{2, 2, 2}),
                 Arguments.of("zb-h1", true, 2 * RANKS, new Integer[]{3, 2, 1}));
+    }
+
+    @org.junit.jupiter.api.Test
+    void gradientAccumulationOverTwoPassesMatchesTheReference() {
+        check("1f1b", false, RANKS, new Integer[]{1, 3, 2}, 2);
     }
 
     @ParameterizedTest(name = "{0} ready-first={1} M={2} split={3}")
     @MethodSource("cases")
     void pipelinedTrainingMatchesTheReferenceTrainer(String schedule, boolean readyFirst, int microbatches, Integer[] split) {
+        check(schedule, readyFirst, microbatches, split, 1);
+    }
+
+    static void check(String schedule, boolean readyFirst, int microbatches, Integer[] split, int accumulation) {
         TextDataset data = TextDataset.of(TEXT, 0.1);
         ModelSpec model = new ModelSpec(ModelSpec.ModelType.GPT2, data.tokenizer().vocabSize(), 32, 4, 4, 6, 64, SEQ,
                 0.1f, false, 10000f, false);
         JobPlan plan = JobPlan.builder(model).ranks(RANKS).schedule(schedule).readyFirst(readyFirst)
-                .microbatches(microbatches).microbatchSize(2).seqLen(SEQ).blocksPerRank(split)
+                .microbatches(microbatches).microbatchSize(2).seqLen(SEQ).blocksPerRank(split).accumulation(accumulation)
                 .optimizer(OptimizerSpec.adamw(3e-3, 0.1)).clipMaxNorm(0.5).seed(7).build();
         try (PipelineRuntime runtime = PipelineRuntime.start(plan);
              MeshDevice refMesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults().withThreads(1));
              ReferenceTrainer ref = new ReferenceTrainer(model, refMesh.asSubmesh(), Parallelism.NONE, 7, plan.optimizer(),
                      plan.lr(), plan.clipMaxNorm(), plan.microbatches())) {
             for (int step = 0; step < STEPS; step++) {
-                Batch b = data.trainBatch(7, step, plan.batchSize(), SEQ);
-                double pipelined = runtime.step(step, List.of(b)).loss();
-                double reference = ref.step(step, List.of(b)).loss();
+                List<Batch> b = new java.util.ArrayList<>();
+                for (int a = 0; a < accumulation; a++) b.add(data.trainBatch(7, step * accumulation + a, plan.batchSize(), SEQ));
+                double pipelined = runtime.step(step, b).loss();
+                double reference = ref.step(step, b).loss();
                 assertEquals(reference, pipelined, 1e-5 * Math.abs(reference), "loss of step " + step);
             }
             WeightDiff d = WeightDiff.compare(runtime.weights(), ref.weights());
