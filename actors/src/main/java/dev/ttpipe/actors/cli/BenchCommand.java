@@ -10,6 +10,7 @@ import picocli.CommandLine.Command;
         subcommands = {
                 BenchMatmulCommand.class,
                 BenchStepCommand.class,
+                BenchScheduleCommand.class,
                 BenchTransportCommand.class,
                 BenchBridgeCommand.class,
         },
