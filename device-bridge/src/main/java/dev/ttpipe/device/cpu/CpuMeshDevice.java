@@ -8,13 +8,12 @@ import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.MeshSocket;
 import dev.ttpipe.device.Submesh;
+import dev.ttpipe.device.spi.MeshDeviceBase;
 import dev.ttpipe.device.spi.SubmeshBase;
 import org.slf4j.LoggerFactory;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
@@ -30,22 +29,19 @@ import java.util.concurrent.locks.LockSupport;
  * <p>Thread-safe as {@link MeshDevice} requires: different submeshes may be driven concurrently.
  * Closing frees every tensor and all native memory.
  */
-public final class CpuMeshDevice implements MeshDevice {
-    private final MeshShape shape;
+public final class CpuMeshDevice extends MeshDeviceBase {
     private final List<CpuDevice> devices;
     private final Parallel parallel;
     private final Gemm gemm;
     private final Rope rope = new Rope();
-    private final Map<MeshShape, List<Submesh>> submeshes = new ConcurrentHashMap<>();
     private final AtomicInteger inFlight = new AtomicInteger();
-    private volatile boolean closed;
 
     private CpuMeshDevice(MeshShape shape, MeshOptions options, String kernel) {
+        super("cpu", shape);
         if (options.memoryPerDevice() <= 0) {
             throw new DeviceException("cpu mesh: memoryPerDevice " + options.memoryPerDevice() + " must be > 0");
         }
         if (options.threads() < 0) throw new DeviceException("cpu mesh: threads " + options.threads() + " must be >= 0");
-        this.shape = shape;
         List<CpuDevice> devs = new ArrayList<>();
         for (int i = 0; i < shape.size(); i++) {
             devs.add(new CpuDevice(i, new MeshCoord(i / shape.cols(), i % shape.cols()), options.memoryPerDevice()));
@@ -68,34 +64,16 @@ public final class CpuMeshDevice implements MeshDevice {
     }
 
     @Override
-    public String backend() {
-        return "cpu";
-    }
-
-    @Override
-    public MeshShape shape() {
-        return shape;
-    }
-
-    @Override
     public List<Device> devices() {
         return List.copyOf(devices);
     }
 
     @Override
-    public List<Submesh> createSubmeshes(MeshShape submeshShape) {
-        requireOpen();
-        return submeshes.computeIfAbsent(submeshShape, s -> {
-            List<List<CpuDevice>> tiles = SubmeshBase.tile(shape, devices, s);
-            List<Submesh> out = new ArrayList<>();
-            for (int i = 0; i < tiles.size(); i++) out.add(new CpuSubmesh(this, i, s, tiles.get(i)));
-            return List.copyOf(out);
-        });
-    }
-
-    @Override
-    public Submesh asSubmesh() {
-        return createSubmeshes(shape).get(0);
+    protected List<Submesh> newSubmeshes(MeshShape submeshShape) {
+        List<List<CpuDevice>> tiles = SubmeshBase.tile(shape(), devices, submeshShape);
+        List<Submesh> out = new ArrayList<>();
+        for (int i = 0; i < tiles.size(); i++) out.add(new CpuSubmesh(this, i, submeshShape, tiles.get(i)));
+        return out;
     }
 
     @Override
@@ -123,10 +101,6 @@ public final class CpuMeshDevice implements MeshDevice {
         return n;
     }
 
-    boolean isClosed() {
-        return closed;
-    }
-
     Parallel parallel() {
         return parallel;
     }
@@ -139,17 +113,13 @@ public final class CpuMeshDevice implements MeshDevice {
         return rope;
     }
 
-    void requireOpen() {
-        if (closed) throw new DeviceException("cpu mesh " + shape + " is closed");
-    }
-
     /**
      * Marks device work in progress (kernels, host copies): {@link #close} frees native memory only
      * once none is. Throws if the mesh is closed. Pair with {@link #exit}.
      */
     void enter() {
         inFlight.incrementAndGet(); // increment first, then check: close() sets closed, then waits
-        if (closed) {
+        if (isClosed()) {
             inFlight.decrementAndGet();
             requireOpen();
         }
@@ -160,14 +130,11 @@ public final class CpuMeshDevice implements MeshDevice {
     }
 
     /**
-     * Closes the mesh: every tensor on it reads as closed. Native memory is freed once work that
-     * other threads have in progress finishes (waiting up to 30 s; past that it is left allocated
-     * rather than freed under a running kernel).
+     * Frees native memory once work that other threads have in progress finishes (waiting up to
+     * 30 s; past that it is left allocated rather than freed under a running kernel), then the pool.
      */
     @Override
-    public synchronized void close() {
-        if (closed) return;
-        closed = true;
+    protected void freeResources() {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         while (inFlight.get() > 0 && System.nanoTime() < deadline) LockSupport.parkNanos(100_000);
         if (inFlight.get() > 0) {
@@ -181,6 +148,6 @@ public final class CpuMeshDevice implements MeshDevice {
 
     @Override
     public String toString() {
-        return "cpu mesh " + shape + " (" + gemm.kind() + " matmul, " + parallel.threads() + " threads)";
+        return "cpu mesh " + shape() + " (" + gemm.kind() + " matmul, " + parallel.threads() + " threads)";
     }
 }

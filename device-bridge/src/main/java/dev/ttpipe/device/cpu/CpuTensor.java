@@ -1,7 +1,6 @@
 package dev.ttpipe.device.cpu;
 
 import dev.ttpipe.device.DType;
-import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.spi.LocalPieces;
@@ -36,53 +35,24 @@ final class CpuTensor extends MeshTensor implements LocalPieces {
     }
 
     @Override
-    public float[] toHost() {
-        requireOpen("toHost");
-        submesh.cpuMesh().enter();
-        try {
-            return HostCopy.read(this);
-        } finally {
-            submesh.cpuMesh().exit();
-        }
+    protected void readHost(float[] out) {
+        whileMeshHoldsMemory(() -> HostCopy.read(this, out));
     }
 
     @Override
-    public float[] toHostLocal(int index) {
-        requireOpen("toHostLocal");
-        if (index < 0 || index >= submesh.shape().size()) {
-            throw new DeviceException("toHostLocal: device index " + index + " out of range for submesh "
-                    + submesh.shape() + " (" + submesh.shape().size() + " devices)");
-        }
-        submesh.cpuMesh().enter();
-        try {
-            return HostCopy.readLocal(this, index);
-        } finally {
-            submesh.cpuMesh().exit();
-        }
+    protected void readLocal(int device, float[] out) {
+        whileMeshHoldsMemory(() -> HostCopy.readLocal(this, device, out));
     }
 
     @Override
-    public int[] toHostInts() {
-        requireOpen("toHostInts");
-        submesh.cpuMesh().enter();
-        try {
-            return HostCopy.readInts(this);
-        } finally {
-            submesh.cpuMesh().exit();
-        }
+    protected void readInts(int[] out) {
+        whileMeshHoldsMemory(() -> HostCopy.readInts(this, out));
     }
 
     @Override
     public void copyLocalTo(int device, ByteBuffer dst) {
-        String op = "copyLocalTo";
-        requireOpen(op);
-        requireDevice(op, device);
-        int len = (int) bytesPerDevice();
-        if (dst.remaining() < len) {
-            throw new DeviceException(op + ": the piece of " + describe() + " has " + len + " bytes, the buffer "
-                    + dst.remaining() + " remaining");
-        }
-        submesh.cpuMesh().enter();
+        int len = checkCopyLocalTo(device, dst);
+        submesh.cpuMesh().enter(); // not whileMeshHoldsMemory: a transport copies every piece, so no lambda
         try {
             dst.put(dst.position(), piece(device).bytes, 0, len);
             dst.position(dst.position() + len);
@@ -98,14 +68,13 @@ final class CpuTensor extends MeshTensor implements LocalPieces {
         return piece(device).bytes.slice(0, (int) bytesPerDevice()).asReadOnlyBuffer().order(ByteOrder.nativeOrder());
     }
 
-    private void requireDevice(String op, int index) {
-        if (index < 0 || index >= submesh.shape().size()) {
-            throw new DeviceException(op + ": device index " + index + " out of range for submesh "
-                    + submesh.shape() + " (" + submesh.shape().size() + " devices)");
+    /** Runs {@code read} keeping the mesh from freeing the pieces meanwhile (see {@link CpuMeshDevice#enter}). */
+    private void whileMeshHoldsMemory(Runnable read) {
+        submesh.cpuMesh().enter();
+        try {
+            read.run();
+        } finally {
+            submesh.cpuMesh().exit();
         }
-    }
-
-    private void requireOpen(String op) {
-        if (isClosed()) throw new DeviceException(op + ": tensor " + shape() + " is closed");
     }
 }

@@ -2,7 +2,6 @@ package dev.ttpipe.device.cpu;
 
 import dev.ttpipe.device.BFloat16;
 import dev.ttpipe.device.DType;
-import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.spi.Sharding;
 
@@ -53,8 +52,8 @@ final class HostCopy {
         }
     }
 
-    static float[] read(CpuTensor t) {
-        float[] out = new float[hostLength(t, "toHost")];
+    /** Assembles the logical tensor into {@code out} (zeros, the logical size: Partial addends are summed into it). */
+    static void read(CpuTensor t, float[] out) {
         boolean partial = t.layout().hasPartial();
         MeshShape mesh = t.submesh().shape();
         for (int d = 0; d < mesh.size(); d++) {
@@ -72,14 +71,9 @@ final class HostCopy {
                 }
             }
         }
-        return out;
     }
 
-    static int[] readInts(CpuTensor t) {
-        if (t.dtype() != DType.INT32) {
-            throw new DeviceException("toHostInts: tensor " + t.describe() + " is not INT32; use toHost");
-        }
-        int[] out = new int[hostLength(t, "toHostInts")];
+    static void readInts(CpuTensor t, int[] out) {
         MeshShape mesh = t.submesh().shape();
         for (int d = 0; d < mesh.size(); d++) {
             if (!Sharding.holdsDistinctPiece(t.layout(), mesh, d)) continue;
@@ -87,30 +81,19 @@ final class HostCopy {
             int len = lp.rowLength();
             for (int r = 0; r < lp.rows(); r++) t.piece(d).ints.get(r * len, out, (int) lp.globalIndex(r), len);
         }
-        return out;
     }
 
-    static float[] readLocal(CpuTensor t, int d) {
-        int n = (int) t.localNumel();
-        float[] out = new float[n];
+    static void readLocal(CpuTensor t, int d, float[] out) {
+        int n = out.length;
         NativeBuffer b = t.piece(d);
         if (t.dtype() == DType.FP32) {
             b.floats.get(0, out, 0, n);
         } else {
             for (int i = 0; i < n; i++) out[i] = Convert.read(b, t.dtype(), i);
         }
-        return out;
     }
 
     private static LocalPiece piece(CpuTensor t, int d) {
         return new LocalPiece(t.shape(), t.localShape(), t.layout(), t.submesh().shape(), d);
-    }
-
-    private static int hostLength(CpuTensor t, String op) {
-        long n = t.shape().numel();
-        if (n > Integer.MAX_VALUE - 8) {
-            throw new DeviceException(op + ": tensor " + t.shape() + " has " + n + " elements, more than a Java array holds");
-        }
-        return (int) n;
     }
 }

@@ -3,19 +3,17 @@ package dev.ttpipe.device.sim;
 import dev.ttpipe.device.Device;
 import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.MeshCoord;
-import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.MeshSocket;
 import dev.ttpipe.device.SimCosts;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.spi.AccountedDevice;
+import dev.ttpipe.device.spi.MeshDeviceBase;
 import dev.ttpipe.device.spi.SubmeshBase;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The sim backend: a mesh whose ops do no math. Tensors carry shapes, layouts and dtypes and are
@@ -26,14 +24,12 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@code crossEntropy} a NaN sum over every target (ids are not stored, so none is ignored and
  * none is range-checked). This is what runs a 64-stage pipeline on a laptop.
  */
-public final class SimMeshDevice implements MeshDevice {
-    private final MeshShape shape;
+public final class SimMeshDevice extends MeshDeviceBase {
     private final List<AccountedDevice> devices;
     private final SimCosts costs;
-    private final Map<MeshShape, List<Submesh>> submeshes = new ConcurrentHashMap<>();
-    private volatile boolean closed;
 
     private SimMeshDevice(MeshShape shape, MeshOptions options) {
+        super("sim", shape);
         if (options.memoryPerDevice() <= 0) {
             throw new DeviceException("sim mesh: memoryPerDevice " + options.memoryPerDevice() + " must be > 0");
         }
@@ -41,7 +37,6 @@ public final class SimMeshDevice implements MeshDevice {
         if (!(c.gflops() > 0 && c.memoryGbps() > 0 && c.linkGbps() > 0 && c.opLatencyUs() >= 0 && c.timeScale() >= 0)) {
             throw new DeviceException("sim mesh: cost model " + c + " needs positive rates and non-negative latency and scale");
         }
-        this.shape = shape;
         this.costs = c;
         List<AccountedDevice> devs = new ArrayList<>();
         for (int i = 0; i < shape.size(); i++) {
@@ -52,28 +47,18 @@ public final class SimMeshDevice implements MeshDevice {
     }
 
     /** Opens a modeled mesh ({@code options} null: defaults). */
-    /**
-     * The modeled time of all work queued on {@code submesh} so far: the difference across a call is
-     * exactly what the cost model charges for it, however late the issuing thread ran.
-     */
-    public static double modeledSeconds(dev.ttpipe.device.Submesh submesh) {
-        if (!(submesh instanceof SimSubmesh s)) throw new IllegalArgumentException(submesh.describe() + " is not a sim submesh");
-        return s.modeledSeconds();
-    }
-
     public static SimMeshDevice open(MeshShape shape, MeshOptions options) {
         if (shape == null) throw new DeviceException("sim mesh: shape is null");
         return new SimMeshDevice(shape, options == null ? MeshOptions.defaults() : options);
     }
 
-    @Override
-    public String backend() {
-        return "sim";
-    }
-
-    @Override
-    public MeshShape shape() {
-        return shape;
+    /**
+     * The modeled time of all work queued on {@code submesh} so far: the difference across a call is
+     * exactly what the cost model charges for it, however late the issuing thread ran.
+     */
+    public static double modeledSeconds(Submesh submesh) {
+        if (!(submesh instanceof SimSubmesh s)) throw new IllegalArgumentException(submesh.describe() + " is not a sim submesh");
+        return s.modeledSeconds();
     }
 
     @Override
@@ -86,19 +71,13 @@ public final class SimMeshDevice implements MeshDevice {
     }
 
     @Override
-    public List<Submesh> createSubmeshes(MeshShape submeshShape) {
-        requireOpen();
-        return submeshes.computeIfAbsent(submeshShape, s -> {
-            List<List<AccountedDevice>> tiles = SubmeshBase.tile(shape, devices, s);
-            List<Submesh> out = new ArrayList<>();
-            for (int i = 0; i < tiles.size(); i++) out.add(new SimSubmesh(this, i, s, List.<Device>copyOf(tiles.get(i))));
-            return List.copyOf(out);
-        });
-    }
-
-    @Override
-    public Submesh asSubmesh() {
-        return createSubmeshes(shape).get(0);
+    protected List<Submesh> newSubmeshes(MeshShape submeshShape) {
+        List<List<AccountedDevice>> tiles = SubmeshBase.tile(shape(), devices, submeshShape);
+        List<Submesh> out = new ArrayList<>();
+        for (int i = 0; i < tiles.size(); i++) {
+            out.add(new SimSubmesh(this, i, submeshShape, List.<Device>copyOf(tiles.get(i))));
+        }
+        return out;
     }
 
     @Override
@@ -107,21 +86,13 @@ public final class SimMeshDevice implements MeshDevice {
         return new SimMeshSocket(this, from, to);
     }
 
-    boolean isClosed() {
-        return closed;
-    }
-
-    void requireOpen() {
-        if (closed) throw new DeviceException("sim mesh " + shape + " is closed");
-    }
-
+    /** Nothing to free: a sim mesh's tensors are accounting only, which closing the mesh ends. */
     @Override
-    public void close() {
-        closed = true;
+    protected void freeResources() {
     }
 
     @Override
     public String toString() {
-        return "sim mesh " + shape + " (" + costs + ")";
+        return "sim mesh " + shape() + " (" + costs + ")";
     }
 }

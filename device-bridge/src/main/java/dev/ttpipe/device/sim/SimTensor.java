@@ -1,7 +1,6 @@
 package dev.ttpipe.device.sim;
 
 import dev.ttpipe.device.DType;
-import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.spi.LocalPieces;
@@ -28,48 +27,28 @@ final class SimTensor extends MeshTensor implements LocalPieces {
         return submesh.simMesh().isClosed();
     }
 
-    /** Zeros of the logical size, once every op issued on the submesh has finished. */
+    /** Zeros (out as it is), once every op issued on the submesh has finished. */
     @Override
-    public float[] toHost() {
-        requireOpen("toHost");
+    protected void readHost(float[] out) {
         submesh.synchronize();
-        return new float[hostLength("toHost")];
     }
 
-    /** Zeros of the local size, once every op issued on the submesh has finished. */
+    /** Zeros (out as it is), once every op issued on the submesh has finished. */
     @Override
-    public float[] toHostLocal(int index) {
-        requireOpen("toHostLocal");
-        if (index < 0 || index >= submesh.shape().size()) {
-            throw new DeviceException("toHostLocal: device index " + index + " out of range for submesh "
-                    + submesh.shape() + " (" + submesh.shape().size() + " devices)");
-        }
+    protected void readLocal(int device, float[] out) {
         submesh.synchronize();
-        return new float[(int) localNumel()];
     }
 
-    /** Zeros of the logical size, once every op issued on the submesh has finished. */
+    /** Zeros (out as it is), once every op issued on the submesh has finished. */
     @Override
-    public int[] toHostInts() {
-        requireOpen("toHostInts");
-        if (dtype() != DType.INT32) throw new DeviceException("toHostInts: tensor " + describe() + " is not INT32");
+    protected void readInts(int[] out) {
         submesh.synchronize();
-        return new int[hostLength("toHostInts")];
     }
 
     /** Zeros of the piece's length, once every op issued on the submesh has finished. */
     @Override
     public void copyLocalTo(int device, ByteBuffer dst) {
-        requireOpen("copyLocalTo");
-        if (device < 0 || device >= submesh.shape().size()) {
-            throw new DeviceException("copyLocalTo: device index " + device + " out of range for submesh "
-                    + submesh.shape() + " (" + submesh.shape().size() + " devices)");
-        }
-        int len = (int) bytesPerDevice();
-        if (dst.remaining() < len) {
-            throw new DeviceException("copyLocalTo: the piece of " + describe() + " has " + len + " bytes, the buffer "
-                    + dst.remaining() + " remaining");
-        }
+        int len = checkCopyLocalTo(device, dst);
         submesh.synchronize();
         for (int done = 0; done < len; done += ZEROS.length) dst.put(ZEROS, 0, Math.min(ZEROS.length, len - done));
     }
@@ -78,17 +57,5 @@ final class SimTensor extends MeshTensor implements LocalPieces {
     @Override
     public ByteBuffer hostView(int device) {
         return null;
-    }
-
-    private void requireOpen(String op) {
-        if (isClosed()) throw new DeviceException(op + ": tensor " + shape() + " is closed");
-    }
-
-    private int hostLength(String op) {
-        long n = shape().numel();
-        if (n > Integer.MAX_VALUE - 8) {
-            throw new DeviceException(op + ": tensor " + shape() + " has " + n + " elements, more than a Java array holds");
-        }
-        return (int) n;
     }
 }

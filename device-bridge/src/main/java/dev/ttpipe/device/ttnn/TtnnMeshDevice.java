@@ -9,13 +9,12 @@ import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.MeshSocket;
 import dev.ttpipe.device.Submesh;
+import dev.ttpipe.device.spi.MeshDeviceBase;
 import dev.ttpipe.device.spi.SubmeshBase;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The ttnn backend: a mesh opened through the native bridge library ({@link BridgeLibrary}), the
@@ -33,18 +32,15 @@ import java.util.concurrent.ConcurrentHashMap;
  * <p>Thread-safe as {@link MeshDevice} requires. Closing waits for native calls in progress on
  * other threads; their ops then fail with a {@link DeviceException}.
  */
-public final class TtnnMeshDevice implements MeshDevice {
+public final class TtnnMeshDevice extends MeshDeviceBase {
     private final long handle;
-    private final MeshShape shape;
     private final List<TtnnDevice> devices;
     private final Path library;
     private final String implementation;
-    private final Map<MeshShape, List<Submesh>> submeshes = new ConcurrentHashMap<>();
-    private volatile boolean closed;
 
     private TtnnMeshDevice(long handle, MeshShape shape, long capacity, BridgeLibrary.Loaded lib) {
+        super("ttnn", shape);
         this.handle = handle;
-        this.shape = shape;
         this.library = lib.path();
         this.implementation = lib.implementation();
         List<TtnnDevice> devs = new ArrayList<>();
@@ -74,16 +70,6 @@ public final class TtnnMeshDevice implements MeshDevice {
     }
 
     @Override
-    public String backend() {
-        return "ttnn";
-    }
-
-    @Override
-    public MeshShape shape() {
-        return shape;
-    }
-
-    @Override
     public List<Device> devices() {
         return List.copyOf(devices);
     }
@@ -98,30 +84,23 @@ public final class TtnnMeshDevice implements MeshDevice {
         return implementation;
     }
 
+    /** The library makes the native submeshes, all of one shape in one call. */
     @Override
-    public List<Submesh> createSubmeshes(MeshShape submeshShape) {
-        requireOpen();
-        return submeshes.computeIfAbsent(submeshShape, s -> {
-            List<List<TtnnDevice>> tiles = SubmeshBase.tile(shape, devices, s);
-            long[] handles = new long[tiles.size()];
-            int[] count = new int[1];
-            Bridge.check(NativeBridge.ttpipe_mesh_create_submeshes(handle, s.rows(), s.cols(), handles, handles.length,
-                    count), "ttpipe_mesh_create_submeshes");
-            if (count[0] != tiles.size()) {
-                throw new DeviceException("ttpipe_mesh_create_submeshes: the library made " + count[0]
-                        + " submeshes of " + s + ", expected " + tiles.size());
-            }
-            List<Submesh> out = new ArrayList<>();
-            for (int i = 0; i < tiles.size(); i++) {
-                out.add(new TtnnSubmesh(this, i, s, List.<Device>copyOf(tiles.get(i)), handles[i]));
-            }
-            return List.copyOf(out);
-        });
-    }
-
-    @Override
-    public Submesh asSubmesh() {
-        return createSubmeshes(shape).get(0);
+    protected List<Submesh> newSubmeshes(MeshShape s) {
+        List<List<TtnnDevice>> tiles = SubmeshBase.tile(shape(), devices, s);
+        long[] handles = new long[tiles.size()];
+        int[] count = new int[1];
+        Bridge.check(NativeBridge.ttpipe_mesh_create_submeshes(handle, s.rows(), s.cols(), handles, handles.length,
+                count), "ttpipe_mesh_create_submeshes");
+        if (count[0] != tiles.size()) {
+            throw new DeviceException("ttpipe_mesh_create_submeshes: the library made " + count[0]
+                    + " submeshes of " + s + ", expected " + tiles.size());
+        }
+        List<Submesh> out = new ArrayList<>();
+        for (int i = 0; i < tiles.size(); i++) {
+            out.add(new TtnnSubmesh(this, i, s, List.<Device>copyOf(tiles.get(i)), handles[i]));
+        }
+        return out;
     }
 
     @Override
@@ -154,24 +133,14 @@ public final class TtnnMeshDevice implements MeshDevice {
         return handle;
     }
 
-    boolean isClosed() {
-        return closed;
-    }
-
-    void requireOpen() {
-        if (closed) throw new DeviceException("ttnn mesh " + shape + " is closed");
-    }
-
-    /** Closes the mesh: every tensor on it reads as closed; the library frees everything of it. */
+    /** The library frees everything of the mesh: submeshes, tensors, sockets. */
     @Override
-    public synchronized void close() {
-        if (closed) return;
-        closed = true;
+    protected void freeResources() {
         Bridge.check(NativeBridge.ttpipe_mesh_close(handle), "ttpipe_mesh_close");
     }
 
     @Override
     public String toString() {
-        return "ttnn mesh " + shape + " (" + implementation + ", " + library + ")";
+        return "ttnn mesh " + shape() + " (" + implementation + ", " + library + ")";
     }
 }

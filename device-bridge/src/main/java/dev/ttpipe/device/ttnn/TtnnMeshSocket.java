@@ -3,11 +3,10 @@ package dev.ttpipe.device.ttnn;
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.Layout;
-import dev.ttpipe.device.MeshSocket;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Submesh;
-import dev.ttpipe.device.Tensor;
 import dev.ttpipe.device.spi.DeviceMemory;
+import dev.ttpipe.device.spi.MeshSocketBase;
 
 import java.util.List;
 import java.util.concurrent.LinkedBlockingDeque;
@@ -19,7 +18,7 @@ import java.util.concurrent.LinkedBlockingDeque;
  * this side keeps, in the same FIFO order, what the library does not know: each tensor's logical
  * shape, layout and dtype. One sender thread and one receiver thread.
  */
-final class TtnnMeshSocket implements MeshSocket {
+final class TtnnMeshSocket extends MeshSocketBase<TtnnSubmesh, TtnnTensor> {
     /** How long one native wait lasts, so that a waiting receiver notices interruption. */
     private static final long SLICE_MILLIS = 20;
 
@@ -27,50 +26,23 @@ final class TtnnMeshSocket implements MeshSocket {
     }
 
     private final TtnnMeshDevice mesh;
-    private final TtnnSubmesh from;
-    private final TtnnSubmesh to;
     private final List<DeviceMemory> receiverMemory;
     private final long handle;
     private final LinkedBlockingDeque<Pending> pending = new LinkedBlockingDeque<>();
     private final long[] received = new long[1];
-    private volatile boolean closed;
 
     TtnnMeshSocket(TtnnMeshDevice mesh, Submesh from, Submesh to) {
-        if (!(from instanceof TtnnSubmesh f) || f.ttnnMesh() != mesh || !(to instanceof TtnnSubmesh t)
-                || t.ttnnMesh() != mesh) {
-            throw new DeviceException("openSocket: both submeshes must belong to this ttnn mesh");
-        }
-        if (!from.shape().equals(to.shape())) {
-            throw new DeviceException("openSocket: submesh shapes " + from.shape() + " and " + to.shape() + " differ");
-        }
+        super(mesh, from, to, TtnnSubmesh.class, TtnnTensor.class);
         this.mesh = mesh;
-        this.from = f;
-        this.to = t;
-        this.receiverMemory = t.accounting();
+        this.receiverMemory = receiver().accounting();
         long[] out = new long[1];
-        Bridge.check(NativeBridge.ttpipe_socket_open(f.handle(), t.handle(), out), "ttpipe_socket_open", "openSocket");
+        Bridge.check(NativeBridge.ttpipe_socket_open(sender().handle(), receiver().handle(), out), "ttpipe_socket_open",
+                "openSocket");
         this.handle = out[0];
     }
 
     @Override
-    public Submesh sender() {
-        return from;
-    }
-
-    @Override
-    public Submesh receiver() {
-        return to;
-    }
-
-    @Override
-    public void send(Tensor t) {
-        if (closed) throw new DeviceException("send: socket " + from.index() + " -> " + to.index() + " is closed");
-        if (t == null) throw new DeviceException("send: tensor is null");
-        if (!(t instanceof TtnnTensor c) || t.submesh() != from) {
-            throw new DeviceException("send: the tensor must live on the sender, " + from.describe());
-        }
-        if (c.isClosed()) throw new DeviceException("send: tensor " + c.shape() + " is closed");
-        mesh.requireOpen();
+    protected void transfer(TtnnTensor c) {
         long bytes = c.bytesPerDevice();
         DeviceMemory.allocateAll(receiverMemory, bytes);
         Pending p = new Pending(c.shape(), c.layout(), c.dtype(), bytes);
@@ -84,11 +56,12 @@ final class TtnnMeshSocket implements MeshSocket {
     }
 
     @Override
-    public Tensor recv(long timeoutMillis) throws InterruptedException {
-        if (closed) throw new DeviceException("recv: socket " + from.index() + " -> " + to.index() + " is closed");
-        long deadline = System.nanoTime() + Math.max(0, timeoutMillis) * 1_000_000L;
+    protected TtnnTensor receive(long timeoutMillis) throws InterruptedException {
+        long deadline = System.nanoTime() + timeoutMillis * 1_000_000L;
         while (true) {
-            if (Thread.interrupted()) throw new InterruptedException("recv on socket " + from.index() + " -> " + to.index());
+            if (Thread.interrupted()) {
+                throw new InterruptedException("recv on socket " + sender().index() + " -> " + receiver().index());
+            }
             long left = Math.max(0, (deadline - System.nanoTime()) / 1_000_000L);
             Bridge.check(NativeBridge.ttpipe_socket_recv(handle, Math.min(left, SLICE_MILLIS), received),
                     "ttpipe_socket_recv", "recv");
@@ -99,7 +72,7 @@ final class TtnnMeshSocket implements MeshSocket {
                     NativeBridge.ttpipe_tensor_free(h);
                     throw new DeviceException("recv: the library delivered a tensor this socket did not send");
                 }
-                return to.ttnnOps().adoptReceived(h, p.shape(), p.layout(), p.dtype(), p.bytes());
+                return receiver().ttnnOps().adoptReceived(h, p.shape(), p.layout(), p.dtype(), p.bytes());
             }
             if (left <= SLICE_MILLIS) return null;
         }
@@ -108,8 +81,7 @@ final class TtnnMeshSocket implements MeshSocket {
     /** Closes the socket: the library frees what is still queued; its charge returns to the receiver. */
     @Override
     public void close() {
-        if (closed) return;
-        closed = true;
+        if (!markClosed()) return;
         if (!mesh.isClosed()) {
             int status = NativeBridge.ttpipe_socket_close(handle);
             if (status != Bridge.OK && !mesh.isClosed()) throw Bridge.failure(status, "ttpipe_socket_close", "close");

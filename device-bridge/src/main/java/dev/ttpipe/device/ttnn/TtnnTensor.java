@@ -1,7 +1,6 @@
 package dev.ttpipe.device.ttnn;
 
 import dev.ttpipe.device.DType;
-import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.spi.MeshTensor;
@@ -33,39 +32,23 @@ final class TtnnTensor extends MeshTensor {
     }
 
     @Override
-    public float[] toHost() {
-        requireOpen("toHost");
-        float[] out = new float[hostLength("toHost")];
+    protected void readHost(float[] out) {
         int[] dims = shape().toArray();
         Bridge.check(NativeBridge.ttpipe_tensor_read(handle, dims.length, dims, TtnnOps.code(layout().axis0()),
                 TtnnOps.code(layout().axis1()), out, out.length), "ttpipe_tensor_read", "toHost");
-        return out;
     }
 
     @Override
-    public float[] toHostLocal(int index) {
-        requireOpen("toHostLocal");
-        if (index < 0 || index >= submesh.shape().size()) {
-            throw new DeviceException("toHostLocal: device index " + index + " out of range for submesh "
-                    + submesh.shape() + " (" + submesh.shape().size() + " devices)");
-        }
-        float[] out = new float[(int) localNumel()];
-        Bridge.check(NativeBridge.ttpipe_tensor_read_local(handle, index, out, out.length), "ttpipe_tensor_read_local",
+    protected void readLocal(int device, float[] out) {
+        Bridge.check(NativeBridge.ttpipe_tensor_read_local(handle, device, out, out.length), "ttpipe_tensor_read_local",
                 "toHostLocal");
-        return out;
     }
 
     @Override
-    public int[] toHostInts() {
-        requireOpen("toHostInts");
-        if (dtype() != DType.INT32) {
-            throw new DeviceException("toHostInts: tensor " + describe() + " is not INT32; use toHost");
-        }
-        int[] out = new int[hostLength("toHostInts")];
+    protected void readInts(int[] out) {
         int[] dims = shape().toArray();
         Bridge.check(NativeBridge.ttpipe_tensor_read_ints(handle, dims.length, dims, TtnnOps.code(layout().axis0()),
                 TtnnOps.code(layout().axis1()), out, out.length), "ttpipe_tensor_read_ints", "toHostInts");
-        return out;
     }
 
     @Override
@@ -85,17 +68,5 @@ final class TtnnTensor extends MeshTensor {
         int status = NativeBridge.ttpipe_tensor_free(h);
         // a close racing with the mesh's close finds the handle already freed by it
         if (status != Bridge.OK && !meshClosed()) throw Bridge.failure(status, "ttpipe_tensor_free", "close");
-    }
-
-    private void requireOpen(String op) {
-        if (isClosed()) throw new DeviceException(op + ": tensor " + shape() + " is closed");
-    }
-
-    private int hostLength(String op) {
-        long n = shape().numel();
-        if (n > Integer.MAX_VALUE - 8) {
-            throw new DeviceException(op + ": tensor " + shape() + " has " + n + " elements, more than a Java array holds");
-        }
-        return (int) n;
     }
 }
