@@ -38,6 +38,11 @@ public final class TrainCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         TtpipeConfig cfg = job.resolve(config, DEFAULT_CONFIG);
+        if (config == null && job.data != null) {
+            // the embedded default names its runs after its corpus; with --data, after the data file
+            String stem = job.data.getFileName().toString().replaceFirst("\\.[^.]*$", "");
+            cfg.training.projectName = stem.isEmpty() ? "train" : stem;
+        }
         RunData data = RunData.load(cfg);
         JobPlan plan = PlanBuilder.build(cfg, data.dataset().tokenizer().vocabSize());
         Path dir = TrainingRun.newRunDir(cfg, runDir);
