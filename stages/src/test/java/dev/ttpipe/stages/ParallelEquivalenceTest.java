@@ -38,10 +38,14 @@ class ParallelEquivalenceTest {
     }
 
     static Run train(ModelSpec spec, MeshShape shape, boolean ddp, boolean tp, int microbatches) {
+        return train(spec, shape, ddp, tp, microbatches, OptimizerSpec.adamw(3e-3, 0.1));
+    }
+
+    static Run train(ModelSpec spec, MeshShape shape, boolean ddp, boolean tp, int microbatches, OptimizerSpec opt) {
         TextDataset data = TextDataset.of(TEXT, 0.1);
         try (MeshDevice mesh = Backends.open("cpu", shape, MeshOptions.defaults());
              ReferenceTrainer t = new ReferenceTrainer(spec, mesh.asSubmesh(), Parallelism.of(shape, ddp, tp), 42,
-                     OptimizerSpec.adamw(3e-3, 0.1), LrSchedule.constant(3e-3), 1.0, microbatches)) {
+                     opt, LrSchedule.constant(opt.learningRate()), 1.0, microbatches)) {
             List<Double> losses = new ArrayList<>();
             for (int s = 0; s < STEPS; s++) {
                 Batch b = data.trainBatch(42, s, BATCH, SEQ);
@@ -90,6 +94,14 @@ class ParallelEquivalenceTest {
     void recomputationMatchesStoredActivations() {
         Run stored = train(gpt(), new MeshShape(1, 1), false, false, 2);
         assertSame(train(gpt().withRecompute(true), new MeshShape(1, 1), false, false, 2), stored, "memory_efficient");
+    }
+
+    @Test
+    void sgdWithNesterovMomentumUnderDdpAndTpMatchesOneDevice() {
+        OptimizerSpec sgd = OptimizerSpec.sgd(0.1, 0.9, true, 0.01);
+        Run one = train(gpt(), new MeshShape(1, 1), false, false, 1, sgd);
+        assertSame(train(gpt(), new MeshShape(2, 2), true, true, 1, sgd), one, "SGD, DDP=2 x TP=2");
+        assertTrue(one.losses().get(STEPS - 1) < one.losses().get(0), "SGD lowers the loss: " + one.losses());
     }
 
     @Test
