@@ -30,8 +30,8 @@ import java.util.stream.Stream;
  */
 @Command(name = "launch",
         mixinStandardHelpOptions = true,
-        description = {"Run a multi-process job on this machine: one `ttpipe worker` process per rank, as on real hosts,",
-                "tensors over Aeron UDP on loopback, control over a Pekko Cluster. Output lines carry their rank."},
+        description = {"Run a multi-process job on this machine, one `ttpipe worker` process per rank.",
+                "Tensors go over Aeron UDP on loopback, control over a Pekko Cluster, as on real hosts. Output lines carry their rank."},
         footer = {"", "Examples:",
                 "  ttpipe launch configs/multihost-pp2.yaml",
                 "  ttpipe launch configs/multihost-pp4.yaml --hosts 4 --max-steps 10",

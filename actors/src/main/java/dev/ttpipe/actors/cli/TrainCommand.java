@@ -14,7 +14,7 @@ import java.util.concurrent.Callable;
 /** {@code ttpipe train [CONFIG]}: simulate all stages on one host, each a Pekko actor, and train. */
 @Command(name = "train",
         mixinStandardHelpOptions = true,
-        description = {"Train a model with every pipeline stage as an actor in this JVM (cpu or sim backend).",
+        description = {"Train with every pipeline stage as an actor in this JVM (cpu, sim or ttnn backend).",
                 "With no CONFIG: a small GPT over 4 stages, 1F1B, cpu backend, on arithmetic lines ttpipe generates (about a minute)."},
         footer = {"", "Examples:",
                 "  ttpipe train",

@@ -32,8 +32,8 @@ import java.util.concurrent.Callable;
  */
 @Command(name = "verify",
         mixinStandardHelpOptions = true,
-        description = {"Prove a schedule, split, transport or backend right: run the pipelined job and the reference",
-                "trainer (all blocks on one device, no pipeline) side by side and compare losses and weights.",
+        description = {"Check a pipelined job against the reference trainer: losses and weights, step by step.",
+                "The reference runs all blocks on one submesh without a pipeline, on the same seed and data.",
                 "Exit code 0 when every step agrees within the tolerance, 1 when one does not."},
         footer = {"", "Examples:",
                 "  ttpipe verify configs/nanogpt-pp4-1f1b.yaml",

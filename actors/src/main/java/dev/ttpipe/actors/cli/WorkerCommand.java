@@ -27,7 +27,7 @@ import java.util.concurrent.Callable;
  */
 @Command(name = "worker",
         mixinStandardHelpOptions = true,
-        description = {"Run one rank of a multi-process pipeline job (one process per host, like tt-run).",
+        description = {"Run one rank of a multi-process job (one process per host, like tt-run).",
                 "Every host runs the same CONFIG with its own --rank; rank 0 is the cluster seed, runs the Coordinator",
                 "and prints progress. Hosts and ports come from the config's rank_bindings (default: 127.0.0.1,",
                 "control port 25520 + rank, data port 40456 + 2 x rank)."},
