@@ -5,7 +5,11 @@ import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.Shape;
+import dev.ttpipe.device.Submesh;
+import dev.ttpipe.device.Tensor;
 import dev.ttpipe.device.spi.LayoutRules;
+import dev.ttpipe.device.spi.LocalPieces;
+import dev.ttpipe.device.spi.LocalPiecesOps;
 import dev.ttpipe.device.spi.Sharding;
 import io.aeron.Subscription;
 import io.aeron.logbuffer.FragmentHandler;
@@ -18,21 +22,30 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.nio.ByteBuffer;
+import java.util.Arrays;
 import java.util.function.IntFunction;
 import java.util.zip.CRC32C;
 
 /**
- * The receiving end for one local rank: polls its subscription and reassembles the frames of every
- * sender (one Aeron session per sending rank) into one pooled direct buffer per frame, copying each
- * fragment once, straight from Aeron's term buffer, and checking the CRC32C as it goes. A whole frame
- * whose header, layout and checksums hold goes to the {@link TensorReceiver} as an
- * {@link AeronPayload}; anything else is dropped and reported through
- * {@link TensorReceiver#onError} with the channel's name, never delivered.
+ * The receiving end for one local rank: polls its subscription and assembles the frames of every
+ * sender (one Aeron session per sending rank), copying each fragment once, straight from Aeron's
+ * term buffer, and checking the CRC32C over the bytes it has just written. Where the rank was bound
+ * with its submesh and the backend's pieces are host memory ({@link LocalPiecesOps#allocateLocal},
+ * {@link LocalPieces#writableView}: the cpu backend), a frame is assembled straight into a tensor
+ * allocated on that submesh when its first chunk arrives, piece by piece (device 0's piece first; a
+ * fragment may straddle two pieces), and goes to the {@link TensorReceiver} as an
+ * {@link InPlacePayload}: the tensor itself. Otherwise (no submesh, another submesh shape, the sim
+ * and ttnn backends) it is reassembled into a pooled direct buffer and goes as an
+ * {@link AeronPayload}, copied onto the devices when materialized. Anything whose header, layout or
+ * checksums do not hold, or that finds no room on the submesh, is dropped (its tensor closed, its
+ * buffer given back) and reported through {@link TensorReceiver#onError} with the channel's name,
+ * never delivered.
  *
  * <p>Fragments arrive in order within a session (Aeron's guarantee); the checks catch corruption,
  * foreign publishers and bugs. Once a frame is dropped, its remaining chunks are skipped silently.
  *
- * <p>Used only by the transport's receive thread, except {@link #receiver(TensorReceiver)}.
+ * <p>Used only by the transport's receive thread, except {@link #bind}. The tensors of frames in
+ * progress are the receive thread's; the transport is closed before the mesh they live on.
  */
 final class FrameAssembler implements FragmentHandler {
     private static final Logger log = LoggerFactory.getLogger(FrameAssembler.class);
@@ -45,6 +58,7 @@ final class FrameAssembler implements FragmentHandler {
     private final ReceiveBuffers buffers;
     private final IntFunction<String> channelOfSession;
     private volatile TensorReceiver receiver;
+    private volatile Submesh submesh;
 
     private final Int2ObjectHashMap<Inbound> inbound = new Int2ObjectHashMap<>();
     private final UnsafeBuffer scratch = new UnsafeBuffer(ByteBuffer.allocateDirect(FrameCodec.LENGTH));
@@ -64,7 +78,10 @@ final class FrameAssembler implements FragmentHandler {
         long sequence;
         FrameHeader header;
         MeshShape mesh;
-        ByteBuffer bytes;
+        ByteBuffer bytes;     // the reassembly buffer, or null when assembling in place
+        Tensor tensor;        // the tensor assembled in place, or null
+        ByteBuffer[] views = new ByteBuffer[0]; // its pieces, writable
+        int pieceLength;
         int payloadLength;
         int chunkCount;
         int nextChunk;
@@ -79,7 +96,7 @@ final class FrameAssembler implements FragmentHandler {
     }
 
     FrameAssembler(int rank, long jobId, long maxPayload, Subscription subscription, ReceiveBuffers buffers,
-                   IntFunction<String> channelOfSession, TensorReceiver receiver) {
+                   IntFunction<String> channelOfSession, TensorReceiver receiver, Submesh submesh) {
         this.rank = rank;
         this.jobId = jobId;
         this.maxPayload = maxPayload;
@@ -87,9 +104,12 @@ final class FrameAssembler implements FragmentHandler {
         this.buffers = buffers;
         this.channelOfSession = channelOfSession;
         this.receiver = receiver;
+        this.submesh = submesh;
     }
 
-    void receiver(TensorReceiver r) {
+    /** Where later frames go, and which submesh they are assembled on (null: into reassembly buffers). */
+    void bind(TensorReceiver r, Submesh s) {
+        this.submesh = s;
         this.receiver = r;
     }
 
@@ -265,8 +285,17 @@ final class FrameAssembler implements FragmentHandler {
         if (count > Math.max(1, length)) return count + " chunks for a payload of " + length + " bytes";
 
         TensorKind kind = TensorKind.of(codec.kindCode());
-        in.header = new FrameHeader(codec.jobId(), codec.pass(), codec.fromStage(), codec.toStage(), codec.microbatch(),
-                kind, dtype, shape, layout, length, 0);
+        FrameHeader header = new FrameHeader(codec.jobId(), codec.pass(), codec.fromStage(), codec.toStage(),
+                codec.microbatch(), kind, dtype, shape, layout, length, 0);
+        Submesh target = submesh;
+        if (target != null && mesh.equals(target.shape())) {
+            try {
+                in.tensor = allocateInPlace(in, target, header, length);
+            } catch (RuntimeException | OutOfMemoryError e) { // out of device (or native) memory, a closed mesh
+                return header + " does not fit on rank " + rank + "'s " + target.describe() + ": " + e.getMessage();
+            }
+        }
+        in.header = header;
         in.mesh = mesh;
         in.sequence = codec.sequence();
         in.payloadLength = (int) length;
@@ -274,10 +303,41 @@ final class FrameAssembler implements FragmentHandler {
         in.nextChunk = 0;
         in.written = 0;
         in.crc.reset();
-        in.bytes = buffers.acquire((int) length);
+        if (in.tensor == null) in.bytes = buffers.acquire((int) length);
         scratch.getBytes(FrameCodec.FRAME_START, in.frameBytes, 0, in.frameBytes.capacity());
         in.inFrame = true;
         return null;
+    }
+
+    /**
+     * The tensor on {@code target} that the frame is assembled into, with a writable view of each
+     * piece in {@code in.views}; null where the backend cannot write its pieces in place.
+     */
+    private static Tensor allocateInPlace(Inbound in, Submesh target, FrameHeader h, long length) {
+        if (!(target.ops() instanceof LocalPiecesOps raw)) return null;
+        Tensor t = raw.allocateLocal(h.shape(), h.layout(), h.dtype());
+        if (t == null) return null;
+        try {
+            int n = target.shape().size();
+            if (!(t instanceof LocalPieces pieces) || t.bytesPerDevice() * n != length) {
+                t.close();
+                return null;
+            }
+            if (in.views.length != n) in.views = new ByteBuffer[n];
+            for (int d = 0; d < n; d++) {
+                ByteBuffer v = pieces.writableView(d);
+                if (v == null) {
+                    t.close();
+                    return null;
+                }
+                in.views[d] = v;
+            }
+            in.pieceLength = (int) t.bytesPerDevice();
+            return t;
+        } catch (RuntimeException e) {
+            t.close();
+            throw e;
+        }
     }
 
     private boolean sameFrame(Inbound in) {
@@ -298,10 +358,37 @@ final class FrameAssembler implements FragmentHandler {
         }
         if (length == 0) return;
         int at = in.written;
-        buffer.getBytes(offset, in.bytes, at, length);
-        in.bytes.limit(at + length).position(at);
-        in.crc.update(in.bytes);
+        if (in.tensor == null) {
+            copyIn(in, in.bytes, at, buffer, offset, length);
+        } else {
+            int d = at / in.pieceLength;
+            int off = at - d * in.pieceLength;
+            if (off + length <= in.pieceLength) {
+                copyIn(in, in.views[d], off, buffer, offset, length);
+            } else {
+                copyAcrossPieces(in, d, off, buffer, offset, length);
+            }
+        }
         in.written = at + length;
+    }
+
+    /** Copies a fragment's bytes to {@code dst} at {@code at}, then checksums them there (while in cache). */
+    private static void copyIn(Inbound in, ByteBuffer dst, int at, DirectBuffer buffer, int offset, int length) {
+        buffer.getBytes(offset, dst, at, length);
+        dst.limit(at + length).position(at);
+        in.crc.update(dst);
+    }
+
+    /** A fragment that straddles the end of device {@code d}'s piece: each part into its own piece. */
+    private static void copyAcrossPieces(Inbound in, int d, int off, DirectBuffer buffer, int offset, int length) {
+        while (length > 0) {
+            int n = Math.min(length, in.pieceLength - off);
+            copyIn(in, in.views[d], off, buffer, offset, n);
+            offset += n;
+            length -= n;
+            d++;
+            off = 0;
+        }
     }
 
     private void endChunk(Inbound in) {
@@ -328,11 +415,18 @@ final class FrameAssembler implements FragmentHandler {
     }
 
     private void deliver(Inbound in) {
-        ByteBuffer bytes = in.bytes;
-        bytes.limit(in.payloadLength).position(0);
         FrameHeader h = in.header.withPayload(in.payloadLength, (int) in.crc.getValue());
-        AeronPayload payload = new AeronPayload(h, in.mesh, in.channel, bytes, buffers);
-        in.bytes = null;
+        TensorPayload payload;
+        if (in.tensor != null) {
+            payload = new InPlacePayload(h, in.channel, in.tensor);
+            in.tensor = null;
+            Arrays.fill(in.views, null);
+        } else {
+            ByteBuffer bytes = in.bytes;
+            bytes.limit(in.payloadLength).position(0);
+            payload = new AeronPayload(h, in.mesh, in.channel, bytes, buffers);
+            in.bytes = null;
+        }
         in.header = null;
         in.inFrame = false;
         try {
@@ -346,8 +440,7 @@ final class FrameAssembler implements FragmentHandler {
     private void drop(Inbound in, String problem) {
         String what = in.inFrame && in.header != null ? "frame " + in.sequence + " (" + in.header + ")" : "frame";
         in.resyncing = true;
-        buffers.release(in.bytes);
-        in.bytes = null;
+        release(in);
         in.header = null;
         in.inFrame = false;
         in.inChunk = false;
@@ -359,12 +452,25 @@ final class FrameAssembler implements FragmentHandler {
         }
     }
 
-    /** Gives back the buffers of frames in progress (the receive thread has stopped). */
-    void releaseAll() {
-        for (Inbound in : inbound.values()) {
-            buffers.release(in.bytes);
-            in.bytes = null;
+    /** Closes the tensor or gives back the buffer of the frame in progress, if any. */
+    private void release(Inbound in) {
+        buffers.release(in.bytes);
+        in.bytes = null;
+        Tensor t = in.tensor;
+        in.tensor = null;
+        Arrays.fill(in.views, null);
+        if (t != null) {
+            try {
+                t.close();
+            } catch (RuntimeException e) {
+                log.warn("{}: closing the tensor of a dropped frame failed", in.channel, e);
+            }
         }
+    }
+
+    /** Closes the tensors and gives back the buffers of frames in progress (the receive thread has stopped). */
+    void releaseAll() {
+        for (Inbound in : inbound.values()) release(in);
         inbound.clear();
     }
 }

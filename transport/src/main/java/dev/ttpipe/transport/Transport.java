@@ -1,5 +1,7 @@
 package dev.ttpipe.transport;
 
+import dev.ttpipe.device.Submesh;
+
 /**
  * Moves tensors between pipeline ranks: {@code local} (in one JVM, hands the tensor over without a
  * copy), {@code aeron} (IPC on one host, UDP across hosts) and {@code fabric} (device to device).
@@ -10,6 +12,16 @@ public interface Transport extends AutoCloseable {
 
     /** Delivers everything addressed to {@code rank} to {@code receiver}. */
     void bind(int rank, TensorReceiver receiver);
+
+    /**
+     * As {@link #bind(int, TensorReceiver)}, naming the submesh {@code rank}'s stage materializes its
+     * tensors on, so that a transport that can (Aeron, on a backend whose pieces are host memory)
+     * assembles each arriving tensor in that submesh's memory as it arrives, and materializing it
+     * copies nothing. Others ignore the submesh.
+     */
+    default void bind(int rank, Submesh submesh, TensorReceiver receiver) {
+        bind(rank, receiver);
+    }
 
     /** The channel from local rank {@code fromRank} to rank {@code toRank} (opened once, then reused). */
     TensorChannel channel(int fromRank, int toRank);

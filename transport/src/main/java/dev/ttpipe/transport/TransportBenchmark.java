@@ -27,11 +27,11 @@ import java.util.function.Consumer;
 
 /**
  * Tensor throughput of each transport on the real path, next to memcpy of the same size: a cpu
- * backend tensor on rank 0's submesh is sent to rank 1, whose "stage thread" materializes it on its
- * own submesh as a StageActor would. One iteration sends a batch of tensors back to back and waits
- * for the last to be materialized; the figure is the median over the timed iterations, after
- * warmup. Tensors are prepared outside the timed region. Prints nothing; {@code ttpipe bench
- * transport} formats the results.
+ * backend tensor on rank 0's submesh is sent to rank 1, bound with its submesh as a HostGuardian
+ * binds it, whose "stage thread" materializes it there as a StageActor would. One iteration sends a
+ * batch of tensors back to back and waits for the last to be materialized; the figure is the median
+ * over the timed iterations, after warmup. Tensors are prepared outside the timed region. Prints
+ * nothing; {@code ttpipe bench transport} formats the results.
  */
 public final class TransportBenchmark {
     public static final List<String> CHANNELS = List.of("local", "aeron-ipc", "aeron-udp");
@@ -49,8 +49,8 @@ public final class TransportBenchmark {
      * One channel at one size.
      *
      * @param copies      copies of the payload on the way (local: 0, the tensor object is handed over;
-     *                    aeron-ipc: into the term, into the receive buffer, onto the devices; aeron-udp:
-     *                    two more, through the kernel's socket buffers)
+     *                    aeron-ipc: into the term, then out of it straight into the receiving submesh's
+     *                    memory; aeron-udp: two more, through the kernel's socket buffers)
      * @param frames      tensors per timed iteration
      */
     public record Result(String channel, long bytes, double gbps, double memcpyGbps, int copies, int frames,
@@ -106,7 +106,7 @@ public final class TransportBenchmark {
         ExecutorService stage = Executors.newSingleThreadExecutor(r -> new Thread(r, "bench-stage-1"));
         AtomicReference<CountDownLatch> arrived = new AtomicReference<>();
         AtomicReference<String> failure = new AtomicReference<>();
-        t.bind(1, new TensorReceiver() {
+        t.bind(1, to, new TensorReceiver() {
             @Override
             public void onTensor(TensorPayload payload) {
                 stage.execute(() -> {
@@ -155,8 +155,8 @@ public final class TransportBenchmark {
     private static int copies(String channel) {
         return switch (channel) {
             case "local" -> 0;
-            case "aeron-ipc" -> 3;
-            default -> 5;
+            case "aeron-ipc" -> 2;
+            default -> 4;
         };
     }
 

@@ -28,7 +28,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Tensors whose pieces sit at the chunk edges and a 64 MiB one arrive intact over IPC and over UDP on
- * loopback. A 64 KiB term allows messages of at most 8 KiB (term / 8), the MTU is 8 KiB: by default a
+ * loopback, reassembled in a buffer or (bound with the submesh) assembled in place. A 64 KiB term allows messages of at most 8 KiB (term / 8), the MTU is 8 KiB: by default a
  * chunk fills one MTU (claimed in the term, one fragment per chunk); with chunks of a whole message
  * (8 KiB less the header) Aeron fragments each chunk and the receiver reassembles the fragments.
  */
@@ -42,13 +42,21 @@ class AeronChunkingTest {
     static final int MESSAGE_CHUNK = MESSAGE - FrameCodec.LENGTH;
     static final long JOB = 42;
 
+    /** Where, how cut, and whether rank 1 is bound with its submesh (frames assembled in its memory) or not. */
     enum Media {
-        IPC(MTU_CHUNK), UDP(MTU_CHUNK), IPC_MESSAGE_CHUNKS(MESSAGE_CHUNK), UDP_MESSAGE_CHUNKS(MESSAGE_CHUNK);
+        IPC(MTU_CHUNK, false), UDP(MTU_CHUNK, false), IPC_MESSAGE_CHUNKS(MESSAGE_CHUNK, false),
+        UDP_MESSAGE_CHUNKS(MESSAGE_CHUNK, false), IPC_IN_PLACE(MTU_CHUNK, true), UDP_MESSAGE_CHUNKS_IN_PLACE(MESSAGE_CHUNK, true);
 
         final int chunk;
+        final boolean inPlace;
 
-        Media(int chunk) {
+        Media(int chunk, boolean inPlace) {
             this.chunk = chunk;
+            this.inPlace = inPlace;
+        }
+
+        boolean ipc() {
+            return this == IPC || this == IPC_MESSAGE_CHUNKS || this == IPC_IN_PLACE;
         }
     }
 
@@ -65,7 +73,7 @@ class AeronChunkingTest {
         src = subs.get(0);
         dst = subs.get(1);
         for (Media m : Media.values()) {
-            AeronTransport.Config c = m == Media.IPC || m == Media.IPC_MESSAGE_CHUNKS
+            AeronTransport.Config c = m.ipc()
                     ? AeronTransport.Config.ipc(JOB, 0, 1)
                     : AeronTransport.Config.of(JOB, Map.of(0, AeronTransport.Endpoint.udp("127.0.0.1", freePort()),
                             1, AeronTransport.Endpoint.udp("127.0.0.1", freePort())), Set.of(0, 1));
@@ -76,7 +84,11 @@ class AeronChunkingTest {
         for (Media m : Media.values()) {
             Received r = new Received();
             received.put(m, r);
-            transports.get(m).bind(1, r);
+            if (m.inPlace) {
+                transports.get(m).bind(1, dst, r);
+            } else {
+                transports.get(m).bind(1, r);
+            }
         }
     }
 
@@ -117,6 +129,7 @@ class AeronChunkingTest {
         TensorPayload p = received.get(m).next();
         assertEquals(mb, p.header().microbatch());
         assertEquals(bytes, p.header().payloadBytes());
+        assertEquals(m.inPlace ? InPlacePayload.class : AeronPayload.class, p.getClass());
         try (Tensor r = p.materialize(dst)) {
             assertEquals(dst, r.submesh());
             assertEquals(shape, r.shape());

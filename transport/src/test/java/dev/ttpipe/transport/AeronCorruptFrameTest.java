@@ -8,9 +8,6 @@ import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Tensor;
 import dev.ttpipe.device.cpu.CpuMeshDevice;
-import io.aeron.Aeron;
-import io.aeron.ExclusivePublication;
-import io.aeron.Publication;
 import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -18,8 +15,6 @@ import org.junit.jupiter.api.Test;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.util.concurrent.TimeUnit;
-import java.util.zip.CRC32C;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -38,26 +33,19 @@ class AeronCorruptFrameTest {
 
     private AeronTransport transport;
     private Received received;
-    private Aeron client;
-    private ExclusivePublication raw;
-    private long sequence;
+    private RawPublisher raw;
 
     @BeforeEach
     void start() {
         transport = AeronTransport.start(AeronTransport.Config.ipc(JOB, 0, 1, 5).withTermLength(64 << 10));
         received = new Received();
         transport.bind(1, received);
-        client = Aeron.connect(new Aeron.Context().aeronDirectoryName(transport.aeronDirectory().toString()));
-        raw = client.addExclusivePublication("aeron:ipc?session-id=5", AeronTransport.STREAM_BASE + 1);
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        while (!raw.isConnected() && System.nanoTime() < deadline) Thread.onSpinWait();
-        assertTrue(raw.isConnected());
+        raw = new RawPublisher(transport, JOB, 5, 1);
     }
 
     @AfterEach
     void stop() {
         raw.close();
-        client.close();
         transport.close();
     }
 
@@ -68,39 +56,11 @@ class AeronCorruptFrameTest {
         for (int i = 0; i < 32; i++) p.putFloat(microbatch + i);
         FrameHeader h = new FrameHeader(JOB, 3, 5, 1, microbatch, TensorKind.GRADIENT, DType.FP32, SHAPE,
                 Layout.REPLICATED, 0, 0);
-        long seq = sequence++;
-        CRC32C crc = new CRC32C();
-        UnsafeBuffer[] chunks = new UnsafeBuffer[2];
-        for (int i = 0; i < 2; i++) {
-            UnsafeBuffer b = new UnsafeBuffer(ByteBuffer.allocateDirect(FrameCodec.LENGTH + 64));
-            FrameCodec c = new FrameCodec().wrapForEncode(b, 0);
-            c.encodeFrame(JOB, seq, 5, 1, h, DType.FP32, SHAPE, Layout.REPLICATED, MESH, 128, 2);
-            crc.update(payload, 64 * i, 64);
-            c.encodeChunk(i, 64L * i, 64, (int) crc.getValue());
-            b.putBytes(FrameCodec.LENGTH, payload, 64 * i, 64);
-            seal(b);
-            chunks[i] = b;
-        }
-        return chunks;
-    }
-
-    /** Rewrites the header CRC after a deliberate change, so that the change itself is what the receiver sees. */
-    private static void seal(UnsafeBuffer b) {
-        CRC32C crc = new CRC32C();
-        ByteBuffer bytes = b.byteBuffer().duplicate();
-        bytes.limit(FrameCodec.HEADER_CRC_OFFSET).position(0);
-        crc.update(bytes);
-        new FrameCodec().wrapForEncode(b, 0).encodeHeaderCrc((int) crc.getValue());
+        return raw.frame(h, MESH, payload, 0, 64, 128);
     }
 
     private void publish(UnsafeBuffer... messages) {
-        for (UnsafeBuffer m : messages) {
-            long r;
-            while ((r = raw.offer(m, 0, m.capacity())) < 0) {
-                assertTrue(r == Publication.BACK_PRESSURED || r == Publication.ADMIN_ACTION, "offer: " + r);
-                Thread.onSpinWait();
-            }
-        }
+        raw.publish(messages);
     }
 
     /** The next good frame arrives, with its values, and nothing arrived before it. */
@@ -159,7 +119,7 @@ class AeronCorruptFrameTest {
         UnsafeBuffer[] f = frame(1);
         for (UnsafeBuffer c : f) {
             c.putLong(FrameCodec.PAYLOAD_LENGTH_OFFSET, 124, ByteOrder.LITTLE_ENDIAN);
-            seal(c);
+            RawPublisher.seal(c);
         }
         publish(f);
         assertDropped("payload of 124 bytes, but FP32[16] with layout [R, R] on a [1, 2] submesh is 128");
@@ -170,13 +130,13 @@ class AeronCorruptFrameTest {
     void impossibleDtypeOrShardIsDropped() {
         UnsafeBuffer[] f = frame(1);
         f[0].putByte(FrameCodec.DTYPE_OFFSET, (byte) 9);
-        seal(f[0]);
+        RawPublisher.seal(f[0]);
         publish(f);
         assertDropped("unknown dtype 9");
         UnsafeBuffer[] g = frame(2);
         g[0].putByte(FrameCodec.PLACEMENT1_OFFSET, (byte) 1);      // S(...) on mesh axis 1
         g[0].putByte(FrameCodec.PLACEMENT1_OFFSET + 1, (byte) 4);  // of dim 4, but the shape has one dim
-        seal(g[0]);
+        RawPublisher.seal(g[0]);
         publish(g);
         assertDropped("unknown layout codes");
         goodFrameStillArrives(3);
@@ -189,12 +149,12 @@ class AeronCorruptFrameTest {
         assertDropped("chunk 1 of frame 0 arrived without the frame's first chunk");
         UnsafeBuffer[] g = frame(2);
         g[1].putInt(FrameCodec.CHUNK_INDEX_OFFSET, 5, ByteOrder.LITTLE_ENDIAN);
-        seal(g[1]);
+        RawPublisher.seal(g[1]);
         publish(g);
         assertDropped("chunk index 5 of 2 chunks");
         UnsafeBuffer[] h = frame(3);
         h[1].putLong(FrameCodec.CHUNK_OFFSET_OFFSET, 32, ByteOrder.LITTLE_ENDIAN);
-        seal(h[1]);
+        RawPublisher.seal(h[1]);
         publish(h);
         assertDropped("chunk 1 of 2 says bytes [32, 96) of 128, expected it to start at 64");
         goodFrameStillArrives(4);
@@ -205,7 +165,7 @@ class AeronCorruptFrameTest {
         UnsafeBuffer[] f = frame(1);
         for (UnsafeBuffer c : f) {
             c.putLong(FrameCodec.JOB_ID_OFFSET, 8, ByteOrder.LITTLE_ENDIAN);
-            seal(c);
+            RawPublisher.seal(c);
         }
         publish(f[0]);
         assertDropped("frame of job 8 on the transport of job 7");

@@ -112,7 +112,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         for (Map.Entry<Integer, Submesh> e : submeshes.entrySet()) {
             int r = e.getKey();
             ActorRef<StageActor.Command> ref = ctx.spawn(StageActor.create(plan, r, e.getValue(), transport), "rank-" + r);
-            transport.bind(r, StageActor.receiverFor(r, ref));
+            transport.bind(r, e.getValue(), StageActor.receiverFor(r, ref));
             ctx.watchWith(ref, new RankStopped(r));
             ranks[r] = ref;
             local.put(r, true);

@@ -589,6 +589,16 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
         }));
     }
 
+    /**
+     * Thread-safe: {@link #allocate} reads only final state, charges {@link DeviceMemory} (synchronized)
+     * and takes buffers from the devices' {@link NativeAllocator}s (synchronized); a mesh that closes
+     * meanwhile makes it throw. The pieces are whatever the allocator's cache held.
+     */
+    @Override
+    public Tensor allocateLocal(Shape s, Layout layout, DType dtype) {
+        return allocateForLocal(s, layout, dtype);
+    }
+
     /** Copies {@code t}'s pieces into a new tensor on this submesh (a socket's receive side). */
     CpuTensor receive(CpuTensor t) {
         CpuTensor copy = (CpuTensor) allocate(t.shape(), t.layout(), t.dtype());

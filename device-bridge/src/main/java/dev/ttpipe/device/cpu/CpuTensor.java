@@ -11,7 +11,8 @@ import java.nio.ByteOrder;
 
 /**
  * A tensor of the cpu backend: one native buffer per device of its submesh. Its pieces are host
- * memory, so {@link #hostView} gives them to a byte transport without a copy.
+ * memory, so {@link #hostView} gives them to a byte transport without a copy, and
+ * {@link #writableView} lets a byte transport assemble what it receives in place.
  */
 final class CpuTensor extends MeshTensor implements LocalPieces {
     private final CpuSubmesh submesh;
@@ -66,6 +67,13 @@ final class CpuTensor extends MeshTensor implements LocalPieces {
         requireOpen("hostView");
         requireDevice("hostView", device);
         return piece(device).bytes.slice(0, (int) bytesPerDevice()).asReadOnlyBuffer().order(ByteOrder.nativeOrder());
+    }
+
+    @Override
+    public ByteBuffer writableView(int device) {
+        requireOpen("writableView");
+        requireDevice("writableView", device);
+        return piece(device).bytes.slice(0, (int) bytesPerDevice()).order(ByteOrder.nativeOrder());
     }
 
     /** Runs {@code read} keeping the mesh from freeing the pieces meanwhile (see {@link CpuMeshDevice#enter}). */

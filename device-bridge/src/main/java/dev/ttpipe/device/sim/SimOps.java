@@ -92,6 +92,12 @@ final class SimOps extends CheckedOps implements LocalPiecesOps {
         return out;
     }
 
+    /** Null: sim pieces hold no bytes to write in place (a transport uses {@link #fromLocalBytes}). */
+    @Override
+    public Tensor allocateLocal(Shape shape, Layout layout, DType dtype) {
+        return null;
+    }
+
     @Override
     protected void fillKernel(MeshTensor t, float value) {
         memoryBound(t);

@@ -58,4 +58,10 @@ final class SimTensor extends MeshTensor implements LocalPieces {
     public ByteBuffer hostView(int device) {
         return null;
     }
+
+    /** Null: a sim tensor has no memory to write. */
+    @Override
+    public ByteBuffer writableView(int device) {
+        return null;
+    }
 }

@@ -50,7 +50,10 @@ public abstract class CheckedOps implements Ops {
     /** Whether {@code t} is a tensor of this backend (the class check of {@link #arg}). */
     protected abstract boolean isOwnTensor(Tensor t);
 
-    /** A new tensor on this submesh, charged to its devices; contents undefined. */
+    /**
+     * A new tensor on this submesh, charged to its devices; contents undefined. Must be thread-safe
+     * where the backend offers {@link LocalPiecesOps#allocateLocal} (which calls it from any thread).
+     */
     protected abstract MeshTensor allocate(Shape shape, Layout layout, DType dtype);
 
     /** A tensor sharing {@code base}'s storage with a new shape and layout (same local element count). */
@@ -213,8 +216,7 @@ public abstract class CheckedOps implements Ops {
         requireNonNull(op, "src", src);
         requireNonNull(op, "shape", shape);
         requireNonNull(op, "dtype", dtype);
-        Layout l = dtype == DType.INT32 ? creatable(op, shape, layout)
-                : LayoutRules.normalize(op, shape, layout, submesh.shape());
+        Layout l = localLayout(op, shape, layout, dtype);
         long piece = Sharding.localShape(shape, l, submesh.shape()).numel() * dtype.bytes();
         long total = piece * submesh.shape().size();
         if (src.remaining() != total) {
@@ -223,6 +225,23 @@ public abstract class CheckedOps implements Ops {
                     + " (" + piece + " per device)");
         }
         return allocate(shape, l, dtype);
+    }
+
+    /**
+     * For backends implementing {@link LocalPiecesOps#allocateLocal}: checks its arguments as
+     * {@link #allocateForLocalBytes} does and allocates the tensor, uninitialised. Thread-safe where
+     * the backend's {@link #allocate} is (the checks touch no state).
+     */
+    protected final MeshTensor allocateForLocal(Shape shape, Layout layout, DType dtype) {
+        String op = "allocateLocal";
+        requireNonNull(op, "shape", shape);
+        requireNonNull(op, "dtype", dtype);
+        return allocate(shape, localLayout(op, shape, layout, dtype), dtype);
+    }
+
+    /** The normalised layout of raw local pieces: any layout, Partial only for float types. */
+    private Layout localLayout(String op, Shape shape, Layout layout, DType dtype) {
+        return dtype == DType.INT32 ? creatable(op, shape, layout) : LayoutRules.normalize(op, shape, layout, submesh.shape());
     }
 
     @Override

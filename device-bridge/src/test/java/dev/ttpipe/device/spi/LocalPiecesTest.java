@@ -73,6 +73,51 @@ class LocalPiecesTest {
     }
 
     @Test
+    void allocateLocalIsFilledInPlaceThroughWritableViews() {
+        try (MeshDevice mesh = open("cpu")) {
+            Submesh s = mesh.createSubmeshes(new MeshShape(1, 2)).get(1);
+            Tensor t = ((LocalPiecesOps) s.ops()).allocateLocal(Shape.of(2, 3), Layout.shard(0, 1), DType.FP32);
+            assertEquals(3 * 4, s.maxInUse(), "charged like any tensor");
+            for (int d = 0; d < 2; d++) {
+                ByteBuffer v = ((LocalPieces) t).writableView(d);
+                assertTrue(v.isDirect() && !v.isReadOnly());
+                assertEquals(12, v.remaining());
+                for (int i = 0; i < 3; i++) v.putFloat(4 * i, 10 * d + i);
+            }
+            assertArrayEquals(new float[] {0, 1, 2, 10, 11, 12}, t.toHost());
+            t.close();
+            assertEquals(0, s.maxInUse());
+            assertThrows(DeviceException.class, () -> ((LocalPieces) t).writableView(0));
+            assertThrows(DeviceException.class, () -> ((LocalPiecesOps) s.ops()).allocateLocal(Shape.of(4),
+                    new Layout(Placement.REPLICATE, Placement.PARTIAL), DType.INT32));
+        }
+    }
+
+    @Test
+    void allocateLocalFromAnotherThreadWhileTheSubmeshComputes() throws Exception {
+        try (MeshDevice mesh = open("cpu")) {
+            Submesh s = mesh.createSubmeshes(new MeshShape(1, 2)).get(0);
+            LocalPiecesOps raw = (LocalPiecesOps) s.ops();
+            java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
+            Thread receiver = new Thread(() -> {
+                try {
+                    for (int i = 0; i < 2000; i++) raw.allocateLocal(Shape.of(64 + 2 * (i % 7), 32), Layout.shard(0, 1), DType.FP32).close();
+                } catch (Throwable e) {
+                    failure.set(e);
+                }
+            });
+            receiver.start();
+            try (Tensor x = s.ops().full(Shape.of(64, 32), Layout.shard(0, 1), DType.FP32, 1f)) {
+                while (receiver.isAlive()) s.ops().copy(x).close();
+                assertEquals(64 * 32 * 4 / 2, s.maxInUse(), "only x is left");
+            }
+            receiver.join();
+            assertNull(failure.get());
+            assertEquals(0, s.maxInUse());
+        }
+    }
+
+    @Test
     void bf16AndInt32KeepTheirRawBytes() {
         try (MeshDevice mesh = open("cpu")) {
             Submesh s = mesh.asSubmesh();
@@ -126,6 +171,8 @@ class LocalPiecesTest {
             Submesh s = mesh.asSubmesh();
             Tensor x = s.ops().zeros(Shape.of(4, 4), Layout.shard(0, 1), DType.FP32);
             assertNull(((LocalPieces) x).hostView(0));
+            assertNull(((LocalPieces) x).writableView(0));
+            assertNull(((LocalPiecesOps) s.ops()).allocateLocal(x.shape(), x.layout(), DType.FP32));
             ByteBuffer bytes = bytesOf(x);
             assertEquals(4 * 16, bytes.remaining());
             Tensor y = ((LocalPiecesOps) s.ops()).fromLocalBytes(bytes, x.shape(), x.layout(), DType.FP32);
