@@ -42,7 +42,9 @@ import java.util.concurrent.TimeUnit;
  * arrive through the transport and wait in buffers until their action is due.
  *
  * <p>Static mode runs the row in order (a RECV waits for its data; SENDs hand the tensor to the
- * transport and move on). Ready-first mode runs whichever compute action is ready, keeping to the
+ * transport and move on, or, when the tensor is still being computed, when it is done). Like a
+ * device command queue, the device queue holds up to {@link #QUEUE_DEPTH} compute actions, so the
+ * next kernel is already queued when the current one ends. Ready-first mode runs whichever compute action is ready, keeping to the
  * static schedule's per-stage in-flight limit and to ascending microbatch order of weight-gradient
  * accumulation (so the sums, and therefore the results, are the same bit for bit).
  */
@@ -85,7 +87,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     public record RunOnDevice(java.util.function.Function<List<Stage>, Object> work, ActorRef<Object> replyTo) implements Command {
     }
 
-    private record ComputeDone(Action action, Tensor output, LossOutput loss, long startNs, long endNs) implements Command {
+    private record ComputeDone(Action action, Tensor output, LossOutput loss, long startNs, long endNs, int queueDepth)
+            implements Command {
     }
 
     private record ComputeFailed(Action action, Throwable error) implements Command {
@@ -127,6 +130,13 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         return Behaviors.setup(ctx -> new StageActor(ctx, plan, rank, submesh, transport));
     }
 
+    /**
+     * Compute actions the actor keeps on the device queue: the running one and the next, so the device
+     * goes from one kernel straight to the next instead of waiting for the actor to hear of the first
+     * one's end (two thread hand-offs, tens of microseconds).
+     */
+    static final int QUEUE_DEPTH = 2;
+
     private final JobPlan plan;
     private final int rank;
     private final Submesh submesh;
@@ -142,8 +152,10 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     // Per pass (actor thread only):
     private BeginPass pass;
     private int position;
-    private boolean busy;
-    private Action running;
+    /** Compute actions on the device queue, oldest (running) first: at most {@link #QUEUE_DEPTH}. */
+    private final java.util.ArrayDeque<Action> queued = new java.util.ArrayDeque<>();
+    /** Remote SENDs (static mode) whose tensor is still being computed: sent as soon as it exists. */
+    private final java.util.Set<Long> sendOnCompletion = new java.util.HashSet<>();
     private final Map<Long, TensorPayload> forwardIn = new HashMap<>();
     private final Map<Long, TensorPayload> backwardIn = new HashMap<>();
     private final Map<Long, Tensor> forwardOut = new HashMap<>();
@@ -233,6 +245,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         java.util.Arrays.fill(lastWeightMb, -1);
         forwardDone.clear();
         inputGradDone.clear();
+        sendOnCompletion.clear();
         events.clear();
         losses.clear();
         advance();
@@ -247,11 +260,17 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         }
         long key = key(h.toStage(), h.microbatch());
         (h.kind() == TensorKind.ACTIVATION ? forwardIn : backwardIn).put(key, m.payload());
+        if (pass != null && plan.readyFirst()) {
+            // No RECV in the row to time here: mark the arrival so telemetry knows when the data came.
+            long now = System.nanoTime();
+            record(new Action(h.toStage(), h.kind() == TensorKind.ACTIVATION ? ActionKind.RECV_F : ActionKind.RECV_B,
+                    h.microbatch()), now, now, 0, 0);
+        }
         if (pass != null) advance();
         return this;
     }
 
-    /** Runs as much of the row as is ready: comm actions inline, at most one compute action on the device queue. */
+    /** Runs as much of the row as is ready: comm actions inline, up to QUEUE_DEPTH compute actions on the device queue. */
     private void advance() {
         if (pass == null || failed) return;
         if (plan.readyFirst()) {
@@ -259,12 +278,13 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         } else {
             advanceStatic();
         }
-        if (!busy && allDone()) finishPass();
+        if (queued.isEmpty() && allDone()) finishPass();
     }
 
     private void advanceStatic() {
-        while (!busy && position < row.size()) {
+        while (position < row.size()) {
             Action a = row.get(position);
+            if (a.kind().isCompute() && queued.size() >= QUEUE_DEPTH) return;
             if (!tryRun(position, a)) return;
             position++;
         }
@@ -272,15 +292,14 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
 
     private void advanceReadyFirst() {
         // Comm actions are implicit here: outputs are sent as soon as they exist, arrivals wait in buffers.
-        if (busy) return;
-        for (int i = 0; i < row.size(); i++) {
+        for (int i = 0; i < row.size() && queued.size() < QUEUE_DEPTH; i++) {
             if (done[i]) continue;
             Action a = row.get(i);
             if (!a.kind().isCompute()) {
                 done[i] = true; // satisfied implicitly
                 continue;
             }
-            if (readyFirstAllows(a) && tryRun(i, a)) return;
+            if (readyFirstAllows(a)) tryRun(i, a);
         }
     }
 
@@ -323,7 +342,12 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             case SEND_B: {
                 Map<Long, Tensor> out = a.kind() == ActionKind.SEND_F ? forwardOut : backwardOut;
                 Tensor t = out.remove(key);
-                if (t == null) return false;
+                if (t == null) {
+                    // Its producer is still on the device queue (the row runs in order): send it when it is done.
+                    sendOnCompletion.add(key * 2 + (a.kind() == ActionKind.SEND_F ? 0 : 1));
+                    done[index] = true;
+                    return true;
+                }
                 long start = System.nanoTime();
                 long bytes = send(a.kind() == ActionKind.SEND_F ? TensorKind.ACTIVATION : TensorKind.GRADIENT, s, mb, t);
                 record(a, start, System.nanoTime(), bytes, 0);
@@ -353,10 +377,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         TensorPayload in = a.kind() == ActionKind.F ? forwardIn.remove(key)
                 : (a.kind() == ActionKind.B || a.kind() == ActionKind.I) ? backwardIn.remove(key) : null;
         BeginPass p = pass;
-        int queued = forwardIn.size() + backwardIn.size();
-        busy = true;
-        running = a;
-        queueDepthAtStart = queued;
+        int buffered = forwardIn.size() + backwardIn.size();
+        queued.addLast(a);
         done[index] = true;
         if (a.kind() == ActionKind.F) inFlight[s]++;
         ActorRef<Command> self = getContext().getSelf();
@@ -392,19 +414,16 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                         throw new IllegalStateException("not a compute action: " + a);
                 }
                 submesh.synchronize();
-                self.tell(new ComputeDone(a, output, loss, start, System.nanoTime()));
+                self.tell(new ComputeDone(a, output, loss, start, System.nanoTime(), buffered));
             } catch (Throwable t) {
                 self.tell(new ComputeFailed(a, t));
             }
         });
     }
 
-    private int queueDepthAtStart;
-
     private Behavior<Command> onComputeDone(ComputeDone m) {
         Action a = m.action();
-        busy = false;
-        running = null;
+        queued.pollFirst();
         actionsRun++;
         int s = a.stage(), mb = a.microbatch();
         if (failed) {
@@ -437,7 +456,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                 break;
         }
         events.add(new ActionEvent(rank, s, a.kind().name(), mb, pass.pass(), m.startNs(), m.endNs(), 0, 0,
-                queueDepthAtStart, stashed, submesh.maxInUse()));
+                m.queueDepth(), stashed, submesh.maxInUse()));
         advance();
         return this;
     }
@@ -450,7 +469,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             (kind == TensorKind.ACTIVATION ? forwardIn : backwardIn).put(key, new LocalPayload(h, t));
             return;
         }
-        if (plan.readyFirst()) {
+        if (plan.readyFirst() || sendOnCompletion.remove(key(from, mb) * 2 + (kind == TensorKind.ACTIVATION ? 0 : 1))) {
             long start = System.nanoTime();
             long bytes = send(kind, from, mb, t);
             record(new Action(from, kind == TensorKind.ACTIVATION ? ActionKind.SEND_F : ActionKind.SEND_B, mb),
@@ -494,8 +513,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     }
 
     private Behavior<Command> onComputeFailed(ComputeFailed m) {
-        busy = false;
-        running = null;
+        if (m.action().kind().isCompute()) queued.pollFirst();
         if (failed) return this;
         failed = true;
         Action a = m.action();
@@ -517,6 +535,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         backwardIn.clear();
         forwardOut.clear();
         backwardOut.clear();
+        sendOnCompletion.clear();
         stashed = 0;
         pass = null;
         device.execute(() -> stages.values().forEach(Stage::abortStep));
@@ -575,7 +594,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     // ---- queries --------------------------------------------------------------------------------------
 
     private Behavior<Command> onGetStats(GetStats m) {
-        m.replyTo().tell(new StageStats(rank, running == null ? null : running.toString(), busy, position, row.size(),
+        Action running = queued.peekFirst();
+        m.replyTo().tell(new StageStats(rank, running == null ? null : running.toString(), running != null, position, row.size(),
                 forwardIn.size() + backwardIn.size(), stashed, submesh.maxInUse(), submesh.maxPeak(), actionsRun));
         return this;
     }

@@ -6,6 +6,7 @@ import dev.ttpipe.schedules.SimResult;
 import dev.ttpipe.schedules.Simulator;
 
 import java.util.List;
+import java.util.Map;
 
 /**
  * What a measured step says about the pipeline: per rank the busy time (compute actions of the
@@ -80,30 +81,58 @@ public final class StepAnalysis {
     /**
      * The runtime's own cost between two compute actions of a rank when the second one's data was
      * already there: from the end of one kernel to the start of the next (actor message, bookkeeping,
-     * hand-over to the device queue). Nanoseconds, one entry per such pair.
+     * hand-over to the device queue). Nanoseconds, one entry per such pair. An action's data is there
+     * when its RECV ended (the transport delivered it) or, for a tensor from a stage on the same rank,
+     * when the producing action ended; a pair whose second action's data came after the first one
+     * ended measures waiting, not the runtime, and is left out.
      */
     private static double[] dispatchGaps(List<ActionEvent> events, int ranks) {
         List<Double> out = new java.util.ArrayList<>();
         for (int r = 0; r < ranks; r++) {
-            List<ActionEvent> row = new java.util.ArrayList<>();
-            for (ActionEvent e : events) if (e.rank() == r && e.pass() >= 0) row.add(e);
-            row.sort(java.util.Comparator.comparingLong(ActionEvent::startNs));
+            List<ActionEvent> compute = new java.util.ArrayList<>();
+            Map<String, ActionEvent> byLabel = new java.util.HashMap<>();
+            for (ActionEvent e : events) {
+                if (e.rank() != r || e.pass() < 0) continue;
+                byLabel.put(e.pass() + ":" + e.label(), e);
+                if (e.isCompute() && kindIndex(e.kind()) >= 0) compute.add(e);
+            }
+            compute.sort(java.util.Comparator.comparingLong(ActionEvent::startNs));
             ActionEvent prev = null;
-            boolean waited = false;
-            for (ActionEvent e : row) {
-                if (!e.isCompute()) {
-                    if (e.kind().startsWith("RECV") && prev != null && e.endNs() > prev.endNs()) waited = true;
-                    continue;
+            for (ActionEvent e : compute) {
+                if (prev != null && e.pass() == prev.pass() && dataReadyNs(e, byLabel) <= prev.endNs()) {
+                    out.add((double) (e.startNs() - prev.endNs()));
                 }
-                if (kindIndex(e.kind()) < 0) continue;
-                if (prev != null && !waited && e.pass() == prev.pass()) out.add((double) (e.startNs() - prev.endNs()));
                 prev = e;
-                waited = false;
             }
         }
         double[] a = new double[out.size()];
         for (int i = 0; i < a.length; i++) a[i] = out.get(i);
         return a;
+    }
+
+    /** When {@code e}'s input was on the rank: its RECV's end, else its same-rank producer's end, else the pass start. */
+    private static long dataReadyNs(ActionEvent e, Map<String, ActionEvent> byLabel) {
+        String pass = e.pass() + ":";
+        int s = e.stage(), mb = e.microbatch();
+        String recv, producer;
+        switch (e.kind()) {
+            case "F":
+                recv = s + "RECV_F" + mb;
+                producer = (s - 1) + "F" + mb;
+                break;
+            case "B":
+            case "I":
+                recv = s + "RECV_B" + mb;
+                ActionEvent b = byLabel.get(pass + (s + 1) + "B" + mb);
+                producer = (s + 1) + (b != null ? "B" : "I") + mb;
+                break;
+            default: // W: after its own I
+                recv = null;
+                producer = s + "I" + mb;
+        }
+        ActionEvent got = recv == null ? null : byLabel.get(pass + recv);
+        if (got == null) got = byLabel.get(pass + producer);
+        return got == null ? Long.MIN_VALUE : got.endNs();
     }
 
     /** Median runtime overhead between back-to-back compute actions, microseconds (NaN if none). */
