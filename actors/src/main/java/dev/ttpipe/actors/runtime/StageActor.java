@@ -101,8 +101,13 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private record Initialized(Throwable error) implements Command {
     }
 
-    /** A snapshot for monitoring. */
-    public record StageStats(int rank, String currentAction, boolean busy, int rowPosition, int rowLength,
+    /**
+     * A snapshot for monitoring.
+     *
+     * @param currentAction the oldest compute action on the device queue (running, or next to run), or null
+     * @param queuedActions compute actions on the device queue, at most {@link #QUEUE_DEPTH}
+     */
+    public record StageStats(int rank, String currentAction, boolean busy, int queuedActions, int rowPosition, int rowLength,
                              int bufferedArrivals, int stashedMicrobatches, long memoryInUse, long memoryPeak,
                              long actionsRun) implements ClusterMessage {
     }
@@ -330,10 +335,11 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             case RECV_B: {
                 Map<Long, TensorPayload> buffer = a.kind() == ActionKind.RECV_F ? forwardIn : backwardIn;
                 long now = System.nanoTime();
-                Long waitStart = recvWaitStart.putIfAbsent(key * 2 + (a.kind() == ActionKind.RECV_F ? 0 : 1), now);
+                long wait = directed(key, a.kind() == ActionKind.RECV_F);
+                Long waitStart = recvWaitStart.putIfAbsent(wait, now);
                 if (!buffer.containsKey(key)) return false;
                 long start = waitStart == null ? now : waitStart;
-                recvWaitStart.remove(key * 2 + (a.kind() == ActionKind.RECV_F ? 0 : 1));
+                recvWaitStart.remove(wait);
                 record(a, start, now, 0, now - start);
                 done[index] = true;
                 return true;
@@ -344,7 +350,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                 Tensor t = out.remove(key);
                 if (t == null) {
                     // Its producer is still on the device queue (the row runs in order): send it when it is done.
-                    sendOnCompletion.add(key * 2 + (a.kind() == ActionKind.SEND_F ? 0 : 1));
+                    sendOnCompletion.add(directed(key, a.kind() == ActionKind.SEND_F));
                     done[index] = true;
                     return true;
                 }
@@ -469,7 +475,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             (kind == TensorKind.ACTIVATION ? forwardIn : backwardIn).put(key, new LocalPayload(h, t));
             return;
         }
-        if (plan.readyFirst() || sendOnCompletion.remove(key(from, mb) * 2 + (kind == TensorKind.ACTIVATION ? 0 : 1))) {
+        if (plan.readyFirst() || sendOnCompletion.remove(directed(key(from, mb), kind == TensorKind.ACTIVATION))) {
             long start = System.nanoTime();
             long bytes = send(kind, from, mb, t);
             record(new Action(from, kind == TensorKind.ACTIVATION ? ActionKind.SEND_F : ActionKind.SEND_B, mb),
@@ -595,7 +601,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
 
     private Behavior<Command> onGetStats(GetStats m) {
         Action running = queued.peekFirst();
-        m.replyTo().tell(new StageStats(rank, running == null ? null : running.toString(), running != null, position, row.size(),
+        m.replyTo().tell(new StageStats(rank, running == null ? null : running.toString(), running != null, queued.size(), position, row.size(),
                 forwardIn.size() + backwardIn.size(), stashed, submesh.maxInUse(), submesh.maxPeak(), actionsRun));
         return this;
     }
@@ -658,6 +664,11 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
 
     private static long key(int stage, int mb) {
         return ((long) stage << 32) | (mb & 0xffffffffL);
+    }
+
+    /** {@code key} told apart by direction: forward (activations) or backward (gradients). */
+    private static long directed(long key, boolean forward) {
+        return key * 2 + (forward ? 0 : 1);
     }
 
     /** A tensor passed between two stages of this rank: already on the right submesh. */

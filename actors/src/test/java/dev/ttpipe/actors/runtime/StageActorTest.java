@@ -12,6 +12,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -49,6 +50,39 @@ class StageActorTest {
             System.out.println("stats answered in " + Arrays.toString(micros) + " us while the kernel ran");
             assertTrue(micros[micros.length / 2] < 50_000, "median answer took " + micros[micros.length / 2] + " us");
             kernel.get(20, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    void keepsTheNextComputeActionOnTheDeviceQueueBehindTheRunningOne() throws Exception {
+        JobPlan plan = tiny("cpu");
+        Batch batch = TextDataset.of(TEXT, 0.1).trainBatch(1, 0, plan.batchSize(), 8);
+        try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
+            CountDownLatch inside = new CountDownLatch(1);
+            CountDownLatch release = new CountDownLatch(1);
+            CompletableFuture<Object> blocker = CompletableFuture.supplyAsync(() -> runtime.onDevice(0, stages -> {
+                inside.countDown();                                  // rank 0's device queue is held here
+                try {
+                    return release.await(20, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            }));
+            assertTrue(inside.await(10, TimeUnit.SECONDS));
+            CompletableFuture<Coordinator.StepReport> step = CompletableFuture.supplyAsync(() -> runtime.step(0, List.of(batch)));
+            // Rank 0 holds the first stage: F0 and F1 need no input, so both go on its queue at once.
+            StageActor.StageStats stats = runtime.stats(0, Duration.ofSeconds(5));
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (stats.queuedActions() < 2 && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+                stats = runtime.stats(0, Duration.ofSeconds(5));
+            }
+            assertEquals(2, stats.queuedActions(), "rank 0's queue: " + stats);
+            assertEquals("0F0", stats.currentAction());
+            release.countDown();
+            assertTrue((Boolean) blocker.get(20, TimeUnit.SECONDS));
+            assertTrue(Double.isFinite(step.get(60, TimeUnit.SECONDS).loss()), "the step finishes once the queue moves");
+            assertEquals(0, runtime.stats(0, Duration.ofSeconds(5)).queuedActions());
         }
     }
 
