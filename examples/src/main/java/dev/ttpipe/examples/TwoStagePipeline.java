@@ -1,13 +1,13 @@
 package dev.ttpipe.examples;
 
-import dev.ttpipe.actors.runtime.Coordinator;
+import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.OptimizerSpec;
 import dev.ttpipe.stages.data.TextDataset;
 
-import java.util.List;
 import java.util.Locale;
 
 /**
@@ -28,7 +28,7 @@ public final class TwoStagePipeline {
 
     /** Trains for {@code steps} steps and returns the loss of every step. */
     public static double[] train(int steps) {
-        double[] losses = new double[steps];
+        double[] losses;
         String text = "the pipeline keeps every stage busy; the bubble is what remains. ".repeat(200);
         TextDataset data = TextDataset.of(text, 0.1);
 
@@ -39,18 +39,15 @@ public final class TwoStagePipeline {
                 .schedule("1f1b")
                 .microbatches(4).microbatchSize(4).seqLen(32)
                 .optimizer(OptimizerSpec.adamw(3e-3, 0.01))
-                .backend("cpu")
+                .backend(Backend.CPU)
                 .build();
 
+        // The training loop of `ttpipe train`: batches, progress, the per-rank table, validation and samples.
+        TrainingJob job = TrainingJob.of(plan, data, steps);
         try (PipelineRuntime pipeline = PipelineRuntime.start(plan)) {
-            for (int step = 0; step < steps; step++) {
-                var batch = data.trainBatch(plan.seed(), step, plan.batchSize(), plan.seqLen());
-                Coordinator.StepReport r = pipeline.step(step, List.of(batch));
-                losses[step] = r.loss();
-                if (step % 5 == 0 || step == steps - 1) {
-                    System.out.printf(Locale.ROOT, "step %2d  loss %.4f  %.0f ms%n", step, r.loss(), r.seconds() * 1e3);
-                }
-            }
+            losses = job.run(pipeline, null, System.out).losses();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
         }
         return losses;
     }

@@ -9,9 +9,9 @@ import java.util.Map;
 /**
  * A timeline in Chrome's trace event format (JSON), which Perfetto and chrome://tracing open.
  *
- * <p>One process per rank, named "rank r" with a {@code process_name} metadata event; each action
- * a complete event ({@code ph:"X"}) named in the action notation ({@code 2F0}), with its kind as
- * category; a flow arrow ({@code ph:"s"} then {@code ph:"f"}, {@code bp:"e"}, matching ids) from
+ * <p>The layout of {@link TraceLayout} (one process per rank, a compute and a communication track
+ * per stage), the same as the runtime's measured trace; each action a complete event
+ * ({@code ph:"X"}) named in the action notation ({@code 2F0}), with its kind as category; a flow arrow ({@code ph:"s"} then {@code ph:"f"}, {@code bp:"e"}, matching ids) from
  * every action that sends data to another rank to the action that receives it: SEND to RECV in a
  * lowered schedule, producing to consuming compute action in a compute-only one.
  */
@@ -32,19 +32,13 @@ public final class ChromeTrace {
         json.append("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":").append(quote(schedule.name()))
                 .append(",\"makespan\":").append(num(result.makespan())).append(",\"bubble_fraction\":")
                 .append(num(result.bubbleFraction())).append("},\n\"traceEvents\":[\n");
-        for (int r = 0; r < schedule.ranks(); r++) {
-            json.append("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":").append(r)
-                    .append(",\"tid\":0,\"args\":{\"name\":\"rank ").append(r).append("\"}},\n");
-            json.append("{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":").append(r)
-                    .append(",\"tid\":0,\"args\":{\"sort_index\":").append(r).append("}},\n");
-            json.append("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":").append(r)
-                    .append(",\"tid\":0,\"args\":{\"name\":\"stages ").append(stageList(schedule, r)).append("\"}},\n");
-        }
+        for (String m : TraceLayout.metadata(schedule)) json.append(m).append(",\n");
         double t0 = result.start();
         for (TimedAction e : events) {
             Action a = e.action();
-            json.append("{\"name\":\"").append(a).append("\",\"cat\":\"").append(a.kind().name())
-                    .append("\",\"ph\":\"X\",\"pid\":").append(e.rank()).append(",\"tid\":0,\"ts\":")
+            json.append("{\"name\":\"").append(TraceLayout.spanName(a)).append("\",\"cat\":\"").append(a.kind().name())
+                    .append("\",\"ph\":\"X\",\"pid\":").append(TraceLayout.pid(e.rank())).append(",\"tid\":")
+                    .append(TraceLayout.tid(a)).append(",\"ts\":")
                     .append(num((e.start() - t0) * microsPerUnit)).append(",\"dur\":").append(num(e.duration() * microsPerUnit))
                     .append(",\"args\":{\"stage\":").append(a.stage()).append(",\"microbatch\":").append(a.microbatch())
                     .append("}},\n");
@@ -55,11 +49,11 @@ public final class ChromeTrace {
             TimedAction to = events.get(flow[1]);
             id++;
             json.append("{\"name\":\"").append(from.action()).append(" -> ").append(to.action())
-                    .append("\",\"cat\":\"dataflow\",\"ph\":\"s\",\"id\":").append(id).append(",\"pid\":").append(from.rank())
-                    .append(",\"tid\":0,\"ts\":").append(num((middle(from) - t0) * microsPerUnit)).append("},\n");
+                    .append("\",\"cat\":\"dataflow\",\"ph\":\"s\",\"id\":").append(id).append(",\"pid\":").append(TraceLayout.pid(from.rank()))
+                    .append(",\"tid\":").append(TraceLayout.tid(from.action())).append(",\"ts\":").append(num((middle(from) - t0) * microsPerUnit)).append("},\n");
             json.append("{\"name\":\"").append(from.action()).append(" -> ").append(to.action())
                     .append("\",\"cat\":\"dataflow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":").append(id).append(",\"pid\":")
-                    .append(to.rank()).append(",\"tid\":0,\"ts\":").append(num((middle(to) - t0) * microsPerUnit)).append("},\n");
+                    .append(TraceLayout.pid(to.rank())).append(",\"tid\":").append(TraceLayout.tid(to.action())).append(",\"ts\":").append(num((middle(to) - t0) * microsPerUnit)).append("},\n");
         }
         int last = json.lastIndexOf(",\n");
         if (last >= 0 && last == json.length() - 2) json.setLength(last);
@@ -98,12 +92,6 @@ public final class ChromeTrace {
     /** Flow ends bind to the slice enclosing their timestamp: the middle is inside it, never on a neighbour's edge. */
     private static double middle(TimedAction e) {
         return (e.start() + e.end()) / 2;
-    }
-
-    private static String stageList(Schedule schedule, int rank) {
-        StringBuilder out = new StringBuilder();
-        for (int s : schedule.stagesOfRank(rank)) out.append(out.length() == 0 ? "" : ",").append(s);
-        return out.toString();
     }
 
     private static String num(double v) {

@@ -67,6 +67,25 @@ public final class CostModel {
                 .backwardWeight(backwardWeight).comm(comm).build();
     }
 
+    /**
+     * One stage's whole backward B and its halves I and W, from those known (null: not known), by
+     * the rule every cost model follows ({@link Builder}): a missing B is I + W; missing I and W are
+     * B / 2 each; one missing of I and W is B minus the other. With neither B nor both halves known,
+     * B defaults to {@code defaultBackward}.
+     *
+     * @return {B, I, W}
+     * @throws IllegalArgumentException when a half is larger than B
+     */
+    public static double[] backwardParts(Double b, Double i, Double w, double defaultBackward) {
+        Builder builder = builder().forward(0);
+        if (b == null && (i == null || w == null)) b = defaultBackward;
+        if (b != null) builder.backward(b);
+        if (i != null) builder.backwardInput(i);
+        if (w != null) builder.backwardWeight(w);
+        CostModel c = builder.build();
+        return new double[]{c.backward(0), c.backwardInput(0), c.backwardWeight(0)};
+    }
+
     public static Builder builder() {
         return new Builder();
     }

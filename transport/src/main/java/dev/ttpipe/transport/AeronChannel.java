@@ -46,7 +46,7 @@ final class AeronChannel implements TensorChannel {
     private final String name;
     private final int from;
     private final int to;
-    private final long jobId;
+    private final java.util.function.LongSupplier jobId;
     private final ExclusivePublication publication;
     private final long connectTimeoutNs;
     private final int maxChunk;
@@ -73,7 +73,7 @@ final class AeronChannel implements TensorChannel {
     private record Send(FrameHeader header, Tensor tensor, CompletableFuture<Void> done) {
     }
 
-    AeronChannel(String name, int from, int to, long jobId, ExclusivePublication publication, long connectTimeoutNs,
+    AeronChannel(String name, int from, int to, java.util.function.LongSupplier jobId, ExclusivePublication publication, long connectTimeoutNs,
                  int maxChunkBytes, Runnable onClose) {
         this.name = name;
         this.from = from;
@@ -112,10 +112,11 @@ final class AeronChannel implements TensorChannel {
             if (tensor != null) tensor.close();
             return CompletableFuture.failedFuture(new TransportException(name + ": send needs a header and a tensor"));
         }
-        if (h.jobId() != jobId) {
+        long job = jobId.getAsLong();
+        if (h.jobId() != job) {
             tensor.close();
-            return CompletableFuture.failedFuture(new TransportException(name + ": " + h + " belongs to job " + h.jobId()
-                    + ", this transport carries job " + jobId));
+            return CompletableFuture.failedFuture(new TransportException(name + ": " + h + " belongs to job "
+                    + Long.toHexString(h.jobId()) + ", this transport carries job " + Long.toHexString(job)));
         }
         CompletableFuture<Void> done = new CompletableFuture<>();
         queue.add(new Send(h, tensor, done));
@@ -185,7 +186,7 @@ final class AeronChannel implements TensorChannel {
         }
         int chunksPerPiece = (int) ((piece + maxChunk - 1) / maxChunk);
         int chunkCount = total == 0 ? 1 : devices * chunksPerPiece;
-        codec.wrapForEncode(header, 0).encodeFrame(jobId, sequence++, from, to, h, dtype, shape, layout, mesh, total,
+        codec.wrapForEncode(header, 0).encodeFrame(jobId.getAsLong(), sequence++, from, to, h, dtype, shape, layout, mesh, total,
                 chunkCount);
         payloadCrc.reset();
         if (total == 0) {

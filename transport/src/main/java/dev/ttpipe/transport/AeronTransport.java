@@ -73,6 +73,8 @@ public final class AeronTransport implements Transport {
     static final int MAX_IPC_MTU = 65504;
 
     private final Config config;
+    /** The job whose frames this transport carries: {@link Config#jobId()} until {@link #adoptJob} says otherwise. */
+    private final java.util.concurrent.atomic.AtomicLong job = new java.util.concurrent.atomic.AtomicLong();
     private final EmbeddedDriver driver;
     private final Aeron aeron;
     private final ReceiveBuffers buffers = new ReceiveBuffers();
@@ -252,6 +254,7 @@ public final class AeronTransport implements Transport {
 
     private AeronTransport(Config config, EmbeddedDriver driver, Aeron aeron) {
         this.config = config;
+        this.job.set(config.jobId());
         this.driver = driver;
         this.aeron = aeron;
         this.receiveThread = new Thread(this::receiveLoop, "ttpipe-aeron-receive");
@@ -290,6 +293,16 @@ public final class AeronTransport implements Transport {
         Path base = Files.isDirectory(shm) && Files.isWritable(shm) ? shm : Path.of(System.getProperty("java.io.tmpdir"));
         return base.resolve(String.format(Locale.ROOT, "ttpipe-aeron-%d-%08x", SystemUtil.getPid(),
                 ThreadLocalRandom.current().nextInt()));
+    }
+
+    @Override
+    public void adoptJob(long jobId) {
+        job.set(jobId);
+    }
+
+    /** The job id on the frames it sends and accepts. */
+    public long jobId() {
+        return job.get();
     }
 
     @Override
@@ -342,7 +355,7 @@ public final class AeronTransport implements Transport {
             throw new TransportException("aeron transport: cannot receive for rank " + rank + " at " + e + ": "
                     + ex.getMessage(), ex);
         }
-        FrameAssembler a = new FrameAssembler(rank, config.jobId(), MAX_PAYLOAD, sub, buffers,
+        FrameAssembler a = new FrameAssembler(rank, job::get, MAX_PAYLOAD, sub, buffers,
                 session -> channelName(session, rank), receiver, submesh);
         byRank.put(rank, a);
         FrameAssembler[] next = Arrays.copyOf(assemblers, assemblers.length + 1);
@@ -381,7 +394,7 @@ public final class AeronTransport implements Transport {
             throw new TransportException(channelName(from, to) + ": cannot open: " + ex.getMessage(), ex);
         }
         String name = channelName(from, to);
-        return new AeronChannel(name, from, to, config.jobId(), pub, config.connectTimeout().toNanos(),
+        return new AeronChannel(name, from, to, job::get, pub, config.connectTimeout().toNanos(),
                 config.maxChunkBytes(), () -> channels.remove(key));
     }
 

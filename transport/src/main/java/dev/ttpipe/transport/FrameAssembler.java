@@ -52,7 +52,7 @@ final class FrameAssembler implements FragmentHandler {
     private static final int FRAGMENT_LIMIT = 32;
 
     private final int rank;
-    private final long jobId;
+    private final java.util.function.LongSupplier jobId;
     private final long maxPayload;
     private final Subscription subscription;
     private final ReceiveBuffers buffers;
@@ -95,7 +95,7 @@ final class FrameAssembler implements FragmentHandler {
         }
     }
 
-    FrameAssembler(int rank, long jobId, long maxPayload, Subscription subscription, ReceiveBuffers buffers,
+    FrameAssembler(int rank, java.util.function.LongSupplier jobId, long maxPayload, Subscription subscription, ReceiveBuffers buffers,
                    IntFunction<String> channelOfSession, TensorReceiver receiver, Submesh submesh) {
         this.rank = rank;
         this.jobId = jobId;
@@ -223,7 +223,9 @@ final class FrameAssembler implements FragmentHandler {
 
     /** Whether the chunk is for this job and rank from the session's rank, and its index is in range; null if so. */
     private String checkAddress(int session) {
-        if (codec.jobId() != jobId) return "frame of job " + codec.jobId() + " on the transport of job " + jobId;
+        if (codec.jobId() != jobId.getAsLong()) {
+            return "frame of job " + Long.toHexString(codec.jobId()) + " on the transport of job " + Long.toHexString(jobId.getAsLong());
+        }
         if (codec.toRank() != rank) return "frame for rank " + codec.toRank() + " arrived at rank " + rank;
         if (codec.fromRank() != session) {
             return "frame says it comes from rank " + codec.fromRank() + ", its stream session is " + session;

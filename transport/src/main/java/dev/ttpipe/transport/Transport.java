@@ -23,6 +23,15 @@ public interface Transport extends AutoCloseable {
         bind(rank, receiver);
     }
 
+    /**
+     * Makes {@code jobId} the job this transport carries: frames it sends are stamped with it and
+     * frames of any other job are dropped. A multi-process job agrees on one random id at start-up
+     * (rank 0 makes it), so two jobs on the same hosts and ports never take each other's tensors.
+     * Called before the first tensor moves. Transports that cannot meet another job ignore it.
+     */
+    default void adoptJob(long jobId) {
+    }
+
     /** The channel from local rank {@code fromRank} to rank {@code toRank} (opened once, then reused). */
     TensorChannel channel(int fromRank, int toRank);
 

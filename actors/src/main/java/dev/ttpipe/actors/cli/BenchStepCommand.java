@@ -2,7 +2,10 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.JobPlan;
-import dev.ttpipe.actors.runtime.PlanBuilder;
+import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.actors.runtime.Coordinator;
+import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.MeshDevice;
@@ -23,13 +26,15 @@ import java.util.concurrent.Callable;
 
 /**
  * {@code ttpipe bench step CONFIG}: training steps of the reference trainer (all blocks on one
- * submesh, no pipeline), with ms/step, tokens/s and model-FLOPs utilisation against this
- * machine's computed peak. Prints figures; never passes or fails on them.
+ * submesh, no pipeline) and, when the config has more than one rank, of the pipeline as
+ * {@code ttpipe train} runs it, each with ms/step, tokens/s and model-FLOPs utilisation against this
+ * machine's measured FMA peak, labelled with which one it is. Prints figures; never passes or fails on them.
  */
 @Command(name = "step",
         mixinStandardHelpOptions = true,
-        description = {"Time training steps of the reference trainer (no pipeline) and report ms/step, tokens/s and MFU:",
-                "model FLOPs per step (6 x parameters x tokens + attention) / (step time x this machine's peak)."},
+        description = {"Time training steps of the reference trainer (no pipeline) and, for a config with P > 1 ranks, of the",
+                "pipeline; report ms/step, tokens/s and MFU for each: model FLOPs per step (6 x parameters x tokens +",
+                "attention) / (step time x this machine's measured FMA peak)."},
         footer = {"", "Examples:",
                 "  ttpipe bench step configs/bench/gpt-s.yaml",
                 "  ttpipe bench step configs/bench/gpt-s.yaml --steps 5 --json"})
@@ -50,64 +55,99 @@ public final class BenchStepCommand implements Callable<Integer> {
     public Integer call() {
         if (steps < 1) throw new UserInputException("--steps: " + steps + " given, expected a positive integer");
         TtpipeConfig cfg = job.resolve(config, null);
-        if (!"cpu".equals(cfg.device.backend)) {
+        if (cfg.device.backend != Backend.CPU) {
             throw new UserInputException(cfg.origins.where("device_config.backend") + ": '" + cfg.device.backend
                     + "' given, expected cpu (bench step measures real math on this machine)");
         }
-        RunData data = RunData.load(cfg);
-        JobPlan plan = PlanBuilder.build(cfg, data.dataset().tokenizer().vocabSize());
+        TrainingJob training = TrainingJob.fromConfig(cfg);
+        JobPlan plan = training.plan();
         int threads = cfg.device.threads > 0 ? cfg.device.threads : Runtime.getRuntime().availableProcessors();
         MachinePeak peak = MachinePeak.measure(threads);
-        int batch = cfg.training.batchSize, seq = plan.seqLen();
-        double flops = plan.model().trainingFlops((long) batch * seq, seq);
+        int seq = plan.seqLen();
+        long tokensPerStep = (long) plan.batchSize() * seq * plan.accumulation();
+        double flops = plan.model().trainingFlops(tokensPerStep, seq);
         if (!json) {
             System.out.printf(Locale.ROOT, "bench step: %s, %s %d blocks x %d dim, %d heads, vocab %d, batch %d x %d tokens, %d threads%n",
                     config, plan.model().type().name().toLowerCase(Locale.ROOT), plan.model().numBlocks(),
-                    plan.model().embeddingDim(), plan.model().numHeads(), plan.model().vocabSize(), batch, seq, threads);
+                    plan.model().embeddingDim(), plan.model().numHeads(), plan.model().vocabSize(), plan.batchSize(), seq, threads);
+            System.out.printf(Locale.ROOT, "machine peak: %.1f GFLOP/s (%s)%n", peak.gflops(), peak.how());
         }
-        double[] seconds = new double[steps];
-        double lastLoss;
-        try (MeshDevice mesh = Backends.open("cpu", plan.rankMesh(), plan.meshOptions().withThreads(threads));
+        List<Figure> figures = new ArrayList<>();
+        String refName = "reference trainer (all blocks on one " + plan.rankMesh() + " submesh, no pipeline)";
+        if (!json) System.out.println(refName + ":");
+        double[] ref = new double[steps];
+        try (MeshDevice mesh = Backends.open(Backend.CPU.id(), plan.rankMesh(), plan.meshOptions().withThreads(threads));
              ReferenceTrainer t = new ReferenceTrainer(plan.model(), mesh.asSubmesh(), plan.parallelism(), plan.seed(),
                      plan.optimizer(), plan.lr(), plan.clipMaxNorm(), 1)) {
-            lastLoss = t.step(0, batches(data, plan, 0)).loss();              // warm-up: JIT, allocator
+            double loss = t.step(0, training.batches(0)).loss();              // warm-up: JIT, allocator
             for (int s = 0; s < steps; s++) {
-                List<Batch> b = batches(data, plan, s + 1);
+                List<Batch> b = training.batches(s + 1);
                 long t0 = System.nanoTime();
-                lastLoss = t.step(s + 1, b).loss();
-                seconds[s] = (System.nanoTime() - t0) / 1e9;
-                if (!json) System.out.printf(Locale.ROOT, "  step %d: %.1f ms, loss %.4f%n", s + 1, seconds[s] * 1e3, lastLoss);
+                loss = t.step(s + 1, b).loss();
+                ref[s] = (System.nanoTime() - t0) / 1e9;
+                if (!json) System.out.printf(Locale.ROOT, "  step %d: %.1f ms, loss %.4f%n", s + 1, ref[s] * 1e3, loss);
+            }
+            figures.add(new Figure("reference", refName, ref, loss));
+        }
+        if (plan.ranks() > 1) {
+            String pipeName = "pipeline (" + plan.stages() + " stages on " + plan.ranks() + " ranks, " + plan.schedule().name() + ", "
+                    + plan.microbatches() + " microbatches, as `ttpipe train` runs it)";
+            if (!json) System.out.println(pipeName + ":");
+            double[] pipe = new double[steps];
+            double loss;
+            try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
+                loss = runtime.step(0, training.batches(0)).loss();
+                for (int s = 0; s < steps; s++) {
+                    Coordinator.StepReport r = runtime.step(s + 1, training.batches(s + 1));
+                    pipe[s] = r.seconds();
+                    loss = r.loss();
+                    if (!json) System.out.printf(Locale.ROOT, "  step %d: %.1f ms, loss %.4f%n", s + 1, pipe[s] * 1e3, loss);
+                }
+            }
+            figures.add(new Figure("pipeline", pipeName, pipe, loss));
+        }
+        if (json) {
+            StringBuilder sb = new StringBuilder("{\"config\":" + Json.str(config.toString()) + ",\"model_gflop_per_step\":"
+                    + Json.num(flops / 1e9) + ",\"tokens_per_step\":" + tokensPerStep + ",\"peak_gflops\":" + Json.num(peak.gflops())
+                    + ",\"peak\":" + Json.str(peak.how()) + ",\"parameters\":" + parameters(plan) + ",\"steps\":" + steps);
+            for (Figure f : figures) {
+                double median = f.median();
+                sb.append(",\"").append(f.key()).append("\":{\"what\":").append(Json.str(f.what()))
+                        .append(",\"ms_per_step\":").append(Json.num(median * 1e3))
+                        .append(",\"tokens_per_second\":").append(Json.num(tokensPerStep / median))
+                        .append(",\"achieved_gflops\":").append(Json.num(flops / median / 1e9))
+                        .append(",\"mfu\":").append(Json.num(flops / median / 1e9 / peak.gflops()))
+                        .append(",\"loss\":").append(Json.num(f.loss())).append('}');
+            }
+            System.out.println(sb.append('}'));
+        } else {
+            for (Figure f : figures) {
+                double median = f.median();
+                double achieved = flops / median / 1e9;
+                System.out.printf(Locale.ROOT, "%s: median %.1f ms/step (of %d), %.0f tokens/s, %.1f model GFLOP/step -> %.1f GFLOP/s,"
+                                + " MFU %.1f%% of the measured peak%n", f.key(), median * 1e3, steps, tokensPerStep / median,
+                        flops / 1e9, achieved, 100 * achieved / peak.gflops());
+            }
+            if (figures.size() == 2) {
+                System.out.printf(Locale.ROOT, "pipeline / reference step time: %.2f (same run)%n",
+                        figures.get(1).median() / figures.get(0).median());
             }
         }
-        double[] sorted = seconds.clone();
-        Arrays.sort(sorted);
-        double median = sorted[steps / 2];
-        double tokensPerSecond = batch * (double) seq / median;
-        double achieved = flops / median / 1e9;
-        double mfu = achieved / peak.gflops();
-        if (json) {
-            System.out.println("{\"config\":" + Json.str(config.toString()) + ",\"ms_per_step\":" + Json.num(median * 1e3)
-                    + ",\"tokens_per_second\":" + Json.num(tokensPerSecond) + ",\"mfu\":" + Json.num(mfu)
-                    + ",\"model_gflop_per_step\":" + Json.num(flops / 1e9) + ",\"achieved_gflops\":" + Json.num(achieved)
-                    + ",\"peak_gflops\":" + Json.num(peak.gflops()) + ",\"peak\":" + Json.str(peak.how())
-                    + ",\"parameters\":" + parameters(plan) + ",\"steps\":" + steps + ",\"loss\":" + Json.num(lastLoss) + "}");
-        } else {
-            System.out.printf(Locale.ROOT, "median %.1f ms/step (of %d), %.0f tokens/s, %.1f model GFLOP/step -> %.1f GFLOP/s%n",
-                    median * 1e3, steps, tokensPerSecond, flops / 1e9, achieved);
-            System.out.printf(Locale.ROOT, "MFU %.1f%% of peak %.1f GFLOP/s (%s)%n", 100 * mfu, peak.gflops(), peak.how());
-        }
         return Main.EXIT_OK;
+    }
+
+    /** The timed steps of one way to train. */
+    private record Figure(String key, String what, double[] seconds, double loss) {
+        double median() {
+            double[] s = seconds.clone();
+            Arrays.sort(s);
+            return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+        }
     }
 
     private static long parameters(JobPlan plan) {
         var m = plan.model();
         return m.numBlocks() * m.blockParameters() + (long) m.vocabSize() * m.embeddingDim() * 2
                 + (m.isLlama() ? 0 : (long) m.maxSequenceLength() * m.embeddingDim());
-    }
-
-    private static List<Batch> batches(RunData data, JobPlan plan, int step) {
-        List<Batch> out = new ArrayList<>();
-        out.add(data.dataset().trainBatch(plan.seed(), step, plan.batchSize(), plan.seqLen()));
-        return out;
     }
 }

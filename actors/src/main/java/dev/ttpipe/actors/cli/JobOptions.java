@@ -3,12 +3,13 @@ package dev.ttpipe.actors.cli;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.ConfigValidator;
 import dev.ttpipe.actors.config.TtpipeConfig;
-import dev.ttpipe.device.Backends;
+import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.actors.config.PipelineMode;
+import dev.ttpipe.actors.config.YamlSection;
 import picocli.CommandLine.Option;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.Locale;
 
 /**
  * The flags that override a config's common keys, shared by train, verify and worker. Each flag
@@ -66,6 +67,7 @@ public final class JobOptions {
         TtpipeConfig cfg = file == null ? ConfigLoader.readResource(defaultResource) : ConfigLoader.read(file);
         apply(cfg);
         ConfigValidator.validate(cfg);
+        for (String note : cfg.origins.notes()) System.err.println("ttpipe: " + note);
         return cfg;
     }
 
@@ -114,18 +116,17 @@ public final class JobOptions {
             cfg.origins.recordFlag("training_config.batch_size", "--batch-size");
         }
         if (backend != null) {
-            String b = backend.toLowerCase(Locale.ROOT);
-            if (!Backends.NAMES.contains(b)) {
-                throw new UserInputException("--backend: '" + backend + "' given, expected one of " + String.join(", ", Backends.NAMES));
+            Backend b = YamlSection.parseEnum(backend, Backend.class);
+            if (b == null) {
+                throw new UserInputException("--backend: '" + backend + "' given, expected one of "
+                        + String.join(", ", YamlSection.enumNames(Backend.class)));
             }
             cfg.device.backend = b;
             cfg.origins.recordFlag("device_config.backend", "--backend");
         }
         if (mode != null) {
-            String m = mode.toLowerCase(Locale.ROOT).replace('-', '_');
-            if (!m.equals("static") && !m.equals("ready_first")) {
-                throw new UserInputException("--mode: '" + mode + "' given, expected static or ready-first");
-            }
+            PipelineMode m = YamlSection.parseEnum(mode, PipelineMode.class);
+            if (m == null) throw new UserInputException("--mode: '" + mode + "' given, expected static or ready-first");
             cfg.pipeline().mode = m;
             cfg.origins.recordFlag(pp + "mode", "--mode");
         }

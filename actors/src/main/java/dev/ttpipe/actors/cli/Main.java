@@ -32,9 +32,9 @@ import java.io.PrintWriter;
         footer = {"", "Run 'ttpipe COMMAND --help' for a command's options and examples."})
 public final class Main implements Runnable {
 
-    public static final int EXIT_OK = 0;
-    public static final int EXIT_FAILURE = 1;
-    public static final int EXIT_BAD_INPUT = 2;
+    public static final int EXIT_OK = dev.ttpipe.actors.ExitCodes.OK;
+    public static final int EXIT_FAILURE = dev.ttpipe.actors.ExitCodes.FAILURE;
+    public static final int EXIT_BAD_INPUT = dev.ttpipe.actors.ExitCodes.BAD_INPUT;
 
     @Option(names = "--verbose", scope = CommandLine.ScopeType.INHERIT,
             description = "Debug logging, and stack traces on errors.")

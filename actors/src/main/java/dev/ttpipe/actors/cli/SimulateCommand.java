@@ -228,19 +228,16 @@ public final class SimulateCommand implements Callable<Integer> {
         Double i = given.get("i");
         Double w = given.get("w");
         double comm = given.getOrDefault("comm", 0.0);
-        if (b == null) b = i != null && w != null ? i + w : 2.0;
-        if (i == null && w == null) {
-            i = b / 2;
-            w = b / 2;
-        } else if (i == null) {
-            i = b - w;
-        } else if (w == null) {
-            w = b - i;
-        }
-        if (i < 0 || w < 0) {
-            throw new UserInputException("--costs: b=" + b + " is smaller than " + (i < 0 ? "w=" + w : "i=" + i)
+        double[] biw;
+        try {
+            biw = dev.ttpipe.schedules.CostModel.backwardParts(b, i, w, 2.0);
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException("--costs: b=" + b + " is smaller than " + (i != null && i > b ? "i=" + i : "w=" + w)
                     + ", expected b >= i and b >= w (b is the whole backward, i + w)");
         }
+        b = biw[0];
+        i = biw[1];
+        w = biw[2];
         return new RankCosts(f, b, i, w, comm);
     }
 

@@ -1,8 +1,8 @@
 package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.config.TtpipeConfig;
-import dev.ttpipe.actors.runtime.JobPlan;
-import dev.ttpipe.actors.runtime.PlanBuilder;
+import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
@@ -43,10 +43,11 @@ public final class TrainCommand implements Callable<Integer> {
             String stem = job.data.getFileName().toString().replaceFirst("\\.[^.]*$", "");
             cfg.training.projectName = stem.isEmpty() ? "train" : stem;
         }
-        RunData data = RunData.load(cfg);
-        JobPlan plan = PlanBuilder.build(cfg, data.dataset().tokenizer().vocabSize());
-        Path dir = TrainingRun.newRunDir(cfg, runDir);
-        new TrainingRun(cfg, data, plan, dir, System.out).run();
+        TrainingJob job = TrainingJob.fromConfig(cfg);
+        Path dir = TrainingJob.newRunDir(cfg, runDir);
+        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan())) {
+            job.run(runtime, dir, System.out);
+        }
         return Main.EXIT_OK;
     }
 }

@@ -1,12 +1,9 @@
 package dev.ttpipe.actors.cli;
 
-import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.TtpipeConfig;
-import dev.ttpipe.actors.runtime.Deployment;
-import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.multihost.Worker;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
-import dev.ttpipe.actors.runtime.PlanBuilder;
-import dev.ttpipe.transport.AeronTransport;
+import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
@@ -14,9 +11,6 @@ import picocli.CommandLine.Parameters;
 
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.LinkedHashMap;
-import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.Callable;
 
 /**
@@ -60,24 +54,10 @@ public final class WorkerCommand implements Callable<Integer> {
         if (rank < 0 || rank >= ranks) {
             throw new UserInputException("--rank: " + rank + " given, expected 0.." + (ranks - 1) + " (the job has " + ranks + " ranks)");
         }
-        if (!"aeron".equals(cfg.multihost.socketType)) {
-            throw new ConfigException(cfg.origins.where("multihost_config.socket_type") + ": '" + cfg.multihost.socketType
-                    + "' given, expected aeron for a job whose ranks run in separate processes");
-        }
-        RunData data = RunData.load(cfg);
-        JobPlan plan = PlanBuilder.build(cfg, data.dataset().tokenizer().vocabSize());
-        Deployment deployment = Deployment.of(cfg);
-        Deployment.Binding me = deployment.rank(rank);
-        System.out.println("rank " + rank + " of " + ranks + ": control " + me.controlAddress() + ", data " + me.host() + ":"
-                + me.dataPort() + (rank == 0 ? " (seed, coordinator)" : ", seed " + deployment.seed().controlAddress()));
-        AeronTransport transport = AeronTransport.start(aeronConfig(plan, deployment, rank));
-        PipelineRuntime runtime;
-        try {
-            runtime = PipelineRuntime.startWorker(plan, deployment, rank, transport, Duration.ofSeconds(joinTimeout));
-        } catch (RuntimeException e) {
-            transport.close();
-            throw e;
-        }
+        TrainingJob training = TrainingJob.fromConfig(cfg);
+        Worker worker = new Worker(training, rank);
+        System.out.println(worker.describe());
+        PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout));
         if (rank != 0) {
             String failure;
             try (runtime) {
@@ -93,8 +73,7 @@ public final class WorkerCommand implements Callable<Integer> {
         }
         String failure = null;
         try {
-            Path dir = TrainingRun.newRunDir(cfg, runDir);
-            new TrainingRun(cfg, data, plan, dir, System.out).run(runtime);
+            training.run(runtime, TrainingJob.newRunDir(cfg, runDir), System.out);
             return Main.EXIT_OK;
         } catch (RuntimeException e) {
             failure = e.getMessage();
@@ -102,11 +81,5 @@ public final class WorkerCommand implements Callable<Integer> {
         } finally {
             runtime.close(failure);
         }
-    }
-
-    static AeronTransport.Config aeronConfig(JobPlan plan, Deployment d, int rank) {
-        Map<Integer, AeronTransport.Endpoint> endpoints = new LinkedHashMap<>();
-        for (Deployment.Binding b : d.bindings()) endpoints.put(b.rank(), AeronTransport.Endpoint.udp(b.host(), b.dataPort()));
-        return AeronTransport.Config.of(plan.seed(), endpoints, Set.of(rank));
     }
 }

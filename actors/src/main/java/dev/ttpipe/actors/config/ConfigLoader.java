@@ -27,14 +27,11 @@ import java.util.TreeMap;
  * did-you-mean. TTML's own keys that ttpipe has no use for (wandb, moreh AdamW, ...) are accepted.
  */
 public final class ConfigLoader {
-    static final List<String> BACKENDS = List.of("cpu", "sim", "ttnn");
-    static final List<String> SOCKET_TYPES = List.of("local", "aeron", "fabric");
     static final List<String> MODEL_TYPES = List.of("gpt2", "llama");
     static final List<String> RUNNER_TYPES = List.of("default", "memory_efficient");
     static final List<String> OPTIMIZERS = List.of("adamw", "sgd");
     static final List<String> SCHEDULERS = List.of("identity", "warmup_linear", "cosine");
     static final List<String> DTYPES = List.of("fp32", "bf16");
-    static final List<String> MODES = List.of("static", "ready_first");
     static final List<String> TOKENIZERS = List.of("char");
     static final List<String> POSITIONAL = List.of("trainable", "rope", "none");
 
@@ -151,8 +148,10 @@ public final class ConfigLoader {
         t.checkpointDir = resolve(baseDir, s.string("checkpoint_dir", t.checkpointDir));
         t.runsDir = s.string("runs_dir", t.runsDir);
         // TTML keys accepted as they are; ttpipe has no use for them.
-        s.accept("model_type", "use_moreh_adamw", "use_kahan_summation", "use_no_op", "model_path",
-                "tokenizer_path", "save_and_exit", "model_config", "transformer_config");
+        t.modelPath = resolve(baseDir, s.string("model_path", t.modelPath));
+        t.tokenizerPath = resolve(baseDir, s.string("tokenizer_path", t.tokenizerPath));
+        s.accept("model_type", "use_moreh_adamw", "use_kahan_summation", "use_no_op", "save_and_exit", "model_config",
+                "transformer_config");
     }
 
     private static void readModelConfigFile(YamlSection training, TtpipeConfig cfg, Path baseDir, ConfigProblems problems) {
@@ -197,7 +196,7 @@ public final class ConfigLoader {
     }
 
     private static void readDevice(YamlSection s, TtpipeConfig.DeviceConfig d, Path baseDir) {
-        d.backend = s.choice("backend", d.backend, BACKENDS);
+        d.backend = s.choice("backend", d.backend, Backend.class);
         List<Integer> shape = s.integers("mesh_shape", d.meshShape);
         if (shape.size() < 1 || shape.size() > 2 || shape.stream().anyMatch(x -> x < 1)) {
             s.problems().add(s.keyPath("mesh_shape"), shape.toString(), "[rows, cols] with both >= 1, such as [1, 2]");
@@ -225,11 +224,12 @@ public final class ConfigLoader {
         m.enabled = s.bool("enabled", m.enabled);
         m.numWorkers = s.integer("num_workers", m.numWorkers, 0, 4096);
         String socket = s.string("socket_type", null);
-        if (socket != null && socket.equalsIgnoreCase("mpi")) {
-            s.problems().add(s.keyPath("socket_type"), socket,
-                    "one of " + String.join(", ", SOCKET_TYPES) + " (ttpipe moves tensors over Aeron instead of MPI: use aeron)");
+        if (socket != null && socket.trim().equalsIgnoreCase("mpi")) {
+            // TTML's default: ttpipe moves tensors over Aeron where TTML uses MPI, so its files load as they are.
+            m.socketType = SocketType.AERON;
+            s.problems().note(s.keyPath("socket_type"), "'mpi' read as aeron (ttpipe moves tensors over Aeron, not MPI)");
         } else {
-            m.socketType = s.choice("socket_type", m.socketType, SOCKET_TYPES);
+            m.socketType = s.choice("socket_type", m.socketType, SocketType.class);
         }
         m.bindHost = s.string("bind_host", m.bindHost);
         YamlSection p = s.section("pipeline_parallel_config");
@@ -246,7 +246,7 @@ public final class ConfigLoader {
             p.numMicrobatches = s.integer("num_microbatches", p.numMicrobatches, 1, 1 << 20);
             p.schedule = s.string("schedule", p.schedule);
             p.virtualStages = s.integer("virtual_stages", p.virtualStages, 0, 64);
-            p.mode = s.choice("mode", p.mode, MODES);
+            p.mode = s.choice("mode", p.mode, PipelineMode.class);
             Node n = s.node("blocks_per_rank");
             if (n == null || YamlSection.isNull(n)) return;
             String key = s.keyPath("blocks_per_rank");

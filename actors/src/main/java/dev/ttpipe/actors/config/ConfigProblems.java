@@ -14,6 +14,7 @@ public final class ConfigProblems {
     private final Map<String, Integer> lines = new HashMap<>();
     private final Map<String, String> flags = new HashMap<>();
     private final List<String> problems = new ArrayList<>();
+    private final List<String> notes = new ArrayList<>();
 
     public ConfigProblems(String file) {
         this.file = file;
@@ -58,6 +59,16 @@ public final class ConfigProblems {
     /** Adds {@code where(keyPath): value given, expected ...}. */
     public void add(String keyPath, Object given, String expected) {
         problems.add(where(keyPath) + ": " + show(given) + " given, expected " + expected);
+    }
+
+    /** Something the user should know that is not a problem ({@code socket_type: mpi} read as aeron). */
+    public void note(String keyPath, String message) {
+        String n = where(keyPath) + ": " + message;
+        if (!notes.contains(n)) notes.add(n);
+    }
+
+    public List<String> notes() {
+        return notes;
     }
 
     void addRaw(String line) {

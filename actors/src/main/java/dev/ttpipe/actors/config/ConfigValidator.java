@@ -21,7 +21,64 @@ public final class ConfigValidator {
         checkMesh(cfg, p);
         checkBatch(cfg, p);
         checkRankBindings(cfg, p);
+        checkNotSupportedYet(cfg, p);
         p.throwIfAny();
+    }
+
+    /**
+     * Keys ttpipe reads (TTML's files carry them) but does not implement yet: their default values are
+     * accepted, any value that would change what a run does is refused by name, never ignored.
+     */
+    private static void checkNotSupportedYet(TtpipeConfig cfg, ConfigProblems p) {
+        TtpipeConfig.TrainingConfig t = cfg.training;
+        String tc = "training_config.";
+        if (!"fp32".equals(cfg.device.dtype)) {
+            p.add("device_config.dtype", "'" + cfg.device.dtype + "' given: not supported yet (the backends compute in fp32),"
+                    + " expected fp32 or the key left out");
+        }
+        if (!cfg.device.deviceIds.isEmpty()) {
+            p.add("device_config.device_ids", cfg.device.deviceIds + " given: not supported yet (each rank takes its"
+                    + " mesh_shape of devices in order), expected [] or the key left out");
+        }
+        if (t.numEpochs != 1) {
+            p.add(tc + "num_epochs", t.numEpochs + " given: not supported yet (a run lasts max_steps steps), expected 1"
+                    + " or the key left out; set max_steps instead");
+        }
+        if (t.modelSaveInterval != 0) {
+            p.add(tc + "model_save_interval", t.modelSaveInterval + " given: not supported yet (ttpipe does not write"
+                    + " checkpoints yet), expected 0 or the key left out");
+        }
+        if (t.checkpointDir != null) {
+            p.add(tc + "checkpoint_dir", "'" + t.checkpointDir + "' given: not supported yet (ttpipe does not write"
+                    + " checkpoints yet), expected the key left out");
+        }
+        if (t.modelPath != null) {
+            p.add(tc + "model_path", "'" + t.modelPath + "' given: not supported yet (ttpipe initialises its own"
+                    + " weights), expected the key left out");
+        }
+        if (t.tokenizerPath != null) {
+            p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given: not supported yet (the char tokenizer is"
+                    + " built from the data), expected the key left out");
+        }
+        if (cfg.eval.topP != 1.0) {
+            p.add("eval_config.top_p", cfg.eval.topP + " given: not supported yet (sampling uses temperature and"
+                    + " top_k), expected 1.0 or the key left out");
+        }
+        if (cfg.eval.repetitionPenalty != 1.0) {
+            p.add("eval_config.repetition_penalty", cfg.eval.repetitionPenalty + " given: not supported yet, expected 1.0"
+                    + " or the key left out");
+        }
+        if (cfg.device.sim.calibration != null) {
+            p.add("device_config.sim.calibration", "'" + cfg.device.sim.calibration + "' given: not supported yet"
+                    + " (set gflops, memory_gbps, op_latency_us and link_gbps), expected the key left out");
+        }
+        String pos = cfg.transformer.positionalEmbeddingType;
+        String expectedPos = "llama".equals(cfg.transformer.modelType) ? "rope" : "trainable";
+        if (!expectedPos.equals(pos)) {
+            p.add("transformer_config.positional_embedding_type", "'" + pos + "' given for model_type "
+                    + cfg.transformer.modelType + ": not supported (" + cfg.transformer.modelType + " uses " + expectedPos
+                    + " positions), expected " + expectedPos + " or the key left out");
+        }
     }
 
     private static void checkModel(TtpipeConfig cfg, ConfigProblems p) {

@@ -66,7 +66,7 @@ public final class ConfigWriter {
         kv(y, 2, "dtype", d.dtype);
         kv(y, 2, "threads", d.threads);
         if (d.bridgeLibrary != null) kv(y, 2, "bridge_library", quote(d.bridgeLibrary));
-        if (d.backend.equals("sim")) {
+        if (d.backend == Backend.SIM) {
             y.append("  sim:\n");
             kv(y, 4, "gflops", d.sim.gflops);
             kv(y, 4, "memory_gbps", d.sim.memoryGbps);

@@ -60,8 +60,12 @@ public final class TtpipeConfig {
         /** Evaluate validation loss every N steps (0: only at the end). */
         public int evalEvery = 0;
         public int evalBatches = 4;
+        /** Parsed so that a value is refused, not ignored: checkpoints are not implemented yet. */
         public int modelSaveInterval = 0;
         public String checkpointDir = null;
+        /** TTML's model_path / tokenizer_path: refused when set (no loading of weights or tokenizers yet). */
+        public String modelPath = null;
+        public String tokenizerPath = null;
         /** Parent folder of run directories. */
         public String runsDir = "runs";
     }
@@ -97,8 +101,7 @@ public final class TtpipeConfig {
 
     /** {@code device_config}. */
     public static final class DeviceConfig {
-        /** cpu | sim | ttnn */
-        public String backend = "cpu";
+        public Backend backend = Backend.CPU;
         /** The mesh of each pipeline rank (one host's devices in TTML), [rows, cols]. */
         public List<Integer> meshShape = List.of(1, 1);
         public boolean enableDdp = false;
@@ -145,8 +148,7 @@ public final class TtpipeConfig {
         public boolean enabled = false;
         /** Number of worker processes (hosts); 0: one per pipeline rank. */
         public int numWorkers = 0;
-        /** local | aeron | fabric */
-        public String socketType = "local";
+        public SocketType socketType = SocketType.LOCAL;
         /** Pekko Artery / Aeron bind address when rank_bindings give none. */
         public String bindHost = "127.0.0.1";
         public final PipelineConfig pipeline = new PipelineConfig();
@@ -165,8 +167,7 @@ public final class TtpipeConfig {
         public String schedule = "1f1b";
         /** Stages per rank (0: the schedule's default: 2 for interleaved and dualpipev, else 1). */
         public int virtualStages = 0;
-        /** static (run the schedule's order) | ready_first (run whatever is ready, 1F1B in-flight limit) */
-        public String mode = "static";
+        public PipelineMode mode = PipelineMode.STATIC;
 
         public int effectiveVirtualStages() {
             if (virtualStages > 0) return virtualStages;

@@ -20,7 +20,7 @@ import java.util.Set;
  * never asked for are reported by {@link #rejectUnknownKeys()} with a did-you-mean. Type and range
  * errors go to {@link ConfigProblems} with the key's line, so reading never stops at the first one.
  */
-final class YamlSection {
+public final class YamlSection {
     private final String path;
     private final ConfigProblems problems;
     private final Map<String, NodeTuple> entries = new LinkedHashMap<>();
@@ -92,6 +92,35 @@ final class YamlSection {
         if (choices.contains(lower)) return lower;
         problems.add(keyPath(key), v, "one of " + String.join(", ", choices) + didYouMean(lower, choices));
         return def;
+    }
+
+    /**
+     * An enum constant by its config name ({@code toString()}), case-insensitive, with {@code -} and
+     * {@code _} read alike (so {@code ready-first} and {@code ready_first} both work).
+     */
+    <E extends Enum<E>> E choice(String key, E def, Class<E> type) {
+        String v = string(key, null);
+        if (v == null) return def;
+        E e = parseEnum(v, type);
+        if (e != null) return e;
+        List<String> names = enumNames(type);
+        problems.add(keyPath(key), v, "one of " + String.join(", ", names) + didYouMean(v.toLowerCase(Locale.ROOT), names));
+        return def;
+    }
+
+    /** The constant whose config name matches {@code v} (case and {@code -}/{@code _} ignored), or null. */
+    public static <E extends Enum<E>> E parseEnum(String v, Class<E> type) {
+        String norm = v.trim().toLowerCase(Locale.ROOT).replace('-', '_');
+        for (E e : type.getEnumConstants()) {
+            if (e.toString().toLowerCase(Locale.ROOT).replace('-', '_').equals(norm)) return e;
+        }
+        return null;
+    }
+
+    public static <E extends Enum<E>> List<String> enumNames(Class<E> type) {
+        List<String> out = new java.util.ArrayList<>();
+        for (E e : type.getEnumConstants()) out.add(e.toString());
+        return out;
     }
 
     int integer(String key, int def, int min, int max) {

@@ -1,15 +1,16 @@
 package dev.ttpipe.actors.runtime;
 
+import dev.ttpipe.actors.multihost.ClusterMessage;
 import dev.ttpipe.actors.telemetry.ActionEvent;
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.stages.Optimizer;
 import dev.ttpipe.stages.data.Batch;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
-import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
-import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.actor.typed.javadsl.StashBuffer;
+import org.apache.pekko.pattern.StatusReply;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -17,20 +18,35 @@ import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * One per job. Runs the step protocol: for each forward pass of the step it splits the batch into
- * microbatches, sends the inputs to the first stage's rank and the targets to the last stage's,
- * and waits for every rank to finish its row; then every rank all-reduces its gradients and reports
- * its gradient sum of squares; the Coordinator answers with the clip factor and learning rate;
- * every rank steps its optimizer; the step ends with the loss, norms and every rank's timings.
+ * One per job. A small state machine over the step protocol:
+ * <pre>
+ *   joining --every rank joined--> idle --RunStep--> passes --last pass--> gradients --> optimizer --> idle
+ *                                   ^                  \___________ a rank failed: the step fails ________/
+ * </pre>
+ * <ul>
+ *   <li><b>joining</b>: tells every rank the job's random id (its transport adopts it, so frames of
+ *   any other job are dropped) and the plan's fingerprint (a rank started from a different config
+ *   refuses); steps asked for meanwhile wait in a stash.</li>
+ *   <li><b>passes</b>: for each forward pass of the step, splits the batch into microbatches, sends
+ *   the inputs to the first stage's rank and the targets to the last stage's, and waits for every
+ *   rank to finish its row.</li>
+ *   <li><b>gradients</b>: every rank all-reduces its gradients and reports its sum of squares.</li>
+ *   <li><b>optimizer</b>: with the clip factor and learning rate, every rank steps its optimizer; the
+ *   step ends with the loss, norms and every rank's timings.</li>
+ * </ul>
  * A rank that fails ends the step with an error naming the rank, stage, action and microbatch.
  */
-public final class Coordinator extends AbstractBehavior<Coordinator.Command> {
+public final class Coordinator {
 
     public sealed interface Command {
     }
 
-    /** Runs one optimizer step over {@code batches} (one per accumulation pass). */
-    public record RunStep(int step, List<Batch> batches, ActorRef<StepOutcome> replyTo) implements Command {
+    /** Runs one optimizer step over {@code batches} (one per accumulation pass); answers with its report or why it failed. */
+    public record RunStep(int step, List<Batch> batches, ActorRef<StatusReply<StepReport>> replyTo) implements Command {
+    }
+
+    /** A rank's answer to {@link StageActor.JoinJob}: {@code problem} null when it joined. */
+    public record Joined(int rank, String problem) implements Command, ClusterMessage {
     }
 
     public record PassDone(int rank, int pass, List<ActionEvent> events, Map<Integer, LossOutput> losses) implements Command, ClusterMessage {
@@ -45,88 +61,152 @@ public final class Coordinator extends AbstractBehavior<Coordinator.Command> {
     public record RankFailed(int rank, String message) implements Command, ClusterMessage {
     }
 
-    /** What a step ended with. */
-    public sealed interface StepOutcome {
-    }
-
     /**
      * A finished step. {@code passStartNs} holds each pass's start; {@code events} every rank's
      * measured actions; {@code memoryPeak} each rank's device high-water mark during the step.
      */
     public record StepReport(int step, double loss, double gradNorm, double lr, double clip, long tokens,
                              long startNs, long endNs, long[] passStartNs, long[] passEndNs, List<ActionEvent> events,
-                             long[] memoryPeak) implements StepOutcome {
+                             long[] memoryPeak) {
         public double seconds() {
             return (endNs - startNs) / 1e9;
         }
     }
 
-    public record StepFailed(int step, String message) implements StepOutcome {
-    }
-
     public static Behavior<Command> create(JobPlan plan, List<ActorRef<StageActor.Command>> ranks) {
-        return Behaviors.setup(ctx -> new Coordinator(ctx, plan, ranks));
+        return Behaviors.withStash(64, stash -> Behaviors.setup(ctx -> new Coordinator(ctx, stash, plan, ranks).joining()));
     }
 
+    private final ActorContext<Command> ctx;
+    private final StashBuffer<Command> stash;
     private final JobPlan plan;
     private final List<ActorRef<StageActor.Command>> ranks;
 
-    private RunStep current;
-    private boolean failed;
-    private int passIndex;
-    private int waiting;
-    private long counted;
-    private double lossSum;
-    private double sumSquares;
-    private long stepStart;
-    private long[] passStart, passEnd;
-    private final List<ActionEvent> events = new ArrayList<>();
-    private final TreeMap<Integer, LossOutput> passLosses = new TreeMap<>();
-    private long[] memoryPeak;
-    private double clip;
-    private double lr;
-
-    private Coordinator(ActorContext<Command> ctx, JobPlan plan, List<ActorRef<StageActor.Command>> ranks) {
-        super(ctx);
+    private Coordinator(ActorContext<Command> ctx, StashBuffer<Command> stash, JobPlan plan,
+                        List<ActorRef<StageActor.Command>> ranks) {
+        this.ctx = ctx;
+        this.stash = stash;
         this.plan = plan;
         this.ranks = ranks;
     }
 
-    @Override
-    public Receive<Command> createReceive() {
-        return newReceiveBuilder()
-                .onMessage(RunStep.class, this::onRunStep)
-                .onMessage(PassDone.class, this::onPassDone)
-                .onMessage(GradReport.class, this::onGradReport)
-                .onMessage(OptimizerDone.class, this::onOptimizerDone)
-                .onMessage(RankFailed.class, this::onRankFailed)
+    // ---- joining ------------------------------------------------------------------------------------
+
+    private Behavior<Command> joining() {
+        for (ActorRef<StageActor.Command> r : ranks) {
+            r.tell(new StageActor.JoinJob(plan.jobId(), plan.fingerprint(), ctx.getSelf()));
+        }
+        int[] waiting = {ranks.size()};
+        return Behaviors.receive(Command.class)
+                .onMessage(Joined.class, m -> {
+                    if (m.problem() != null) return refusing("rank " + m.rank() + " cannot join the job: " + m.problem());
+                    if (--waiting[0] > 0) return Behaviors.same();
+                    return stash.unstashAll(idle());
+                })
+                .onMessage(RankFailed.class, m -> refusing(m.message()))
+                .onMessage(RunStep.class, m -> {
+                    stash.stash(m);
+                    return Behaviors.same();
+                })
+                .onAnyMessage(m -> Behaviors.same())
                 .build();
     }
 
-    private Behavior<Command> onRunStep(RunStep m) {
-        if (current != null) {
-            m.replyTo().tell(new StepFailed(m.step(), "step " + current.step() + " is still running"));
-            return this;
-        }
-        current = m;
-        failed = false;
-        passIndex = 0;
-        lossSum = 0;
-        sumSquares = 0;
-        events.clear();
-        counted = 0;
-        for (Batch b : m.batches()) counted += b.countedTargets(-100);
-        memoryPeak = new long[ranks.size()];
-        passStart = new long[m.batches().size()];
-        passEnd = new long[m.batches().size()];
-        stepStart = System.nanoTime();
-        beginPass();
-        return this;
+    /** The job could not start: every step is answered with why. */
+    private Behavior<Command> refusing(String why) {
+        stash.forEach(m -> {
+            if (m instanceof RunStep r) r.replyTo().tell(StatusReply.error(why));
+        });
+        stash.clear();
+        return Behaviors.receive(Command.class)
+                .onMessage(RunStep.class, m -> {
+                    m.replyTo().tell(StatusReply.error(why));
+                    return Behaviors.same();
+                })
+                .onAnyMessage(m -> Behaviors.same())
+                .build();
     }
 
-    private void beginPass() {
-        RunStep m = current;
-        Batch batch = m.batches().get(passIndex);
+    // ---- idle ----------------------------------------------------------------------------------------
+
+    private Behavior<Command> idle() {
+        return Behaviors.receive(Command.class)
+                .onMessage(RunStep.class, m -> passes(new StepState(m)))
+                .onMessage(RankFailed.class, m -> {
+                    ctx.getLog().warn("between steps: {}", m.message());
+                    return Behaviors.same();
+                })
+                .onAnyMessage(m -> Behaviors.same())     // late replies of a failed step
+                .build();
+    }
+
+    /** What one step has gathered so far. */
+    private final class StepState {
+        final RunStep request;
+        final long startNs = System.nanoTime();
+        final long[] passStart, passEnd;
+        final long[] memoryPeak = new long[ranks.size()];
+        final List<ActionEvent> events = new ArrayList<>();
+        final long counted;
+        int pass;
+        double lossSum;
+        double sumSquares;
+        double clip = 1.0;
+        double lr;
+
+        StepState(RunStep request) {
+            this.request = request;
+            long c = 0;
+            for (Batch b : request.batches()) c += b.countedTargets(-100);
+            this.counted = c;
+            this.passStart = new long[request.batches().size()];
+            this.passEnd = new long[request.batches().size()];
+        }
+    }
+
+    /** Handles what every phase of a running step handles the same way: a failure, or a second step. */
+    private org.apache.pekko.actor.typed.javadsl.BehaviorBuilder<Command> during(StepState st) {
+        return Behaviors.receive(Command.class)
+                .onMessage(RankFailed.class, m -> {
+                    st.request.replyTo().tell(StatusReply.error(m.message()));
+                    return idle();
+                })
+                .onMessage(RunStep.class, m -> {
+                    m.replyTo().tell(StatusReply.error("step " + st.request.step() + " is still running"));
+                    return Behaviors.same();
+                });
+    }
+
+    // ---- passes ----------------------------------------------------------------------------------------
+
+    private Behavior<Command> passes(StepState st) {
+        TreeMap<Integer, LossOutput> losses = new TreeMap<>();
+        int[] waiting = {beginPass(st)};
+        return during(st)
+                .onMessage(PassDone.class, m -> {
+                    if (m.pass() != st.request.step() * st.request.batches().size() + st.pass) {
+                        return Behaviors.same();                  // a late answer from a step that failed
+                    }
+                    st.events.addAll(m.events());
+                    losses.putAll(m.losses());
+                    if (--waiting[0] > 0) return Behaviors.same();
+                    st.passEnd[st.pass] = System.nanoTime();
+                    for (LossOutput l : losses.values()) st.lossSum += l.sum();   // microbatch order
+                    losses.clear();
+                    st.pass++;
+                    if (st.pass < st.request.batches().size()) {
+                        waiting[0] = beginPass(st);
+                        return Behaviors.same();
+                    }
+                    return gradients(st);
+                })
+                .onAnyMessage(m -> Behaviors.same())
+                .build();
+    }
+
+    /** Sends pass {@code st.pass} to every rank; returns how many answers to wait for. */
+    private int beginPass(StepState st) {
+        Batch batch = st.request.batches().get(st.pass);
         int mbs = plan.microbatches(), b = plan.microbatchSize();
         int[][] inputs = new int[mbs][];
         int[][] targets = new int[mbs][];
@@ -135,73 +215,56 @@ public final class Coordinator extends AbstractBehavior<Coordinator.Command> {
             inputs[i] = mb.inputs();
             targets[i] = mb.targets();
         }
-        MicrobatchData data = new MicrobatchData(b, batch.seqLen(), inputs, targets, (float) (1.0 / Math.max(1, counted)));
-        int pass = m.step() * m.batches().size() + passIndex;
-        waiting = ranks.size();
-        passLosses.clear();
-        passStart[passIndex] = System.nanoTime();
+        MicrobatchData data = new MicrobatchData(b, batch.seqLen(), inputs, targets, (float) (1.0 / Math.max(1, st.counted)));
+        int pass = st.request.step() * st.request.batches().size() + st.pass;
+        st.passStart[st.pass] = System.nanoTime();
         for (int r = 0; r < ranks.size(); r++) {
             boolean needsData = r == plan.firstStageRank() || r == plan.lastStageRank();
-            ranks.get(r).tell(new StageActor.BeginPass(m.step(), pass, needsData ? data : null, getContext().getSelf()));
+            ranks.get(r).tell(new StageActor.BeginPass(st.request.step(), pass, needsData ? data : null, ctx.getSelf()));
         }
+        return ranks.size();
     }
 
-    private Behavior<Command> onPassDone(PassDone m) {
-        if (current == null || failed) return this;
-        events.addAll(m.events());
-        passLosses.putAll(m.losses());
-        if (--waiting > 0) return this;
-        passEnd[passIndex] = System.nanoTime();
-        for (LossOutput l : passLosses.values()) lossSum += l.sum();   // microbatch order
-        passIndex++;
-        if (passIndex < current.batches().size()) {
-            beginPass();
-            return this;
-        }
-        waiting = ranks.size();
-        for (ActorRef<StageActor.Command> r : ranks) r.tell(new StageActor.FinishStep(current.step(), getContext().getSelf()));
-        return this;
+    // ---- gradients -------------------------------------------------------------------------------------
+
+    private Behavior<Command> gradients(StepState st) {
+        for (ActorRef<StageActor.Command> r : ranks) r.tell(new StageActor.FinishStep(st.request.step(), ctx.getSelf()));
+        int[] waiting = {ranks.size()};
+        return during(st)
+                .onMessage(GradReport.class, m -> {
+                    st.sumSquares += m.sumSquares();
+                    st.events.add(m.event());
+                    if (--waiting[0] > 0) return Behaviors.same();
+                    return optimizer(st);
+                })
+                .onAnyMessage(m -> Behaviors.same())
+                .build();
     }
 
-    private Behavior<Command> onGradReport(GradReport m) {
-        if (current == null || failed) return this;
-        sumSquares += m.sumSquares();
-        events.add(m.event());
-        if (--waiting > 0) return this;
-        clip = plan.clipMaxNorm() > 0 && Double.isFinite(sumSquares) ? Optimizer.clipFactor(sumSquares, plan.clipMaxNorm()) : 1.0;
-        lr = plan.lr().at(current.step());
-        waiting = ranks.size();
+    // ---- optimizer -------------------------------------------------------------------------------------
+
+    private Behavior<Command> optimizer(StepState st) {
+        st.clip = plan.clipMaxNorm() > 0 && Double.isFinite(st.sumSquares)
+                ? Optimizer.clipFactor(st.sumSquares, plan.clipMaxNorm()) : 1.0;
+        st.lr = plan.lr().at(st.request.step());
         for (ActorRef<StageActor.Command> r : ranks) {
-            r.tell(new StageActor.ApplyOptimizer(current.step(), lr, clip, getContext().getSelf()));
+            r.tell(new StageActor.ApplyOptimizer(st.request.step(), st.lr, st.clip, ctx.getSelf()));
         }
-        return this;
-    }
-
-    private Behavior<Command> onOptimizerDone(OptimizerDone m) {
-        if (current == null || failed) return this;
-        events.add(m.event());
-        memoryPeak[m.rank()] = m.memoryPeak();
-        if (--waiting > 0) return this;
-        RunStep done = current;
-        current = null;
-        long tokens = (long) plan.batchSize() * plan.seqLen() * done.batches().size();
-        done.replyTo().tell(new StepReport(done.step(), lossSum / Math.max(1, counted), Math.sqrt(sumSquares), lr, clip,
-                tokens, stepStart, System.nanoTime(), passStart, passEnd, List.copyOf(events), memoryPeak));
-        return this;
-    }
-
-    private Behavior<Command> onRankFailed(RankFailed m) {
-        if (current == null) {
-            getContext().getLog().warn("between steps: {}", m.message());
-            return this;
-        }
-        if (!failed) {
-            failed = true;
-            RunStep step = current;
-            current = null;
-            step.replyTo().tell(new StepFailed(step.step(), m.message()));
-        }
-        return this;
+        int[] waiting = {ranks.size()};
+        return during(st)
+                .onMessage(OptimizerDone.class, m -> {
+                    st.events.add(m.event());
+                    st.memoryPeak[m.rank()] = m.memoryPeak();
+                    if (--waiting[0] > 0) return Behaviors.same();
+                    RunStep done = st.request;
+                    long tokens = (long) plan.batchSize() * plan.seqLen() * done.batches().size();
+                    done.replyTo().tell(StatusReply.success(new StepReport(done.step(), st.lossSum / Math.max(1, st.counted),
+                            Math.sqrt(st.sumSquares), st.lr, st.clip, tokens, st.startNs, System.nanoTime(), st.passStart,
+                            st.passEnd, List.copyOf(st.events), st.memoryPeak)));
+                    return idle();
+                })
+                .onAnyMessage(m -> Behaviors.same())
+                .build();
     }
 
     /** A throwable as a one-line reason. */

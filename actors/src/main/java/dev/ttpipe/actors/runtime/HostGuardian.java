@@ -1,5 +1,8 @@
 package dev.ttpipe.actors.runtime;
 
+import dev.ttpipe.actors.multihost.ClusterMessage;
+import dev.ttpipe.actors.multihost.Deployment;
+
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.transport.Transport;
 import org.apache.pekko.actor.Address;

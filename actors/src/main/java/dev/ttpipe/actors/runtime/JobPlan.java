@@ -1,36 +1,128 @@
 package dev.ttpipe.actors.runtime;
 
+import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.actors.config.ConfigException;
+import dev.ttpipe.actors.config.PipelineMode;
+import dev.ttpipe.actors.config.SocketType;
+import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.SimCosts;
 import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.ActionKind;
+import dev.ttpipe.schedules.Lowering;
 import dev.ttpipe.schedules.Schedule;
+import dev.ttpipe.schedules.Schedules;
 import dev.ttpipe.stages.LrSchedule;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.OptimizerSpec;
 import dev.ttpipe.stages.Parallelism;
+import dev.ttpipe.stages.Partitioner;
 import dev.ttpipe.stages.StageSlice;
 
+import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 
 /**
  * Everything a pipeline job needs, resolved from the config: the model, the split into stages and
  * ranks, the (lowered) schedule each rank executes, batch geometry, optimizer, devices and transport.
- * Immutable; the same plan is given to every rank.
+ * Immutable; the same plan is given to every rank. There is one way to make one: {@link #from} for
+ * a config, {@link #builder} in code; both end in {@link Builder#build()}.
  *
+ * @param jobId         random per job: stamped on every frame, so two jobs never take each other's tensors
  * @param rankMesh      the mesh each rank owns (its submesh), as device_config.mesh_shape
  * @param readyFirst    run whatever is ready within the schedule's in-flight limit instead of the row's order
  * @param accumulation  forward passes (pipeline flushes) per optimizer step
  */
-public record JobPlan(String name, long seed, ModelSpec model, Parallelism parallelism, MeshShape rankMesh,
+public record JobPlan(String name, long seed, long jobId, ModelSpec model, Parallelism parallelism, MeshShape rankMesh,
                       List<StageSlice> slices, Schedule schedule, boolean readyFirst, int microbatches,
                       int microbatchSize, int seqLen, int accumulation, OptimizerSpec optimizer, LrSchedule lr,
-                      double clipMaxNorm, String backend, MeshOptions meshOptions, String transport) {
+                      double clipMaxNorm, Backend backend, MeshOptions meshOptions, SocketType transport) {
 
     /** Starts a plan in code, without YAML: the model, then the pipeline and training settings. */
     public static Builder builder(ModelSpec model) {
         return new Builder(model);
+    }
+
+    /**
+     * The plan of a validated config. {@code dataVocabSize} is the data's vocabulary, used when the
+     * config gives no {@code vocab_size}.
+     */
+    public static JobPlan from(TtpipeConfig cfg, int dataVocabSize) {
+        ModelSpec model = model(cfg, dataVocabSize);
+        TtpipeConfig.PipelineConfig pc = cfg.pipeline();
+        if (model.weightTying() && pc.ranks() * pc.effectiveVirtualStages() > 1) {
+            throw new ConfigException(cfg.origins.where("transformer_config.weight_tying")
+                    + ": true given with " + pc.ranks() + " pipeline ranks; the token embedding (first stage) and"
+                    + " the LM head (last stage) would be on different stages, expected weight_tying: false for a pipeline");
+        }
+        TtpipeConfig.TrainingConfig t = cfg.training;
+        Builder b = builder(model)
+                .name(t.projectName)
+                .seed(t.seed)
+                .ranks(pc.ranks())
+                .schedule(pc.schedule)
+                .virtualStages(pc.effectiveVirtualStages())
+                .readyFirst(pc.mode == PipelineMode.READY_FIRST)
+                .microbatches(pc.numMicrobatches)
+                .microbatchSize(t.batchSize / pc.numMicrobatches)
+                .seqLen(cfg.transformer.effectiveSequenceLength())
+                .accumulation(t.gradientAccumulationSteps)
+                .optimizer(optimizer(t))
+                .lr(lrSchedule(t))
+                .clipMaxNorm(t.useClipGradNorm ? t.clipGradNormMaxNorm : 0.0)
+                .backend(cfg.device.backend)
+                .meshOptions(meshOptions(cfg, pc.ranks()))
+                .transport(cfg.multihost.socketType)
+                .rankMesh(new MeshShape(cfg.device.meshRows(), cfg.device.meshCols()), cfg.device.enableDdp, cfg.device.enableTp);
+        if (!pc.autoSplit) b.blocksPerRank(pc.blocksPerRank.toArray(new Integer[0]));
+        return b.build();
+    }
+
+    /** The model a config describes ({@code dataVocabSize} when it gives no vocab_size). */
+    public static ModelSpec model(TtpipeConfig cfg, int dataVocabSize) {
+        TtpipeConfig.TransformerConfig tc = cfg.transformer;
+        boolean llama = "llama".equals(tc.modelType);
+        int vocab = tc.vocabSize > 0 ? tc.vocabSize : dataVocabSize;
+        if (tc.vocabSize > 0 && tc.vocabSize < dataVocabSize) {
+            throw new ConfigException(cfg.origins.where("transformer_config.vocab_size") + ": "
+                    + tc.vocabSize + " given, but the data has " + dataVocabSize + " distinct characters; expected >= "
+                    + dataVocabSize + " (or leave it out to take the data's)");
+        }
+        int kv = tc.numGroups > 0 ? tc.numGroups : tc.numHeads;
+        int ff = tc.intermediateDim > 0 ? tc.intermediateDim
+                : llama ? ModelSpec.llamaIntermediate(tc.embeddingDim) : 4 * tc.embeddingDim;
+        return new ModelSpec(llama ? ModelSpec.ModelType.LLAMA : ModelSpec.ModelType.GPT2, vocab, tc.embeddingDim,
+                tc.numHeads, kv, tc.numBlocks, ff, tc.maxSequenceLength, (float) tc.dropoutProb, tc.weightTying,
+                (float) tc.theta, "memory_efficient".equals(tc.runnerType));
+    }
+
+    private static OptimizerSpec optimizer(TtpipeConfig.TrainingConfig t) {
+        OptimizerSpec.Kind kind = "sgd".equals(t.optimizer) ? OptimizerSpec.Kind.SGD : OptimizerSpec.Kind.ADAMW;
+        return new OptimizerSpec(kind, t.learningRate, t.weightDecay, t.beta1, t.beta2, t.epsilon, t.momentum, t.dampening,
+                t.nesterov);
+    }
+
+    private static LrSchedule lrSchedule(TtpipeConfig.TrainingConfig t) {
+        LrSchedule.Kind kind = LrSchedule.Kind.valueOf(t.schedulerType.toUpperCase(Locale.ROOT));
+        return new LrSchedule(kind, t.learningRate, t.warmupSteps, t.maxSteps, t.minLearningRate);
+    }
+
+    private static MeshOptions meshOptions(TtpipeConfig cfg, int ranks) {
+        TtpipeConfig.SimCostConfig s = cfg.device.sim;
+        // Auto: the pipeline's ranks already keep the cores busy; kernels split further only when cores are left over.
+        int threads = cfg.device.threads > 0 ? cfg.device.threads
+                : Math.max(1, Runtime.getRuntime().availableProcessors() / Math.max(1, ranks));
+        return new MeshOptions(cfg.device.memoryPerDevice, threads,
+                new SimCosts(s.gflops, s.memoryGbps, s.opLatencyUs, s.linkGbps, 1.0), cfg.device.bridgeLibrary);
+    }
+
+    /** The same plan carrying {@code id} as its job id (a worker adopts rank 0's). */
+    public JobPlan withJobId(long id) {
+        return new JobPlan(name, seed, id, model, parallelism, rankMesh, slices, schedule, readyFirst, microbatches,
+                microbatchSize, seqLen, accumulation, optimizer, lr, clipMaxNorm, backend, meshOptions, transport);
     }
 
     public int ranks() {
@@ -43,10 +135,6 @@ public record JobPlan(String name, long seed, ModelSpec model, Parallelism paral
 
     public int batchSize() {
         return microbatches * microbatchSize;
-    }
-
-    public long tokensPerStep() {
-        return (long) batchSize() * seqLen * accumulation;
     }
 
     public StageSlice slice(int stage) {
@@ -65,6 +153,19 @@ public record JobPlan(String name, long seed, ModelSpec model, Parallelism paral
 
     public int lastStageRank() {
         return schedule.rankOfStage(stages() - 1);
+    }
+
+    /**
+     * What must agree between the processes of one job for their ranks to fit together: the model,
+     * the split, the schedule, the batch geometry and the optimizer. Two workers started with
+     * different configs (or different flags) have different fingerprints.
+     */
+    public String fingerprint() {
+        return String.join("|", model.toString(), parallelism.toString(), rankMesh.toString(), slices.toString(),
+                schedule.name(), Integer.toString(schedule.virtualStages()), Boolean.toString(readyFirst),
+                Integer.toString(microbatches), Integer.toString(microbatchSize), Integer.toString(seqLen),
+                Integer.toString(accumulation), optimizer.toString(), lr.toString(), Double.toString(clipMaxNorm),
+                backend.id(), Long.toString(seed));
     }
 
     /**
@@ -89,11 +190,13 @@ public record JobPlan(String name, long seed, ModelSpec model, Parallelism paral
     }
 
     /**
-     * Builds a plan from code (what the YAML config does for the CLI). Defaults: 2 ranks, 1F1B,
+     * Builds a plan from code (what {@link #from} does for a config). Defaults: 2 ranks, 1F1B,
      * 4 microbatches of 4 sequences, the model's max sequence length, AdamW at 3e-3, cpu backend,
-     * a [1, 1] mesh per rank, even split of the blocks, in-process transport.
+     * a [1, 1] mesh per rank, a cost-balanced split of the blocks, in-process transport.
      */
     public static final class Builder {
+        private static final SecureRandom IDS = new SecureRandom();
+
         private final ModelSpec model;
         private String name = "ttpipe";
         private long seed = 5489;
@@ -104,11 +207,11 @@ public record JobPlan(String name, long seed, ModelSpec model, Parallelism paral
         private OptimizerSpec optimizer = OptimizerSpec.adamw(3e-3, 0.01);
         private LrSchedule lr;
         private double clipMaxNorm = 1.0;
-        private String backend = "cpu";
+        private Backend backend = Backend.CPU;
         private MeshShape rankMesh = new MeshShape(1, 1);
         private boolean ddp, tp;
         private MeshOptions meshOptions = MeshOptions.defaults().withThreads(1);
-        private String transport = "local";
+        private SocketType transport = SocketType.LOCAL;
 
         private Builder(ModelSpec model) {
             this.model = model;
@@ -130,10 +233,10 @@ public record JobPlan(String name, long seed, ModelSpec model, Parallelism paral
         public Builder optimizer(OptimizerSpec o) { this.optimizer = o; return this; }
         public Builder lr(LrSchedule l) { this.lr = l; return this; }
         public Builder clipMaxNorm(double c) { this.clipMaxNorm = c; return this; }
-        public Builder backend(String b) { this.backend = b; return this; }
+        public Builder backend(Backend b) { this.backend = b; return this; }
         public Builder meshOptions(MeshOptions o) { this.meshOptions = o; return this; }
         /** local, aeron (IPC within the process) or fabric (device sockets). */
-        public Builder transport(String t) { this.transport = t; return this; }
+        public Builder transport(SocketType t) { this.transport = t; return this; }
         /** The mesh each rank owns and the strategies inside it (TTML's device_config). */
         public Builder rankMesh(MeshShape shape, boolean enableDdp, boolean enableTp) {
             this.rankMesh = shape;
@@ -143,15 +246,25 @@ public record JobPlan(String name, long seed, ModelSpec model, Parallelism paral
         }
 
         public JobPlan build() {
-            int v = virtualStages > 0 ? virtualStages : dev.ttpipe.schedules.Schedules.defaultVirtualStages(schedule);
-            Schedule s = dev.ttpipe.schedules.Lowering.lower(
-                    dev.ttpipe.schedules.Schedules.generate(schedule, ranks, microbatches, v, null));
+            int v = virtualStages > 0 ? virtualStages : Schedules.defaultVirtualStages(schedule);
+            Schedule s = Lowering.lower(Schedules.generate(schedule, ranks, microbatches, v, null));
             List<StageSlice> slices = blocksPerRank == null
-                    ? dev.ttpipe.stages.Partitioner.balanced(model, ranks, s.virtualStages(), seqLen)
-                    : dev.ttpipe.stages.Partitioner.fromBlocksPerRank(blocksPerRank, model.numBlocks(), s.virtualStages());
-            return new JobPlan(name, seed, model, Parallelism.of(rankMesh, ddp, tp), rankMesh, PlanBuilder.onRanks(slices, s),
-                    s, readyFirst, microbatches, microbatchSize, seqLen, accumulation, optimizer,
-                    lr != null ? lr : LrSchedule.constant(optimizer.learningRate()), clipMaxNorm, backend, meshOptions, transport);
+                    ? Partitioner.balanced(model, ranks, s.virtualStages(), seqLen)
+                    : Partitioner.fromBlocksPerRank(blocksPerRank, model.numBlocks(), s.virtualStages());
+            return new JobPlan(name, seed, IDS.nextLong(), model, Parallelism.of(rankMesh, ddp, tp), rankMesh,
+                    onRanks(slices, s), s, readyFirst, microbatches, microbatchSize, seqLen, accumulation, optimizer,
+                    lr != null ? lr : LrSchedule.constant(optimizer.learningRate()), clipMaxNorm, backend, meshOptions,
+                    transport);
+        }
+
+        /** Puts each stage on the rank the schedule runs it on (interleaved: s mod P; V-shaped schedules differ). */
+        private static List<StageSlice> onRanks(List<StageSlice> slices, Schedule schedule) {
+            List<StageSlice> out = new ArrayList<>();
+            for (StageSlice s : slices) {
+                out.add(new StageSlice(s.index(), schedule.rankOfStage(s.index()), s.firstBlock(), s.endBlock(),
+                        s.embedding(), s.head()));
+            }
+            return out;
         }
     }
 }

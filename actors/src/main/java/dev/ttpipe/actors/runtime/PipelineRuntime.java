@@ -1,5 +1,8 @@
 package dev.ttpipe.actors.runtime;
 
+import dev.ttpipe.actors.multihost.Deployment;
+import dev.ttpipe.actors.multihost.ClusterSettings;
+
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.ttpipe.device.Backends;
@@ -78,7 +81,7 @@ public final class PipelineRuntime implements AutoCloseable {
 
     public static PipelineRuntime start(JobPlan plan, Duration stepTimeout) {
         MeshShape rankMesh = plan.rankMesh();
-        MeshDevice mesh = Backends.open(plan.backend(),
+        MeshDevice mesh = Backends.open(plan.backend().id(),
                 new MeshShape(rankMesh.rows() * plan.ranks(), rankMesh.cols()), plan.meshOptions());
         try {
             List<Submesh> subs = mesh.createSubmeshes(rankMesh);
@@ -101,12 +104,12 @@ public final class PipelineRuntime implements AutoCloseable {
      */
     static Transport inProcessTransport(JobPlan plan, MeshDevice mesh, Map<Integer, Submesh> byRank) {
         switch (plan.transport()) {
-            case "aeron": {
+            case AERON: {
                 int[] ranks = new int[plan.ranks()];
                 for (int r = 0; r < ranks.length; r++) ranks[r] = r;
-                return dev.ttpipe.transport.AeronTransport.start(dev.ttpipe.transport.AeronTransport.Config.ipc(plan.seed(), ranks));
+                return dev.ttpipe.transport.AeronTransport.start(dev.ttpipe.transport.AeronTransport.Config.ipc(plan.jobId(), ranks));
             }
-            case "fabric":
+            case FABRIC:
                 return new dev.ttpipe.transport.FabricTransport(mesh, byRank);
             default:
                 return new LocalTransport();
@@ -135,7 +138,7 @@ public final class PipelineRuntime implements AutoCloseable {
      */
     public static PipelineRuntime startWorker(JobPlan plan, Deployment deployment, int rank, Transport transport,
                                               Duration joinTimeout) {
-        MeshDevice mesh = Backends.open(plan.backend(), plan.rankMesh(), plan.meshOptions());
+        MeshDevice mesh = Backends.open(plan.backend().id(), plan.rankMesh(), plan.meshOptions());
         try {
             Map<Integer, Submesh> byRank = Map.of(rank, mesh.createSubmeshes(plan.rankMesh()).get(0));
             java.util.concurrent.CompletableFuture<String> ended = new java.util.concurrent.CompletableFuture<>();
@@ -179,11 +182,12 @@ public final class PipelineRuntime implements AutoCloseable {
 
     /** Runs one optimizer step; throws {@link PipelineFailure} naming where it failed. */
     public Coordinator.StepReport step(int step, List<Batch> batches) {
-        Coordinator.StepOutcome out = ask(coordinator, r -> new Coordinator.RunStep(step, batches, r), stepTimeout);
-        if (out instanceof Coordinator.StepFailed f) {
-            throw new PipelineFailure("step " + f.step() + " failed: " + f.message());
+        try {
+            return await(AskPattern.askWithStatus(coordinator, r -> new Coordinator.RunStep(step, batches, r), stepTimeout,
+                    system.scheduler()), coordinator, stepTimeout);
+        } catch (PipelineFailure e) {
+            throw new PipelineFailure("step " + step + " failed: " + e.getMessage(), e.getCause());
         }
-        return (Coordinator.StepReport) out;
     }
 
     public Deployment deployment() {
@@ -214,14 +218,23 @@ public final class PipelineRuntime implements AutoCloseable {
     @SuppressWarnings("unchecked")
     public <T> T onDevice(int r, Function<List<Stage>, T> work) {
         ActorRef<StageActor.Command> ref = rank(r);
-        Object result = ask(ref, reply -> new StageActor.RunOnDevice(stages -> work.apply(stages), reply), Duration.ofMinutes(30));
-        if (result instanceof RuntimeException e) throw e;
-        if (result instanceof Throwable t) throw new PipelineFailure("rank " + r + ": " + t.getMessage(), t);
-        return (T) result;
+        Duration timeout = Duration.ofMinutes(30);
+        CompletionStage<Object> f = AskPattern.askWithStatus(ref,
+                reply -> new StageActor.RunOnDevice(stages -> work.apply(stages), reply), timeout, system.scheduler());
+        try {
+            return (T) await(f, ref, timeout);
+        } catch (PipelineFailure e) {
+            if (e.getCause() instanceof RuntimeException re) throw re;     // the work's own exception, as thrown
+            throw new PipelineFailure("rank " + r + ": " + e.getMessage(), e.getCause());
+        }
     }
 
     private <Req, Res> Res ask(ActorRef<Req> target, Function<ActorRef<Res>, Req> message, Duration timeout) {
-        CompletionStage<Res> f = AskPattern.ask(target, message::apply, timeout, system.scheduler());
+        return await(AskPattern.ask(target, message::apply, timeout, system.scheduler()), target, timeout);
+    }
+
+    /** The answer, or a {@link PipelineFailure} saying why there is none (an error reply keeps its exception as cause). */
+    private <Res> Res await(CompletionStage<Res> f, ActorRef<?> target, Duration timeout) {
         try {
             return f.toCompletableFuture().get(timeout.toMillis() + 1000, TimeUnit.MILLISECONDS);
         } catch (ExecutionException e) {

@@ -1,5 +1,7 @@
 package dev.ttpipe.actors.runtime;
 
+import dev.ttpipe.actors.multihost.ClusterMessage;
+
 import dev.ttpipe.actors.telemetry.ActionEvent;
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.Submesh;
@@ -24,6 +26,7 @@ import org.apache.pekko.actor.typed.javadsl.AbstractBehavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.Receive;
+import org.apache.pekko.pattern.StatusReply;
 
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -58,8 +61,18 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     public record BeginPass(int step, int pass, MicrobatchData data, ActorRef<Coordinator.Command> replyTo) implements Command, ClusterMessage {
     }
 
-    /** A tensor from another rank (or this rank's own earlier stage), not yet on the devices. */
-    public record Arrived(TensorPayload payload) implements Command {
+    /**
+     * A tensor from another rank, not yet on the devices; {@code arrivedNs} is when the transport
+     * delivered it, stamped on the transport's thread (not when the actor got to the message).
+     */
+    public record Arrived(TensorPayload payload, long arrivedNs) implements Command {
+    }
+
+    /**
+     * From the Coordinator before the first step: the job's id (the transport adopts it, so frames of
+     * another job are dropped) and the plan's fingerprint, which must equal this rank's own.
+     */
+    public record JoinJob(long jobId, String fingerprint, ActorRef<Coordinator.Command> replyTo) implements Command, ClusterMessage {
     }
 
     /** After the last pass of a step: all-reduce DDP gradients and report this rank's gradient sum of squares. */
@@ -84,7 +97,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
 
 
     /** Runs {@code work} on the device queue with this rank's stages (evaluation, generation, tests). */
-    public record RunOnDevice(java.util.function.Function<List<Stage>, Object> work, ActorRef<Object> replyTo) implements Command {
+    public record RunOnDevice(java.util.function.Function<List<Stage>, Object> work, ActorRef<StatusReply<Object>> replyTo)
+            implements Command {
     }
 
     private record ComputeDone(Action action, Tensor output, LossOutput loss, long startNs, long endNs, int queueDepth)
@@ -94,7 +108,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private record ComputeFailed(Action action, Throwable error) implements Command {
     }
 
-    private record StepWorkDone(String what, double value, long startNs, long endNs, ActorRef<Coordinator.Command> replyTo)
+    private record StepWorkDone(ActionKind what, double value, long startNs, long endNs, ActorRef<Coordinator.Command> replyTo)
             implements Command {
     }
 
@@ -121,7 +135,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         return new TensorReceiver() {
             @Override
             public void onTensor(TensorPayload payload) {
-                actor.tell(new Arrived(payload));
+                actor.tell(new Arrived(payload, System.nanoTime()));
             }
 
             @Override
@@ -166,6 +180,12 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private final Map<Long, Tensor> forwardOut = new HashMap<>();
     private final Map<Long, Tensor> backwardOut = new HashMap<>();
     private final Map<Long, Long> recvWaitStart = new HashMap<>();
+    /** When each buffered tensor arrived (transport's stamp), by direction and key. */
+    private final Map<Long, Long> arrivedAt = new HashMap<>();
+    /** The job's id on every frame this rank sends: the plan's, until the Coordinator's JoinJob. */
+    private long jobId;
+    /** Set on the device thread if building the stages failed. */
+    private volatile Throwable deviceInitError;
     private final boolean[] done;
     private final int[] inFlight;
     private final int[] lastWeightMb;
@@ -195,6 +215,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         this.done = new boolean[row.size()];
         this.inFlight = new int[plan.stages()];
         this.lastWeightMb = new int[plan.stages()];
+        this.jobId = plan.jobId();
         ActorRef<Command> self = ctx.getSelf();
         device.execute(() -> {
             Throwable error = null;
@@ -205,6 +226,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                 }
             } catch (Throwable t) {
                 error = t;
+                deviceInitError = t;
             }
             self.tell(new Initialized(error));
         });
@@ -214,6 +236,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     public Receive<Command> createReceive() {
         return newReceiveBuilder()
                 .onMessage(Initialized.class, this::onInitialized)
+                .onMessage(JoinJob.class, this::onJoinJob)
                 .onMessage(BeginPass.class, this::onBeginPass)
                 .onMessage(Arrived.class, this::onArrived)
                 .onMessage(ComputeDone.class, this::onComputeDone)
@@ -233,6 +256,24 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private Behavior<Command> onInitialized(Initialized m) {
         initError = m.error();
         if (initError != null) getContext().getLog().error("rank {}: could not build its stages", rank, initError);
+        return this;
+    }
+
+    private Behavior<Command> onJoinJob(JoinJob m) {
+        String mine = plan.fingerprint();
+        if (!mine.equals(m.fingerprint())) {
+            m.replyTo().tell(new Coordinator.Joined(rank, "it was started with a different plan (config or flags) than rank 0;"
+                    + " start every worker with the same config and flags\n  rank 0: " + m.fingerprint() + "\n  rank " + rank
+                    + ": " + mine));
+            return this;
+        }
+        jobId = m.jobId();
+        transport.adoptJob(m.jobId());
+        // Behind the stages' construction on the device queue: answer once they exist (or failed).
+        device.execute(() -> {
+            Throwable t = deviceInitError;
+            m.replyTo().tell(new Coordinator.Joined(rank, t == null ? null : "building its stages failed: " + Coordinator.describe(t)));
+        });
         return this;
     }
 
@@ -264,12 +305,13 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             return this;
         }
         long key = key(h.toStage(), h.microbatch());
-        (h.kind() == TensorKind.ACTIVATION ? forwardIn : backwardIn).put(key, m.payload());
+        boolean forward = h.kind() == TensorKind.ACTIVATION;
+        (forward ? forwardIn : backwardIn).put(key, m.payload());
+        arrivedAt.put(directed(key, forward), m.arrivedNs());
         if (pass != null && plan.readyFirst()) {
             // No RECV in the row to time here: mark the arrival so telemetry knows when the data came.
-            long now = System.nanoTime();
-            record(new Action(h.toStage(), h.kind() == TensorKind.ACTIVATION ? ActionKind.RECV_F : ActionKind.RECV_B,
-                    h.microbatch()), now, now, 0, 0);
+            record(new Action(h.toStage(), forward ? ActionKind.RECV_F : ActionKind.RECV_B, h.microbatch()),
+                    m.arrivedNs(), m.arrivedNs(), 0, 0);
         }
         if (pass != null) advance();
         return this;
@@ -340,7 +382,10 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                 if (!buffer.containsKey(key)) return false;
                 long start = waitStart == null ? now : waitStart;
                 recvWaitStart.remove(wait);
-                record(a, start, now, 0, now - start);
+                // Waited from reaching the RECV until the transport delivered the tensor (not until the actor saw it).
+                Long arrived = arrivedAt.remove(wait);
+                long end = arrived == null ? start : Math.max(start, arrived);
+                record(a, start, end, 0, end - start);
                 done[index] = true;
                 return true;
             }
@@ -461,8 +506,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             default:
                 break;
         }
-        events.add(new ActionEvent(rank, s, a.kind().name(), mb, pass.pass(), m.startNs(), m.endNs(), 0, 0,
-                m.queueDepth(), stashed, submesh.maxInUse()));
+        events.add(new ActionEvent(rank, a, pass.pass(), m.startNs(), m.endNs(), 0, 0, m.queueDepth(), stashed,
+                submesh.maxInUse()));
         advance();
         return this;
     }
@@ -499,12 +544,12 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     }
 
     private FrameHeader header(TensorKind kind, int from, int to, int mb, Tensor t) {
-        return new FrameHeader(plan.seed(), pass.pass(), from, to, mb, kind, t.dtype(), t.shape(), t.layout(), 0, 0);
+        return new FrameHeader(jobId, pass.pass(), from, to, mb, kind, t.dtype(), t.shape(), t.layout(), 0, 0);
     }
 
     private void record(Action a, long start, long end, long bytes, long wait) {
-        events.add(new ActionEvent(rank, a.stage(), a.kind().name(), a.microbatch(), pass.pass(), start, end, bytes, wait,
-                forwardIn.size() + backwardIn.size(), stashed, submesh.maxInUse()));
+        events.add(new ActionEvent(rank, a, pass.pass(), start, end, bytes, wait, forwardIn.size() + backwardIn.size(), stashed,
+                submesh.maxInUse()));
     }
 
     private boolean allDone() {
@@ -539,6 +584,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         backwardOut.values().forEach(Tensor::close);
         forwardIn.clear();
         backwardIn.clear();
+        arrivedAt.clear();
         forwardOut.clear();
         backwardOut.clear();
         sendOnCompletion.clear();
@@ -560,7 +606,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                     sumSq += s.gradSumSquares();
                 }
                 submesh.synchronize();
-                self.tell(new StepWorkDone("REDUCE_GRAD", sumSq, start, System.nanoTime(), m.replyTo()));
+                self.tell(new StepWorkDone(ActionKind.REDUCE_GRAD, sumSq, start, System.nanoTime(), m.replyTo()));
             } catch (Throwable t) {
                 m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ", gradient reduction: " + Coordinator.describe(t)));
             }
@@ -577,7 +623,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                     optimizers.get(e.getKey()).step(e.getValue(), m.lr(), m.clip());
                 }
                 submesh.synchronize();
-                self.tell(new StepWorkDone("OPTIMIZER_STEP", 0, start, System.nanoTime(), m.replyTo()));
+                self.tell(new StepWorkDone(ActionKind.OPTIMIZER_STEP, 0, start, System.nanoTime(), m.replyTo()));
             } catch (Throwable t) {
                 m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ", optimizer step: " + Coordinator.describe(t)));
             }
@@ -586,9 +632,9 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     }
 
     private Behavior<Command> onStepWorkDone(StepWorkDone m) {
-        ActionEvent e = new ActionEvent(rank, mySlices.get(0).index(), m.what(), -1, -1, m.startNs(), m.endNs(), 0, 0, 0,
-                stashed, submesh.maxInUse());
-        if (m.what().equals("REDUCE_GRAD")) {
+        ActionEvent e = new ActionEvent(rank, new Action(mySlices.get(0).index(), m.what()), -1, m.startNs(), m.endNs(), 0, 0,
+                0, stashed, submesh.maxInUse());
+        if (m.what() == ActionKind.REDUCE_GRAD) {
             m.replyTo().tell(new Coordinator.GradReport(rank, m.value(), e));
         } else {
             m.replyTo().tell(new Coordinator.OptimizerDone(rank, e, submesh.maxPeak()));
@@ -619,13 +665,13 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
 
     private Behavior<Command> onRunOnDevice(RunOnDevice m) {
         device.execute(() -> {
-            Object result;
+            StatusReply<Object> reply;
             try {
-                result = m.work().apply(List.copyOf(stages.values()));
+                reply = StatusReply.success(m.work().apply(List.copyOf(stages.values())));
             } catch (Throwable t) {
-                result = t;
+                reply = StatusReply.error(t);
             }
-            m.replyTo().tell(result);
+            m.replyTo().tell(reply);
         });
         return this;
     }

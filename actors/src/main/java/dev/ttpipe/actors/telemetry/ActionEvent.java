@@ -1,20 +1,40 @@
 package dev.ttpipe.actors.telemetry;
 
+import dev.ttpipe.schedules.Action;
+import dev.ttpipe.schedules.ActionKind;
+
 /**
- * One measured action of a rank: compute (F, B, I, W, REDUCE_GRAD, OPTIMIZER_STEP) or
- * communication (SEND_F, RECV_F, SEND_B, RECV_B), in the schedule's notation. Times are
+ * One measured action of a rank, in the schedule's notation: compute (F, B, I, W, REDUCE_GRAD,
+ * OPTIMIZER_STEP) or communication (SEND_F, RECV_F, SEND_B, RECV_B). Times are
  * {@link System#nanoTime()} values of the process. For a RECV, the span is the time the rank waited
- * for the data ({@code waitNs}); for a SEND, the time to hand the data to the transport.
+ * for the data: from when its row reached the RECV to when the transport delivered the tensor (stamped
+ * on the transport's thread), empty when the data was there first; for a SEND, the time to hand the
+ * data to the transport.
  *
+ * @param action     what ran ({@code 2F3}); REDUCE_GRAD and OPTIMIZER_STEP carry no microbatch
+ * @param pass       the forward pass (step x accumulation + pass), -1 for the step's REDUCE_GRAD and OPTIMIZER_STEP
  * @param queueDepth arrivals buffered at the rank (not yet consumed) when the action started
  * @param stashed    microbatches whose activations the rank held when the action ended
  * @param memory     device bytes in use (largest device of the submesh) when the action ended
  */
-public record ActionEvent(int rank, int stage, String kind, int microbatch, int pass, long startNs, long endNs,
-                          long bytes, long waitNs, int queueDepth, int stashed, long memory) {
+public record ActionEvent(int rank, Action action, int pass, long startNs, long endNs, long bytes, long waitNs,
+                          int queueDepth, int stashed, long memory) {
 
+    public int stage() {
+        return action.stage();
+    }
+
+    public ActionKind kind() {
+        return action.kind();
+    }
+
+    public int microbatch() {
+        return action.microbatch();
+    }
+
+    /** Not SEND or RECV: work on the device (F, B, I, W, REDUCE_GRAD, OPTIMIZER_STEP). */
     public boolean isCompute() {
-        return !(kind.startsWith("SEND") || kind.startsWith("RECV"));
+        return !action.kind().isComm();
     }
 
     public long durationNs() {
@@ -23,6 +43,6 @@ public record ActionEvent(int rank, int stage, String kind, int microbatch, int 
 
     /** The schedule's notation: {@code 2F3}, {@code 1RECV_B0}, {@code 0REDUCE_GRAD}. */
     public String label() {
-        return stage + kind + (microbatch >= 0 ? Integer.toString(microbatch) : "");
+        return action.toString();
     }
 }

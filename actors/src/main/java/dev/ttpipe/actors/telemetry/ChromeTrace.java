@@ -1,6 +1,10 @@
 package dev.ttpipe.actors.telemetry;
 
+import dev.ttpipe.actors.runtime.Coordinator;
+import dev.ttpipe.schedules.Action;
+import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.schedules.Schedule;
+import dev.ttpipe.schedules.TraceLayout;
 
 import java.io.IOException;
 import java.io.Writer;
@@ -13,78 +17,96 @@ import java.util.Map;
 
 /**
  * Writes measured steps as a Chrome trace (JSON trace-event format; opens in Perfetto and
- * chrome://tracing): one process per stage ({@code stage s (rank r)}), a compute track and a
- * communication track in each, spans named like {@code F3} / {@code B3} / {@code W3} /
- * {@code RECV_F3} with the microbatch, pass and bytes in args, flow arrows from each send to its
- * receive, and counters of buffered arrivals, stashed microbatches and device memory per stage.
+ * chrome://tracing) in the simulator's layout ({@link TraceLayout}: one process per rank, a compute
+ * and a communication track per stage, spans named {@code 2F3}), so a measured and a simulated
+ * trace overlay. Args carry the microbatch, pass, bytes and wait; flow arrows go from each SEND to
+ * its RECV (both ends in the middle of their slice, where Perfetto binds them); a global instant
+ * marks the start of each step; counters per rank show buffered arrivals, stashed microbatches and
+ * device memory.
  */
 public final class ChromeTrace {
-    private static final int COMPUTE = 1, COMM = 2;
+    /** Shortest span drawn, microseconds: a RECV whose data was already there is an empty span. */
+    private static final double MIN_DURATION_US = 0.01;
 
     private ChromeTrace() {
     }
 
-    public static void write(Path file, Schedule schedule, List<ActionEvent> events, long originNs) throws IOException {
+    public static void write(Path file, Schedule schedule, List<ActionEvent> events, List<Coordinator.StepReport> steps,
+                             long originNs) throws IOException {
         try (Writer w = Files.newBufferedWriter(file, StandardCharsets.UTF_8)) {
-            write(w, schedule, events, originNs);
+            write(w, schedule, events, steps, originNs);
         }
     }
 
-    public static void write(Writer w, Schedule schedule, List<ActionEvent> events, long originNs) throws IOException {
-        w.write("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+    public static void write(Writer w, Schedule schedule, List<ActionEvent> events, List<Coordinator.StepReport> steps,
+                             long originNs) throws IOException {
+        w.write("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":" + Json.str(schedule.name()) + ",\"measured\":true},"
+                + "\n\"traceEvents\":[\n");
         boolean[] first = {true};
         Emitter out = line -> {
             if (!first[0]) w.write(",\n");
             first[0] = false;
             w.write(line);
         };
-        for (int s = 0; s < schedule.stages(); s++) {
-            out.emit("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + s + ",\"args\":{\"name\":"
-                    + Json.str("stage " + s + " (rank " + schedule.rankOfStage(s) + ")") + "}}");
-            out.emit("{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + s + ",\"args\":{\"sort_index\":" + s + "}}");
-            out.emit("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + s + ",\"tid\":" + COMPUTE + ",\"args\":{\"name\":\"compute\"}}");
-            out.emit("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + s + ",\"tid\":" + COMM + ",\"args\":{\"name\":\"communication\"}}");
+        for (String m : TraceLayout.metadata(schedule)) out.emit(m);
+        for (Coordinator.StepReport s : steps) {
+            out.emit("{\"ph\":\"i\",\"s\":\"g\",\"name\":\"step " + (s.step() + 1) + "\",\"cat\":\"step\",\"pid\":0,\"tid\":0,\"ts\":"
+                    + Json.num(us(s.startNs() - originNs)) + ",\"args\":{\"step\":" + (s.step() + 1) + ",\"loss\":"
+                    + Json.num(s.loss()) + "}}");
         }
         Map<String, ActionEvent> sends = new HashMap<>();
         for (ActionEvent e : events) {
-            if (e.kind().startsWith("SEND")) sends.put(flowKey(e.kind().substring(5), e.stage(), e.microbatch(), e.pass()), e);
+            if (e.kind() == ActionKind.SEND_F || e.kind() == ActionKind.SEND_B) {
+                sends.put(flowKey(e.kind() == ActionKind.SEND_F, e.stage(), e.microbatch(), e.pass()), e);
+            }
         }
         long flowId = 1;
         for (ActionEvent e : events) {
-            double ts = (e.startNs() - originNs) / 1e3;
-            double dur = Math.max(0.001, e.durationNs() / 1e3);
-            int tid = e.isCompute() ? COMPUTE : COMM;
-            String name = e.kind() + (e.microbatch() >= 0 ? Integer.toString(e.microbatch()) : "");
-            out.emit("{\"ph\":\"X\",\"name\":" + Json.str(name) + ",\"cat\":" + Json.str(e.isCompute() ? "compute" : "comm")
-                    + ",\"pid\":" + e.stage() + ",\"tid\":" + tid + ",\"ts\":" + Json.num(ts) + ",\"dur\":" + Json.num(dur)
-                    + ",\"args\":{\"action\":" + Json.str(e.label()) + ",\"microbatch\":" + e.microbatch() + ",\"pass\":" + e.pass()
-                    + ",\"rank\":" + e.rank() + (e.bytes() > 0 ? ",\"bytes\":" + e.bytes() : "")
+            Action a = e.action();
+            int pid = TraceLayout.pid(e.rank()), tid = TraceLayout.tid(a);
+            double ts = us(e.startNs() - originNs);
+            double dur = Math.max(MIN_DURATION_US, us(e.durationNs()));
+            out.emit("{\"ph\":\"X\",\"name\":" + Json.str(TraceLayout.spanName(a)) + ",\"cat\":" + Json.str(a.kind().name())
+                    + ",\"pid\":" + pid + ",\"tid\":" + tid + ",\"ts\":" + Json.num(ts) + ",\"dur\":" + Json.num(dur)
+                    + ",\"args\":{\"microbatch\":" + e.microbatch() + ",\"pass\":" + e.pass()
+                    + (e.bytes() > 0 ? ",\"bytes\":" + e.bytes() : "")
                     + (e.waitNs() > 0 ? ",\"wait_ms\":" + Json.num(e.waitNs() / 1e6) : "") + "}}");
-            double endTs = (e.endNs() - originNs) / 1e3;
-            out.emit("{\"ph\":\"C\",\"name\":\"buffered arrivals\",\"pid\":" + e.stage() + ",\"ts\":" + Json.num(ts)
+            double endTs = us(e.endNs() - originNs);
+            out.emit("{\"ph\":\"C\",\"name\":\"buffered arrivals\",\"pid\":" + pid + ",\"ts\":" + Json.num(ts)
                     + ",\"args\":{\"count\":" + e.queueDepth() + "}}");
-            out.emit("{\"ph\":\"C\",\"name\":\"stashed microbatches\",\"pid\":" + e.stage() + ",\"ts\":" + Json.num(endTs)
+            out.emit("{\"ph\":\"C\",\"name\":\"stashed microbatches\",\"pid\":" + pid + ",\"ts\":" + Json.num(endTs)
                     + ",\"args\":{\"count\":" + e.stashed() + "}}");
-            out.emit("{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":" + e.stage() + ",\"ts\":" + Json.num(endTs)
+            out.emit("{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":" + pid + ",\"ts\":" + Json.num(endTs)
                     + ",\"args\":{\"bytes\":" + e.memory() + "}}");
-            if (e.kind().startsWith("RECV")) {
-                String dir = e.kind().substring(5);                  // F or B
-                int from = dir.equals("F") ? e.stage() - 1 : e.stage() + 1;
-                ActionEvent send = sends.get(flowKey(dir, from, e.microbatch(), e.pass()));
+            if (e.kind() == ActionKind.RECV_F || e.kind() == ActionKind.RECV_B) {
+                boolean forward = e.kind() == ActionKind.RECV_F;
+                int from = forward ? e.stage() - 1 : e.stage() + 1;
+                ActionEvent send = sends.get(flowKey(forward, from, e.microbatch(), e.pass()));
                 if (send != null) {
                     long id = flowId++;
-                    out.emit("{\"ph\":\"s\",\"id\":" + id + ",\"name\":\"tensor\",\"cat\":\"flow\",\"pid\":" + send.stage()
-                            + ",\"tid\":" + COMM + ",\"ts\":" + Json.num((send.startNs() - originNs) / 1e3) + "}");
-                    out.emit("{\"ph\":\"f\",\"bp\":\"e\",\"id\":" + id + ",\"name\":\"tensor\",\"cat\":\"flow\",\"pid\":" + e.stage()
-                            + ",\"tid\":" + COMM + ",\"ts\":" + Json.num(endTs - 0.0005) + "}");
+                    String name = Json.str(send.label() + " -> " + e.label());
+                    out.emit("{\"ph\":\"s\",\"id\":" + id + ",\"name\":" + name + ",\"cat\":\"dataflow\",\"pid\":"
+                            + TraceLayout.pid(send.rank()) + ",\"tid\":" + TraceLayout.tid(send.action()) + ",\"ts\":"
+                            + Json.num(middle(send, originNs)) + "}");
+                    out.emit("{\"ph\":\"f\",\"bp\":\"e\",\"id\":" + id + ",\"name\":" + name + ",\"cat\":\"dataflow\",\"pid\":"
+                            + pid + ",\"tid\":" + tid + ",\"ts\":" + Json.num(middle(e, originNs)) + "}");
                 }
             }
         }
         w.write("\n]}\n");
     }
 
-    private static String flowKey(String dir, int fromStage, int mb, int pass) {
-        return dir + ":" + fromStage + ":" + mb + ":" + pass;
+    /** The middle of the slice as drawn (with its minimum duration): inside it, never on a neighbour's edge. */
+    private static double middle(ActionEvent e, long originNs) {
+        return us(e.startNs() - originNs) + Math.max(MIN_DURATION_US, us(e.durationNs())) / 2;
+    }
+
+    private static double us(long ns) {
+        return ns / 1e3;
+    }
+
+    private static String flowKey(boolean forward, int fromStage, int mb, int pass) {
+        return (forward ? "F:" : "B:") + fromStage + ":" + mb + ":" + pass;
     }
 
     private interface Emitter {

@@ -1,28 +1,75 @@
 package dev.ttpipe.actors.telemetry;
 
+import dev.ttpipe.actors.runtime.Coordinator;
+import dev.ttpipe.schedules.Action;
+import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.schedules.CostModel;
 import dev.ttpipe.schedules.Schedule;
 import dev.ttpipe.schedules.SimResult;
 import dev.ttpipe.schedules.Simulator;
 
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
  * What a measured step says about the pipeline: per rank the busy time (compute actions of the
  * schedule: F, B, I, W) and the bubble (idle share of the passes' wall time), the per-stage mean
- * cost of each kind of action, and what the simulator predicts for the same schedule with those
- * costs, so prediction and measurement can be set side by side.
+ * cost of each kind of action, what the simulator predicts for the same schedule with those costs,
+ * and the runtime's own overhead between back-to-back actions ({@link #overhead()}).
  */
 public final class StepAnalysis {
     private final int ranks;
     private final double wallSeconds;
     private final double[] busySeconds;
-    private final double[] meanF, meanB, meanI, meanW;
-    private final double meanComm;
     private final SimResult predicted;
-    private final double dispatchMedianUs, dispatchMeanUs;
-    private final int dispatchSamples;
+    private final Overhead overhead;
+
+    /**
+     * The runtime's own delay before a compute action: from the moment the rank's device was free (the
+     * previous compute action ended) and the action's input was on the rank (the transport delivered
+     * it, stamped on the transport's thread, or a stage of the same rank produced it), to the moment
+     * the action started on the device. Every pair of consecutive compute actions of a rank in a pass
+     * is one sample; {@code waitedForData} of them had their input arrive after the device was free.
+     * Microseconds.
+     */
+    public record Overhead(int pairs, int waitedForData, double medianUs, double p90Us, double p99Us, double meanUs) {
+        static Overhead of(double[] ns, int waited) {
+            if (ns.length == 0) return new Overhead(0, 0, Double.NaN, Double.NaN, Double.NaN, Double.NaN);
+            double[] s = ns.clone();
+            Arrays.sort(s);
+            double sum = 0;
+            for (double v : s) sum += v;
+            return new Overhead(s.length, waited, quantile(s, 0.5) / 1e3, quantile(s, 0.9) / 1e3, quantile(s, 0.99) / 1e3,
+                    sum / s.length / 1e3);
+        }
+
+        /** Linear interpolation between the closest ranks of the sorted samples. */
+        static double quantile(double[] sorted, double q) {
+            double pos = q * (sorted.length - 1);
+            int lo = (int) Math.floor(pos);
+            int hi = Math.min(sorted.length - 1, lo + 1);
+            return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
+        }
+
+        /** One line in plain words. */
+        public String describe() {
+            if (pairs == 0) return "runtime overhead between back-to-back actions: no pairs measured";
+            return String.format(java.util.Locale.ROOT, "runtime overhead (device free and input there -> next action"
+                            + " starts): median %.0f us, p90 %.0f us, p99 %.0f us over %d back-to-back pairs (%d waited for data first)",
+                    medianUs, p90Us, p99Us, pairs, waitedForData);
+        }
+    }
+
+    /** The analysis of a finished step. */
+    public static StepAnalysis of(Schedule schedule, Coordinator.StepReport r) {
+        long passWall = 0;
+        for (int i = 0; i < r.passStartNs().length; i++) passWall += r.passEndNs()[i] - r.passStartNs()[i];
+        return new StepAnalysis(schedule, r.events(), passWall);
+    }
 
     /**
      * @param passWallNs total wall time of the passes (the schedule's part of the step)
@@ -42,118 +89,103 @@ public final class StepAnalysis {
                 busySeconds[e.rank()] += e.durationNs() / 1e9;
                 sum[k][e.stage()] += e.durationNs() / 1e9;
                 count[k][e.stage()]++;
-            } else if (e.kind().startsWith("SEND")) {
+            } else if (e.kind() == ActionKind.SEND_F || e.kind() == ActionKind.SEND_B) {
                 commSum += e.durationNs() / 1e9;
                 commCount++;
             }
         }
-        meanF = mean(sum[0], count[0]);
-        meanB = mean(sum[1], count[1]);
-        meanI = mean(sum[2], count[2]);
-        meanW = mean(sum[3], count[3]);
+        double[] f = mean(sum[0], count[0]);
+        double[] b = new double[stages], i = new double[stages], w = new double[stages];
         for (int s = 0; s < stages; s++) {
-            // Schedules that split B measure I and W; those that do not measure B. Fill the other from what was measured.
-            if (count[1][s] == 0 && (count[2][s] > 0 || count[3][s] > 0)) meanB[s] = meanI[s] + meanW[s];
-            if (count[2][s] == 0 && count[1][s] > 0) {
-                meanI[s] = meanB[s] / 2;
-                meanW[s] = meanB[s] / 2;
-            }
+            // Schedules that split B measure I and W; those that do not measure B. The cost model's rule fills the rest.
+            double[] biw = CostModel.backwardParts(measured(sum[1], count[1], s), measured(sum[2], count[2], s),
+                    measured(sum[3], count[3], s), 0.0);
+            b[s] = biw[0];
+            i[s] = biw[1];
+            w[s] = biw[2];
         }
-        meanComm = commCount == 0 ? 0 : commSum / commCount;
-        CostModel costs = CostModel.builder().forward(meanF).backward(meanB).backwardInput(meanI).backwardWeight(meanW)
-                .comm(filled(stages, meanComm)).build();
+        double meanComm = commCount == 0 ? 0 : commSum / commCount;
+        double[] comm = new double[stages];
+        Arrays.fill(comm, meanComm);
         SimResult sim;
         try {
-            sim = Simulator.simulate(schedule, costs);
+            sim = Simulator.simulate(schedule, CostModel.builder().forward(f).backward(b).backwardInput(i).backwardWeight(w)
+                    .comm(comm).build());
         } catch (RuntimeException e) {
             sim = null;
         }
         this.predicted = sim;
-        double[] gaps = dispatchGaps(events, ranks);
-        this.dispatchSamples = gaps.length;
-        java.util.Arrays.sort(gaps);
-        this.dispatchMedianUs = gaps.length == 0 ? Double.NaN : gaps[gaps.length / 2] / 1e3;
-        double sumGaps = 0;
-        for (double g : gaps) sumGaps += g;
-        this.dispatchMeanUs = gaps.length == 0 ? Double.NaN : sumGaps / gaps.length / 1e3;
+        this.overhead = overhead(events, ranks);
     }
 
-    /**
-     * The runtime's own cost between two compute actions of a rank when the second one's data was
-     * already there: from the end of one kernel to the start of the next (actor message, bookkeeping,
-     * hand-over to the device queue). Nanoseconds, one entry per such pair. An action's data is there
-     * when its RECV ended (the transport delivered it) or, for a tensor from a stage on the same rank,
-     * when the producing action ended; a pair whose second action's data came after the first one
-     * ended measures waiting, not the runtime, and is left out.
-     */
-    private static double[] dispatchGaps(List<ActionEvent> events, int ranks) {
-        List<Double> out = new java.util.ArrayList<>();
+    private static Double measured(double[] sum, int[] count, int stage) {
+        return count[stage] == 0 ? null : sum[stage] / count[stage];
+    }
+
+    private static Overhead overhead(List<ActionEvent> events, int ranks) {
+        List<Double> gaps = new ArrayList<>();
+        int waited = 0;
         for (int r = 0; r < ranks; r++) {
-            List<ActionEvent> compute = new java.util.ArrayList<>();
-            Map<String, ActionEvent> byLabel = new java.util.HashMap<>();
+            List<ActionEvent> compute = new ArrayList<>();
+            Map<String, ActionEvent> byLabel = new HashMap<>();
             for (ActionEvent e : events) {
                 if (e.rank() != r || e.pass() < 0) continue;
                 byLabel.put(e.pass() + ":" + e.label(), e);
-                if (e.isCompute() && kindIndex(e.kind()) >= 0) compute.add(e);
+                if (kindIndex(e.kind()) >= 0) compute.add(e);
             }
-            compute.sort(java.util.Comparator.comparingLong(ActionEvent::startNs));
+            compute.sort(Comparator.comparingLong(ActionEvent::startNs));
             ActionEvent prev = null;
             for (ActionEvent e : compute) {
-                if (prev != null && e.pass() == prev.pass() && dataReadyNs(e, byLabel) <= prev.endNs()) {
-                    out.add((double) (e.startNs() - prev.endNs()));
+                if (prev != null && e.pass() == prev.pass()) {
+                    long ready = dataReadyNs(e, byLabel);
+                    if (ready > prev.endNs()) waited++;
+                    gaps.add((double) Math.max(0, e.startNs() - Math.max(prev.endNs(), ready)));
                 }
                 prev = e;
             }
         }
-        double[] a = new double[out.size()];
-        for (int i = 0; i < a.length; i++) a[i] = out.get(i);
-        return a;
+        double[] a = new double[gaps.size()];
+        for (int k = 0; k < a.length; k++) a[k] = gaps.get(k);
+        return Overhead.of(a, waited);
     }
 
-    /** When {@code e}'s input was on the rank: its RECV's end, else its same-rank producer's end, else the pass start. */
+    /** When {@code e}'s input was on the rank: its RECV's end, else its same-rank producer's end, else never late. */
     private static long dataReadyNs(ActionEvent e, Map<String, ActionEvent> byLabel) {
         String pass = e.pass() + ":";
         int s = e.stage(), mb = e.microbatch();
-        String recv, producer;
+        Action recv, producer;
         switch (e.kind()) {
-            case "F":
-                recv = s + "RECV_F" + mb;
-                producer = (s - 1) + "F" + mb;
+            case F:
+                recv = new Action(s, ActionKind.RECV_F, mb);
+                producer = s == 0 ? null : new Action(s - 1, ActionKind.F, mb);
                 break;
-            case "B":
-            case "I":
-                recv = s + "RECV_B" + mb;
-                ActionEvent b = byLabel.get(pass + (s + 1) + "B" + mb);
-                producer = (s + 1) + (b != null ? "B" : "I") + mb;
+            case B:
+            case I: {
+                recv = new Action(s, ActionKind.RECV_B, mb);
+                ActionEvent b = byLabel.get(pass + new Action(s + 1, ActionKind.B, mb));
+                producer = new Action(s + 1, b != null ? ActionKind.B : ActionKind.I, mb);
                 break;
+            }
             default: // W: after its own I
                 recv = null;
-                producer = s + "I" + mb;
+                producer = new Action(s, ActionKind.I, mb);
         }
         ActionEvent got = recv == null ? null : byLabel.get(pass + recv);
-        if (got == null) got = byLabel.get(pass + producer);
+        if (got == null && producer != null) got = byLabel.get(pass + producer);
         return got == null ? Long.MIN_VALUE : got.endNs();
     }
 
-    /** Median runtime overhead between back-to-back compute actions, microseconds (NaN if none). */
-    public double dispatchMedianUs() {
-        return dispatchMedianUs;
+    /** The runtime's overhead between back-to-back compute actions, over every pair of the step. */
+    public Overhead overhead() {
+        return overhead;
     }
 
-    public double dispatchMeanUs() {
-        return dispatchMeanUs;
-    }
-
-    public int dispatchSamples() {
-        return dispatchSamples;
-    }
-
-    private static int kindIndex(String kind) {
+    private static int kindIndex(ActionKind kind) {
         switch (kind) {
-            case "F": return 0;
-            case "B": return 1;
-            case "I": return 2;
-            case "W": return 3;
+            case F: return 0;
+            case B: return 1;
+            case I: return 2;
+            case W: return 3;
             default: return -1;
         }
     }
@@ -161,12 +193,6 @@ public final class StepAnalysis {
     private static double[] mean(double[] sum, int[] count) {
         double[] out = new double[sum.length];
         for (int i = 0; i < sum.length; i++) out[i] = count[i] == 0 ? 0 : sum[i] / count[i];
-        return out;
-    }
-
-    private static double[] filled(int n, double v) {
-        double[] out = new double[n];
-        java.util.Arrays.fill(out, v);
         return out;
     }
 
@@ -203,17 +229,5 @@ public final class StepAnalysis {
     /** The simulator's timeline for the same schedule with the measured mean costs (null if it could not run). */
     public SimResult predicted() {
         return predicted;
-    }
-
-    public double meanForward(int stage) {
-        return meanF[stage];
-    }
-
-    public double meanBackward(int stage) {
-        return meanB[stage];
-    }
-
-    public double meanComm() {
-        return meanComm;
     }
 }

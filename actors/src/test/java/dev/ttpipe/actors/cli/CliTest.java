@@ -68,7 +68,8 @@ class CliTest {
         }
         assertEquals(2, Files.readAllLines(run.resolve("metrics.jsonl")).size());
         String trace = Files.readString(run.resolve("trace.json"));
-        assertTrue(trace.contains("\"name\":\"F0\"") && trace.contains("\"ph\":\"s\"") && trace.contains("stage 1 (rank 1)"), "trace");
+        assertTrue(trace.contains("\"name\":\"0F0\"") && trace.contains("\"ph\":\"s\"") && trace.contains("\"rank 1\"")
+                && trace.contains("\"stage 1 comm\"") && trace.contains("\"name\":\"step 1\""), "trace");
         // the resolved config loads again as it is
         assertEquals(0, run("verify", run.resolve("config.yaml").toString(), "--steps", "1").code());
     }

@@ -25,7 +25,7 @@ class ConfigLoaderTest {
             "  project_name: \"tt_train_nano_gpt\"",
             "  model_type: \"gpt2\"",
             "  seed: 5489",
-            "  model_save_interval: 500",
+            "  model_save_interval: 0",
             "  batch_size: 64",
             "  num_epochs: 1",
             "  max_steps: 5000",
@@ -64,7 +64,7 @@ class ConfigLoaderTest {
         assertEquals(4, cfg.pipeline().ranks());
         assertEquals(32, cfg.transformer.numBlocks);
         assertEquals("memory_efficient", cfg.transformer.runnerType);
-        assertEquals("fabric", cfg.multihost.socketType);
+        assertEquals(SocketType.FABRIC, cfg.multihost.socketType);
         assertEquals(64, cfg.training.batchSize);
     }
 
@@ -148,9 +148,44 @@ class ConfigLoaderTest {
     }
 
     @Test
+    void keysNotImplementedYetAreRefusedByNameUnlessTheyHaveTheirDefault() {
+        String changed = TTML.replace("  model_save_interval: 0", "  model_save_interval: 500\n  checkpoint_dir: ckpt\n"
+                        + "  model_path: m.safetensors\n  tokenizer_path: t.json")
+                .replace("  num_epochs: 1", "  num_epochs: 3")
+                + "device_config:\n  dtype: bf16\n  device_ids: [0, 1]\n";
+        List<String> p = problems(changed);
+        for (String key : List.of("training_config.model_save_interval: 500", "training_config.checkpoint_dir: 'ckpt",
+                "training_config.model_path: '", "training_config.tokenizer_path: '", "training_config.num_epochs: 3",
+                "device_config.dtype: 'bf16' given: not supported yet", "device_config.device_ids: [0, 1]")) {
+            assertTrue(p.stream().anyMatch(l -> l.contains(key)), key + " not refused in " + p);
+        }
+        assertEquals(7, p.size(), p.toString());
+        // the defaults written out are accepted
+        load(TTML + "device_config:\n  dtype: fp32\n  device_ids: []\n");
+    }
+
+    @Test
+    void ttmlsMpiSocketIsReadAsAeronWithANote() {
+        TtpipeConfig cfg = load(TTML.replace("socket_type: fabric", "socket_type: mpi"));
+        assertEquals(SocketType.AERON, cfg.multihost.socketType);
+        assertEquals(1, cfg.origins.notes().size());
+        assertTrue(cfg.origins.notes().get(0).contains("socket_type: 'mpi' read as aeron"), cfg.origins.notes().toString());
+    }
+
+    @Test
+    void modeTakesReadyFirstWithADashOrAnUnderscore() {
+        for (String m : List.of("ready-first", "ready_first", "READY-FIRST")) {
+            TtpipeConfig cfg = load(TTML.replace("    num_blocks: 32\n    blocks_per_rank", "    mode: " + m + "\n    num_blocks: 32\n    blocks_per_rank"));
+            assertEquals(PipelineMode.READY_FIRST, cfg.pipeline().mode, m);
+        }
+        List<String> p = problems(TTML.replace("    num_blocks: 32\n    blocks_per_rank", "    mode: ready\n    num_blocks: 32\n    blocks_per_rank"));
+        assertTrue(p.get(0).contains("mode: 'ready' given, expected one of static, ready-first"), p.get(0));
+    }
+
+    @Test
     void anEmptyFileIsAllDefaults() {
         TtpipeConfig cfg = load("");
-        assertEquals("cpu", cfg.device.backend);
+        assertEquals(Backend.CPU, cfg.device.backend);
         assertFalse(cfg.pipeline().schedule.isEmpty());
     }
 

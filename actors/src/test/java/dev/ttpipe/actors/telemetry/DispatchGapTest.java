@@ -1,5 +1,7 @@
 package dev.ttpipe.actors.telemetry;
 
+import dev.ttpipe.schedules.Action;
+import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.schedules.Schedule;
 import dev.ttpipe.schedules.Schedules;
 import org.junit.jupiter.api.Test;
@@ -8,11 +10,15 @@ import java.util.List;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
-/** Which pairs of compute actions count as runtime overhead, and which as waiting for data. */
+/**
+ * The runtime overhead between back-to-back compute actions: every pair counts, measured from when
+ * the device was free and the input was there; pairs whose input came after the device was free are
+ * counted as having waited for data.
+ */
 class DispatchGapTest {
 
     private static ActionEvent ev(int rank, int stage, String kind, int mb, long start, long end) {
-        return new ActionEvent(rank, stage, kind, mb, 0, start, end, 0, end - start, 0, 0, 0);
+        return new ActionEvent(rank, new Action(stage, ActionKind.valueOf(kind), mb), 0, start, end, 0, end - start, 0, 0, 0);
     }
 
     /** Rank 1 (the last of two) of a GPipe pass over {@code microbatches}, with these events. */
@@ -29,25 +35,28 @@ class DispatchGapTest {
                 ev(1, 1, "F", 0, 0, 100_000),
                 ev(1, 1, "RECV_F", 1, 50_000, 60_000),
                 ev(1, 1, "F", 1, 107_000, 200_000));
-        assertEquals(1, a.dispatchSamples());
-        assertEquals(7.0, a.dispatchMedianUs(), 1e-9);
+        assertEquals(1, a.overhead().pairs());
+        assertEquals(0, a.overhead().waitedForData());
+        assertEquals(7.0, a.overhead().medianUs(), 1e-9);
     }
 
     @Test
-    void aPairWhoseDataCameLateIsWaitingNotOverhead() {
-        // F1's activation arrived at 150, after F0 ended at 100: the 157 us gap is the pipeline's, not the runtime's.
+    void aPairWhoseDataCameLateCountsFromTheArrival() {
+        // F1's activation arrived at 150, after F0 ended at 100: the runtime's part is 150 -> 157, the rest was waiting.
         StepAnalysis a = analyse(2,
                 ev(1, 1, "RECV_F", 0, 0, 0),
                 ev(1, 1, "F", 0, 0, 100_000),
                 ev(1, 1, "RECV_F", 1, 50_000, 150_000),
                 ev(1, 1, "F", 1, 157_000, 200_000));
-        assertEquals(0, a.dispatchSamples());
+        assertEquals(1, a.overhead().pairs());
+        assertEquals(1, a.overhead().waitedForData());
+        assertEquals(7.0, a.overhead().medianUs(), 1e-9);
     }
 
     @Test
     void eachActionIsJudgedByItsOwnArrivalEvenWhenWaitsOverlap() {
         // With the next action already queued, the rank starts waiting for F2's data before F1 runs:
-        // F1 (data at 20) is back-to-back with F0; F2 (data at 250, after F1 ended) waited.
+        // F1 (data at 20) follows F0 after 3 us; F2 (data at 250, after F1 ended at 200) waited, then took 5 us.
         StepAnalysis a = analyse(3,
                 ev(1, 1, "RECV_F", 0, 0, 0),
                 ev(1, 1, "F", 0, 0, 100_000),
@@ -55,8 +64,10 @@ class DispatchGapTest {
                 ev(1, 1, "RECV_F", 2, 30_000, 250_000),
                 ev(1, 1, "F", 1, 103_000, 200_000),
                 ev(1, 1, "F", 2, 255_000, 300_000));
-        assertEquals(1, a.dispatchSamples());
-        assertEquals(3.0, a.dispatchMedianUs(), 1e-9);
+        assertEquals(2, a.overhead().pairs());
+        assertEquals(1, a.overhead().waitedForData());
+        assertEquals(4.0, a.overhead().medianUs(), 1e-9);
+        assertEquals(5.0 - 0.1 * 2, a.overhead().p90Us(), 1e-9);
     }
 
     @Test
@@ -66,7 +77,7 @@ class DispatchGapTest {
                 ev(1, 1, "RECV_F", 0, 0, 0),
                 ev(1, 1, "F", 0, 0, 100_000),
                 ev(1, 1, "B", 0, 120_000, 300_000));
-        assertEquals(1, a.dispatchSamples());
-        assertEquals(20.0, a.dispatchMedianUs(), 1e-9);
+        assertEquals(1, a.overhead().pairs());
+        assertEquals(20.0, a.overhead().medianUs(), 1e-9);
     }
 }

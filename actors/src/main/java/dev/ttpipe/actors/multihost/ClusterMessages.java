@@ -1,13 +1,14 @@
-package dev.ttpipe.actors.runtime;
+package dev.ttpipe.actors.multihost;
 
 import java.util.List;
 
 /** Every class that travels in a cross-process message, registered with Kryo in this order on every worker. */
-final class ClusterMessages {
+public final class ClusterMessages {
     private ClusterMessages() {
     }
 
-    static final List<String> CLASSES = List.of(
+    public static final List<String> CLASSES = List.of(
+            "dev.ttpipe.actors.runtime.StageActor$JoinJob",
             "dev.ttpipe.actors.runtime.StageActor$BeginPass",
             "dev.ttpipe.actors.runtime.StageActor$FinishStep",
             "dev.ttpipe.actors.runtime.StageActor$ApplyOptimizer",
@@ -15,6 +16,7 @@ final class ClusterMessages {
             "dev.ttpipe.actors.runtime.StageActor$StageStats",
             "dev.ttpipe.actors.runtime.StageActor$GetWeights",
             "dev.ttpipe.actors.runtime.StageActor$Weights",
+            "dev.ttpipe.actors.runtime.Coordinator$Joined",
             "dev.ttpipe.actors.runtime.Coordinator$PassDone",
             "dev.ttpipe.actors.runtime.Coordinator$GradReport",
             "dev.ttpipe.actors.runtime.Coordinator$OptimizerDone",
@@ -22,5 +24,7 @@ final class ClusterMessages {
             "dev.ttpipe.actors.runtime.HostGuardian$EndJob",
             "dev.ttpipe.actors.runtime.MicrobatchData",
             "dev.ttpipe.actors.telemetry.ActionEvent",
+            "dev.ttpipe.schedules.Action",
+            "dev.ttpipe.schedules.ActionKind",
             "dev.ttpipe.device.LossOutput");
 }

@@ -1,16 +1,16 @@
-package dev.ttpipe.actors.cli;
+package dev.ttpipe.actors.train;
 
+import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.ConfigWriter;
-import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.telemetry.ActionEvent;
 import dev.ttpipe.actors.telemetry.ChromeTrace;
-import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.actors.telemetry.StageTable;
 import dev.ttpipe.actors.telemetry.StepAnalysis;
-import dev.ttpipe.schedules.SimResult;
+import dev.ttpipe.actors.telemetry.StepMetrics;
 import dev.ttpipe.stages.Evaluation;
 import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.StageSlice;
@@ -20,6 +20,7 @@ import dev.ttpipe.stages.data.TextDataset;
 
 import java.io.BufferedWriter;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -31,29 +32,67 @@ import java.util.List;
 import java.util.Locale;
 
 /**
- * A training job run by {@code ttpipe train}: the pipeline runtime stepping through the batches,
- * a progress line, and a run directory with the resolved config, the vocabulary,
- * {@code metrics.jsonl} (one line per step) and {@code trace.json} (the measured timeline).
+ * One training job: the plan, the data and the loop that steps a {@link PipelineRuntime} through
+ * the batches, with evaluation, samples and the run directory ({@code config.yaml},
+ * {@code vocab.txt}, {@code metrics.jsonl}, {@code trace.json}). {@code ttpipe train}, rank 0 of
+ * {@code ttpipe worker}, {@code ttpipe verify} (for its batches) and the examples all run jobs
+ * through this class, so there is one training loop.
+ *
+ * <pre>
+ * TrainingJob job = TrainingJob.fromConfig(cfg);
+ * try (PipelineRuntime runtime = PipelineRuntime.start(job.plan())) {
+ *     TrainingJob.Result r = job.run(runtime, runDir, System.out);
+ * }
+ * </pre>
  */
-final class TrainingRun {
+public final class TrainingJob {
     /** Steps whose timelines go into trace.json: the first ones and the last (keeps the file small). */
     static final int TRACED_STEPS = 10;
 
     private final TtpipeConfig cfg;
-    private final RunData data;
+    private final boolean fromConfig;
+    private final TrainingData data;
     private final JobPlan plan;
-    private final Path runDir;
-    private final PrintStream out;
 
-    TrainingRun(TtpipeConfig cfg, RunData data, JobPlan plan, Path runDir, PrintStream out) {
+    private TrainingJob(TtpipeConfig cfg, boolean fromConfig, TrainingData data, JobPlan plan) {
         this.cfg = cfg;
+        this.fromConfig = fromConfig;
         this.data = data;
         this.plan = plan;
-        this.runDir = runDir;
-        this.out = out;
     }
 
-    static Path newRunDir(TtpipeConfig cfg, Path explicit) throws IOException {
+    /** The job a validated config describes: its data (or the generated corpus) and its plan. */
+    public static TrainingJob fromConfig(TtpipeConfig cfg) {
+        TrainingData data = TrainingData.load(cfg);
+        return new TrainingJob(cfg, true, data, JobPlan.from(cfg, data.dataset().tokenizer().vocabSize()));
+    }
+
+    /** A job built in code: {@code plan} trained for {@code steps} steps on {@code text}, default evaluation. */
+    public static TrainingJob of(JobPlan plan, TextDataset text, int steps) {
+        TtpipeConfig cfg = new TtpipeConfig();
+        cfg.training.maxSteps = steps;
+        cfg.training.seed = (int) plan.seed();
+        return new TrainingJob(cfg, false, new TrainingData(text, "text given in code", false), plan);
+    }
+
+    public JobPlan plan() {
+        return plan;
+    }
+
+    public TrainingData data() {
+        return data;
+    }
+
+    public TtpipeConfig config() {
+        return cfg;
+    }
+
+    public int steps() {
+        return cfg.training.maxSteps;
+    }
+
+    /** A new run directory under {@code runs_dir} named after the time and the project, or {@code explicit}. */
+    public static Path newRunDir(TtpipeConfig cfg, Path explicit) throws IOException {
         Path dir = explicit;
         if (dir == null) {
             String stamp = LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss"));
@@ -65,45 +104,62 @@ final class TrainingRun {
         return dir;
     }
 
-    void run() throws IOException {
-        try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
-            run(runtime);
+    /** The batches of optimizer step {@code step}: one per accumulation pass, the same on every rank and in the reference. */
+    public List<Batch> batches(int step) {
+        List<Batch> out = new ArrayList<>();
+        for (int a = 0; a < plan.accumulation(); a++) {
+            out.add(data.dataset().trainBatch(plan.seed(), step * plan.accumulation() + a, plan.batchSize(), plan.seqLen()));
         }
+        return out;
     }
 
-    /** Trains with a runtime started elsewhere (rank 0 of a multi-process job); does not close it. */
-    void run(PipelineRuntime runtime) throws IOException {
-        int steps = cfg.training.maxSteps;
+    /** What a finished run measured. */
+    public record Result(double[] losses, double tokensPerSecond, double validationLoss, Coordinator.StepReport last) {
+    }
+
+    /**
+     * Trains for {@link #steps()} steps on {@code runtime} (started by the caller, who closes it).
+     * {@code runDir} null: no files; {@code out} null: nothing printed.
+     */
+    public Result run(PipelineRuntime runtime, Path runDir, PrintStream out) throws IOException {
+        if (out == null) out = new PrintStream(OutputStream.nullOutputStream());
+        int steps = steps();
         out.println(describe());
-        out.println("run directory: " + runDir);
-        Files.writeString(runDir.resolve("config.yaml"), ConfigWriter.toYaml(cfg), StandardCharsets.UTF_8);
-        data.dataset().tokenizer().save(runDir.resolve("vocab.txt"));
+        if (runDir != null) {
+            out.println("run directory: " + runDir);
+            if (fromConfig) Files.writeString(runDir.resolve("config.yaml"), ConfigWriter.toYaml(cfg), StandardCharsets.UTF_8);
+            data.dataset().tokenizer().save(runDir.resolve("vocab.txt"));
+        }
         List<ActionEvent> traced = new ArrayList<>();
         long traceOrigin = 0;
         StepAnalysis lastAnalysis = null;
         Coordinator.StepReport last = null;
-        double firstLoss = Double.NaN;
-        try (BufferedWriter metrics = Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8)) {
+        double[] losses = new double[steps];
+        List<Coordinator.StepReport> tracedReports = new ArrayList<>();
+        BufferedWriter metrics = runDir == null ? null
+                : Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8);
+        long tokensTotal = 0;
+        double secondsTotal = 0;
+        try {
             Progress progress = new Progress(out, steps);
-            long tokensTotal = 0;
-            double secondsTotal = 0;
             for (int step = 0; step < steps; step++) {
                 Coordinator.StepReport r = runtime.step(step, batches(step));
-                long passWall = 0;
-                for (int i = 0; i < r.passStartNs().length; i++) passWall += r.passEndNs()[i] - r.passStartNs()[i];
-                StepAnalysis a = new StepAnalysis(plan.schedule(), r.events(), passWall);
-                if (step == 0) firstLoss = r.loss();
+                StepAnalysis a = StepAnalysis.of(plan.schedule(), r);
+                losses[step] = r.loss();
                 if (step < TRACED_STEPS || step == steps - 1) {
                     if (traced.isEmpty()) traceOrigin = r.startNs();
                     traced.addAll(r.events());
+                    tracedReports.add(r);
                 }
                 Double val = null;
                 if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps && allLocal(runtime)) {
                     val = validationLoss(runtime);
                 }
-                metrics.write(metricsLine(r, a, val));
-                metrics.newLine();
-                metrics.flush();
+                if (metrics != null) {
+                    metrics.write(StepMetrics.jsonLine(r, a, val));
+                    metrics.newLine();
+                    metrics.flush();
+                }
                 if (step > 0) {                 // the first step includes warm-up (JIT, allocations)
                     tokensTotal += r.tokens();
                     secondsTotal += r.seconds();
@@ -115,32 +171,41 @@ final class TrainingRun {
                 last = r;
                 lastAnalysis = a;
             }
-            ChromeTrace.write(runDir.resolve("trace.json"), plan.schedule(), traced, traceOrigin);
-            out.println();
-            out.printf(Locale.ROOT, "%s over %d steps; %s tokens/s (steps 2..%d)%n",
-                    Double.isNaN(last.loss()) ? "no loss values (the sim backend models time only)"
-                            : "loss " + lossText(firstLoss) + " -> " + lossText(last.loss()), steps,
-                    secondsTotal > 0 ? human(tokensTotal / secondsTotal) : "n/a", steps);
-            printStageTable(lastAnalysis, last);
-            if ("sim".equals(plan.backend())) {
-                out.println("(sim backend: no values, so no validation loss or samples)");
-            } else if (!allLocal(runtime)) {
-                out.println("(multi-process job: validation loss and samples need every stage in one process; run `ttpipe train` with"
-                        + " the same config to see them)");
-            } else {
-                out.printf(Locale.ROOT, "validation loss: %s nats/char%n", lossText(validationLoss(runtime)));
-                printSamples(runtime);
-            }
+        } finally {
+            if (metrics != null) metrics.close();
         }
-        out.println("wrote " + runDir.resolve("metrics.jsonl") + ", " + runDir.resolve("trace.json")
-                + " (open in https://ui.perfetto.dev)");
+        if (runDir != null) ChromeTrace.write(runDir.resolve("trace.json"), plan.schedule(), traced, tracedReports, traceOrigin);
+        out.println();
+        double tokensPerSecond = secondsTotal > 0 ? tokensTotal / secondsTotal : Double.NaN;
+        out.printf(Locale.ROOT, "%s over %d steps; %s tokens/s (steps 2..%d)%n",
+                Double.isNaN(last.loss()) ? "no loss values (the sim backend models time only)"
+                        : "loss " + lossText(losses[0]) + " -> " + lossText(last.loss()), steps,
+                secondsTotal > 0 ? human(tokensPerSecond) : "n/a", steps);
+        StageTable.print(out, plan, lastAnalysis, last);
+        double val = Double.NaN;
+        if (plan.backend() == Backend.SIM) {
+            out.println("(sim backend: no values, so no validation loss or samples)");
+        } else if (!allLocal(runtime)) {
+            out.println("(multi-process job: validation loss and samples need every stage in one process; run `ttpipe train` with"
+                    + " the same config to see them)");
+        } else {
+            val = validationLoss(runtime);
+            out.printf(Locale.ROOT, "validation loss: %s nats/char%n", lossText(val));
+            printSamples(runtime, out);
+        }
+        if (runDir != null) {
+            out.println("wrote " + runDir.resolve("metrics.jsonl") + ", " + runDir.resolve("trace.json")
+                    + " (open in https://ui.perfetto.dev)");
+        }
+        return new Result(losses, tokensPerSecond, val, last);
     }
 
     private static boolean allLocal(PipelineRuntime runtime) {
         return runtime.deployment() == null;
     }
 
-    String describe() {
+    /** One paragraph: the model, the pipeline, the data and the split. */
+    public String describe() {
         StringBuilder sb = new StringBuilder();
         sb.append(String.format(Locale.ROOT, "ttpipe train: %s %d blocks x %d dim, %d heads, vocab %d | %d stages on %d ranks, %s%s, %d microbatches of %d x %d tokens | %s backend, mesh %s per rank%s",
                 plan.model().type().name().toLowerCase(Locale.ROOT), plan.model().numBlocks(), plan.model().embeddingDim(),
@@ -160,58 +225,6 @@ final class TrainingRun {
         return " (" + (p.ddp() ? "DDP " + p.ddpSize() : "") + (p.ddp() && p.tp() ? " x " : "") + (p.tp() ? "TP " + p.tpSize() : "") + ")";
     }
 
-    List<Batch> batches(int step) {
-        List<Batch> out = new ArrayList<>();
-        for (int a = 0; a < plan.accumulation(); a++) {
-            out.add(data.dataset().trainBatch(plan.seed(), step * plan.accumulation() + a, plan.batchSize(), plan.seqLen()));
-        }
-        return out;
-    }
-
-    private String metricsLine(Coordinator.StepReport r, StepAnalysis a, Double val) {
-        StringBuilder sb = new StringBuilder("{");
-        sb.append("\"step\":").append(r.step());
-        sb.append(",\"loss\":").append(Json.num(r.loss()));
-        sb.append(",\"grad_norm\":").append(Json.num(r.gradNorm()));
-        sb.append(",\"lr\":").append(Json.num(r.lr()));
-        sb.append(",\"clip\":").append(Json.num(r.clip()));
-        sb.append(",\"tokens\":").append(r.tokens());
-        sb.append(",\"seconds\":").append(Json.num(r.seconds()));
-        sb.append(",\"tokens_per_second\":").append(Json.num(r.tokens() / Math.max(1e-9, r.seconds())));
-        sb.append(",\"bubble\":").append(Json.num(a.bubble()));
-        sb.append(",\"bubble_per_rank\":").append(Json.nums(a.bubblePerRank()));
-        SimResult p = a.predicted();
-        if (p != null) {
-            sb.append(",\"predicted_bubble\":").append(Json.num(p.bubbleFraction()));
-            sb.append(",\"predicted_pass_seconds\":").append(Json.num(p.makespan()));
-        }
-        sb.append(",\"pass_seconds\":").append(Json.num(a.wallSeconds() / r.passStartNs().length));
-        sb.append(",\"memory_peak_bytes\":").append(Json.nums(r.memoryPeak()));
-        if (a.dispatchSamples() > 0) sb.append(",\"dispatch_overhead_us\":").append(Json.num(a.dispatchMedianUs()));
-        if (val != null) sb.append(",\"val_loss\":").append(Json.num(val));
-        return sb.append('}').toString();
-    }
-
-    private void printStageTable(StepAnalysis a, Coordinator.StepReport r) {
-        SimResult p = a.predicted();
-        out.printf(Locale.ROOT, "last step: %.3f s; passes %.3f s wall, simulator predicts %s for the measured costs%n",
-                r.seconds(), a.wallSeconds(), p == null ? "n/a" : String.format(Locale.ROOT, "%.3f s", p.makespan() * r.passStartNs().length));
-        if (a.dispatchSamples() > 0) {
-            out.printf(Locale.ROOT, "runtime overhead between back-to-back actions: median %.0f us, mean %.0f us (%d pairs)%n",
-                    a.dispatchMedianUs(), a.dispatchMeanUs(), a.dispatchSamples());
-        }
-        out.printf("%-5s %-10s %10s %10s %12s %12s%n", "rank", "stages", "busy", "bubble", "sim bubble", "peak memory");
-        for (int rank = 0; rank < plan.ranks(); rank++) {
-            StringBuilder st = new StringBuilder();
-            for (StageSlice s : plan.slicesOfRank(rank)) st.append(st.length() == 0 ? "" : ",").append(s.index());
-            out.printf(Locale.ROOT, "%-5d %-10s %9.3fs %9.1f%% %11s %12s%n", rank, st, a.busySeconds(rank), 100 * a.bubble(rank),
-                    p == null ? "n/a" : String.format(Locale.ROOT, "%.1f%%", 100 * p.bubbleFraction(rank)),
-                    Sizes.format(r.memoryPeak()[rank]));
-        }
-        out.printf(Locale.ROOT, "all   %-10s %10s %9.1f%% %11s%n", "", "", 100 * a.bubble(),
-                p == null ? "n/a" : String.format(Locale.ROOT, "%.1f%%", 100 * p.bubbleFraction()));
-    }
-
     /** All stages in order, gathered from their ranks (the pipeline is idle between steps). */
     static List<Stage> stagesInOrder(PipelineRuntime runtime) {
         Stage[] ordered = new Stage[runtime.plan().stages()];
@@ -222,7 +235,8 @@ final class TrainingRun {
         return List.of(ordered);
     }
 
-    private double validationLoss(PipelineRuntime runtime) {
+    /** Mean loss over {@code eval_batches} validation batches (NaN when the data holds none). */
+    public double validationLoss(PipelineRuntime runtime) {
         TextDataset d = data.dataset();
         if (d.validationTokens() < plan.seqLen() + 2) return Double.NaN;
         List<Batch> val = new ArrayList<>();
@@ -233,7 +247,7 @@ final class TrainingRun {
         return runtime.onDevice(0, ignored -> Evaluation.meanLoss(stages, val));
     }
 
-    private void printSamples(PipelineRuntime runtime) {
+    private void printSamples(PipelineRuntime runtime, PrintStream out) {
         List<Stage> stages = stagesInOrder(runtime);
         var tok = data.dataset().tokenizer();
         double temperature = cfg.eval.temperature;
@@ -242,7 +256,7 @@ final class TrainingRun {
             java.util.Random rng = new java.util.Random(cfg.training.seed + 1);
             int correct = 0, n = 8;
             for (int i = 0; i < n; i++) {
-                int x = rng.nextInt(RunData.ARITHMETIC_MAX + 1), y = rng.nextInt(RunData.ARITHMETIC_MAX + 1);
+                int x = rng.nextInt(TrainingData.ARITHMETIC_MAX + 1), y = rng.nextInt(TrainingData.ARITHMETIC_MAX + 1);
                 String prompt = "\n" + x + "+" + y + "=";
                 int[] ids = runtime.onDevice(0, ignored -> Evaluation.generate(stages, tok.encode(prompt), 4, temperature,
                         cfg.eval.topK, cfg.training.seed));
@@ -266,11 +280,11 @@ final class TrainingRun {
         }
     }
 
-    static String lossText(double loss) {
+    public static String lossText(double loss) {
         return Double.isNaN(loss) ? "n/a" : String.format(Locale.ROOT, "%.4f", loss);
     }
 
-    static String human(double v) {
+    public static String human(double v) {
         if (v >= 1e6) return String.format(Locale.ROOT, "%.2fM", v / 1e6);
         if (v >= 1e3) return String.format(Locale.ROOT, "%.1fk", v / 1e3);
         return String.format(Locale.ROOT, "%.0f", v);

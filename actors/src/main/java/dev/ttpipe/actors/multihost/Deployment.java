@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.runtime;
+package dev.ttpipe.actors.multihost;
 
 import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.TtpipeConfig;

@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.cli;
+package dev.ttpipe.actors.train;
 
 import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.TtpipeConfig;
@@ -9,19 +9,19 @@ import java.io.IOException;
 import java.nio.file.Path;
 
 /** The training text of a job: the file the config names, or the arithmetic corpus ttpipe generates itself. */
-record RunData(TextDataset dataset, String description, boolean arithmetic) {
+public record TrainingData(TextDataset dataset, String description, boolean arithmetic) {
     /**
      * Largest operand of the generated corpus: single digits, so that the one-minute default run learns
      * the sums (measured: all 8 samples right after 300 steps; with operands up to 19, 2 to 5 of 8).
      */
-    static final int ARITHMETIC_MAX = 9;
+    public static final int ARITHMETIC_MAX = 9;
 
-    static RunData load(TtpipeConfig cfg) {
+    public static TrainingData load(TtpipeConfig cfg) {
         TtpipeConfig.TrainingConfig t = cfg.training;
         int seq = cfg.transformer.effectiveSequenceLength();
         if (t.dataPath == null) {
             String text = ArithmeticCorpus.generate(t.seed, 30_000, ARITHMETIC_MAX);
-            return new RunData(TextDataset.of(text, t.validationFraction), "generated arithmetic corpus (30000 lines such as 7+8=15)", true);
+            return new TrainingData(TextDataset.of(text, t.validationFraction), "generated arithmetic corpus (30000 lines such as 7+8=15)", true);
         }
         String text;
         try {
@@ -38,7 +38,7 @@ record RunData(TextDataset dataset, String description, boolean arithmetic) {
                     + t.validationFraction + ", expected at least " + (int) Math.ceil(need / Math.max(0.01, Math.min(t.validationFraction, 1 - t.validationFraction)))
                     + " characters");
         }
-        return new RunData(data, t.dataPath + " (" + text.length() + " characters, " + data.tokenizer().vocabSize()
+        return new TrainingData(data, t.dataPath + " (" + text.length() + " characters, " + data.tokenizer().vocabSize()
                 + " distinct)", false);
     }
 }

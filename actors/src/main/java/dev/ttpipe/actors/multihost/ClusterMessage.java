@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.runtime;
+package dev.ttpipe.actors.multihost;
 
 /**
  * Marks the messages that cross processes in a multi-host job (bound to the Kryo serializer in the

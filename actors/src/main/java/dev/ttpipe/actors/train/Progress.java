@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.cli;
+package dev.ttpipe.actors.train;
 
 import java.io.PrintStream;
 import java.util.Locale;
@@ -7,7 +7,7 @@ import java.util.Locale;
  * A progress line for long work: redrawn in place on a terminal, or printed every tenth of the way
  * (and at the end) when the output is a file or a pipe.
  */
-final class Progress {
+public final class Progress {
     private final PrintStream out;
     private final int total;
     private final boolean tty;
@@ -15,13 +15,13 @@ final class Progress {
     private int lastPrinted = -1;
     private int width;
 
-    Progress(PrintStream out, int total) {
+    public Progress(PrintStream out, int total) {
         this.out = out;
         this.total = total;
         this.tty = System.console() != null && !"dumb".equals(System.getenv("TERM"));
     }
 
-    void update(int done, String status) {
+    public void update(int done, String status) {
         double elapsed = (System.nanoTime() - startNs) / 1e9;
         double eta = done == 0 ? 0 : elapsed / done * (total - done);
         int barWidth = 24;
@@ -43,7 +43,7 @@ final class Progress {
         }
     }
 
-    static String duration(double seconds) {
+    public static String duration(double seconds) {
         if (seconds < 60) return String.format(Locale.ROOT, "%.0fs", seconds);
         long s = Math.round(seconds);
         if (s < 3600) return String.format(Locale.ROOT, "%dm%02ds", s / 60, s % 60);

@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.serialization;
+package dev.ttpipe.actors.multihost;
 
 import com.typesafe.config.ConfigFactory;
 import org.apache.pekko.actor.ActorSystem;
@@ -48,13 +48,13 @@ class KryoSerializerTest {
         system = ActorSystem.create("kryo", ConfigFactory.parseString("""
                 pekko.loglevel = WARNING
                 pekko.actor {
-                  serializers { ttpipe-kryo = "dev.ttpipe.actors.serialization.KryoSerializer" }
-                  serialization-bindings { "dev.ttpipe.actors.serialization.KryoSerializerTest$Control" = ttpipe-kryo }
+                  serializers { ttpipe-kryo = "dev.ttpipe.actors.multihost.KryoSerializer" }
+                  serialization-bindings { "dev.ttpipe.actors.multihost.KryoSerializerTest$Control" = ttpipe-kryo }
                 }
                 ttpipe.kryo.classes = [
-                  "dev.ttpipe.actors.serialization.KryoSerializerTest$Plan",
-                  "dev.ttpipe.actors.serialization.KryoSerializerTest$Phase",
-                  "dev.ttpipe.actors.serialization.KryoSerializerTest$Shard"
+                  "dev.ttpipe.actors.multihost.KryoSerializerTest$Plan",
+                  "dev.ttpipe.actors.multihost.KryoSerializerTest$Phase",
+                  "dev.ttpipe.actors.multihost.KryoSerializerTest$Shard"
                 ]
                 """).withFallback(ConfigFactory.load()));
     }

@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.runtime;
+package dev.ttpipe.actors.multihost;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
@@ -18,11 +18,11 @@ import java.time.Duration;
  * failure detector that notices a dead worker within a few seconds, and the Kryo serializer for
  * the messages that cross processes.
  */
-final class ClusterSettings {
+public final class ClusterSettings {
     private ClusterSettings() {
     }
 
-    static Config config(Deployment d, int rank) {
+    public static Config config(Deployment d, int rank) {
         Deployment.Binding me = d.rank(rank);
         Deployment.Binding seed = d.seed();
         return ConfigFactory.parseString(String.join("\n",
@@ -51,14 +51,14 @@ final class ClusterSettings {
                 "pekko.coordinated-shutdown.phases.cluster-leave.timeout = 2s",
                 "pekko.coordinated-shutdown.phases.cluster-exiting.timeout = 2s",
                 "pekko.coordinated-shutdown.phases.cluster-sharding-shutdown-region.timeout = 1s",
-                "pekko.actor.serializers.ttpipe-kryo = \"dev.ttpipe.actors.serialization.KryoSerializer\"",
-                "pekko.actor.serialization-bindings { \"dev.ttpipe.actors.runtime.ClusterMessage\" = ttpipe-kryo }",
+                "pekko.actor.serializers.ttpipe-kryo = \"dev.ttpipe.actors.multihost.KryoSerializer\"",
+                "pekko.actor.serialization-bindings { \"dev.ttpipe.actors.multihost.ClusterMessage\" = ttpipe-kryo }",
                 "ttpipe.kryo.classes = [" + String.join(", ", ClusterMessages.CLASSES.stream()
                         .map(c -> "\"" + c + "\"").toList()) + "]"))
                 .withFallback(ConfigFactory.load());
     }
 
-    static <T> ActorSystem<T> startSystem(Behavior<T> guardian, Deployment d, int rank) {
+    public static <T> ActorSystem<T> startSystem(Behavior<T> guardian, Deployment d, int rank) {
         Deployment.Binding me = d.rank(rank);
         checkPortFree(me, rank);
         return ActorSystem.create(guardian, "ttpipe", config(d, rank));
@@ -76,7 +76,7 @@ final class ClusterSettings {
     }
 
     /** Waits until this node is Up in the cluster (it reached the seed); else a one-line error naming the seed. */
-    static void awaitJoined(ActorSystem<?> system, Deployment d, Duration timeout) {
+    public static void awaitJoined(ActorSystem<?> system, Deployment d, Duration timeout) {
         Cluster cluster = Cluster.get(system);
         long deadline = System.nanoTime() + timeout.toNanos();
         while (System.nanoTime() < deadline) {

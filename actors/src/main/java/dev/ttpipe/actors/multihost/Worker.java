@@ -1,0 +1,72 @@
+package dev.ttpipe.actors.multihost;
+
+import dev.ttpipe.actors.config.ConfigException;
+import dev.ttpipe.actors.config.SocketType;
+import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.train.TrainingJob;
+import dev.ttpipe.transport.AeronTransport;
+
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * One process of a multi-host job ({@code ttpipe worker --rank R}): rank R's submesh and stages, an
+ * Aeron UDP transport to the other ranks, and a Pekko Cluster node (rank 0 is the seed and runs the
+ * Coordinator and the training loop of its {@link TrainingJob}).
+ */
+public final class Worker {
+    private final TrainingJob job;
+    private final int rank;
+    private final Deployment deployment;
+
+    /** @throws ConfigException when the config's ranks do not run in separate processes (socket_type is not aeron) */
+    public Worker(TrainingJob job, int rank) {
+        TtpipeConfig cfg = job.config();
+        if (cfg.multihost.socketType != SocketType.AERON) {
+            throw new ConfigException(cfg.origins.where("multihost_config.socket_type") + ": '" + cfg.multihost.socketType
+                    + "' given, expected aeron for a job whose ranks run in separate processes");
+        }
+        this.job = job;
+        this.rank = rank;
+        this.deployment = Deployment.of(cfg);
+    }
+
+    public Deployment deployment() {
+        return deployment;
+    }
+
+    /** One line: where this rank listens and whom it joins. */
+    public String describe() {
+        Deployment.Binding me = deployment.rank(rank);
+        return "rank " + rank + " of " + job.plan().ranks() + ": control " + me.controlAddress() + ", data " + me.host() + ":"
+                + me.dataPort() + (rank == 0 ? " (seed, coordinator)" : ", seed " + deployment.seed().controlAddress());
+    }
+
+    /**
+     * Starts the transport, the actors and the cluster node, and joins the job: rank 0 waits up to
+     * {@code joinTimeout} for every rank; the others for the seed.
+     */
+    public PipelineRuntime start(Duration joinTimeout) {
+        AeronTransport transport = AeronTransport.start(aeronConfig(job.plan(), deployment, rank));
+        try {
+            return PipelineRuntime.startWorker(job.plan(), deployment, rank, transport, joinTimeout);
+        } catch (RuntimeException e) {
+            transport.close();
+            throw e;
+        }
+    }
+
+    /**
+     * The transport of one rank's process: UDP to every rank's data port. Frames carry the plan's job
+     * id until rank 0's Coordinator tells every rank the job's own (see {@code StageActor.JoinJob}).
+     */
+    static AeronTransport.Config aeronConfig(JobPlan plan, Deployment d, int rank) {
+        Map<Integer, AeronTransport.Endpoint> endpoints = new LinkedHashMap<>();
+        for (Deployment.Binding b : d.bindings()) endpoints.put(b.rank(), AeronTransport.Endpoint.udp(b.host(), b.dataPort()));
+        return AeronTransport.Config.of(plan.jobId(), endpoints, Set.of(rank));
+    }
+}

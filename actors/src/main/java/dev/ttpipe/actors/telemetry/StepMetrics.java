@@ -1,0 +1,40 @@
+package dev.ttpipe.actors.telemetry;
+
+import dev.ttpipe.actors.runtime.Coordinator;
+import dev.ttpipe.schedules.SimResult;
+
+/** One line of {@code metrics.jsonl}: a finished step's numbers as a JSON object. */
+public final class StepMetrics {
+    private StepMetrics() {
+    }
+
+    /** {@code val} is the validation loss when it was measured after this step, else null. */
+    public static String jsonLine(Coordinator.StepReport r, StepAnalysis a, Double val) {
+        StringBuilder sb = new StringBuilder("{");
+        sb.append("\"step\":").append(r.step());
+        sb.append(",\"loss\":").append(Json.num(r.loss()));
+        sb.append(",\"grad_norm\":").append(Json.num(r.gradNorm()));
+        sb.append(",\"lr\":").append(Json.num(r.lr()));
+        sb.append(",\"clip\":").append(Json.num(r.clip()));
+        sb.append(",\"tokens\":").append(r.tokens());
+        sb.append(",\"seconds\":").append(Json.num(r.seconds()));
+        sb.append(",\"tokens_per_second\":").append(Json.num(r.tokens() / Math.max(1e-9, r.seconds())));
+        sb.append(",\"bubble\":").append(Json.num(a.bubble()));
+        sb.append(",\"bubble_per_rank\":").append(Json.nums(a.bubblePerRank()));
+        SimResult p = a.predicted();
+        if (p != null) {
+            sb.append(",\"predicted_bubble\":").append(Json.num(p.bubbleFraction()));
+            sb.append(",\"predicted_pass_seconds\":").append(Json.num(p.makespan()));
+        }
+        sb.append(",\"pass_seconds\":").append(Json.num(a.wallSeconds() / r.passStartNs().length));
+        sb.append(",\"memory_peak_bytes\":").append(Json.nums(r.memoryPeak()));
+        StepAnalysis.Overhead o = a.overhead();
+        if (o.pairs() > 0) {
+            sb.append(",\"overhead_us\":{\"median\":").append(Json.num(o.medianUs())).append(",\"p90\":").append(Json.num(o.p90Us()))
+                    .append(",\"p99\":").append(Json.num(o.p99Us())).append(",\"pairs\":").append(o.pairs())
+                    .append(",\"waited_for_data\":").append(o.waitedForData()).append('}');
+        }
+        if (val != null) sb.append(",\"val_loss\":").append(Json.num(val));
+        return sb.append('}').toString();
+    }
+}

@@ -1,0 +1,92 @@
+package dev.ttpipe.actors.train;
+
+import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.actors.config.SocketType;
+import dev.ttpipe.actors.multihost.Launcher;
+import dev.ttpipe.actors.multihost.Worker;
+import dev.ttpipe.actors.runtime.Coordinator;
+import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.device.Backends;
+import dev.ttpipe.device.MeshDevice;
+import dev.ttpipe.device.MeshOptions;
+import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.stages.Parallelism;
+import dev.ttpipe.stages.ReferenceTrainer;
+import dev.ttpipe.stages.WeightDiff;
+import dev.ttpipe.stages.data.Batch;
+
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * {@code ttpipe verify}: a training job's pipeline and the non-pipelined reference trainer side by
+ * side on the same seed and batches ({@link TrainingJob#batches}); per step both losses and the
+ * largest norm-wise relative weight difference. A multi-process config runs rank 0 here and the
+ * other ranks as worker processes.
+ *
+ * @param singleDevice the reference on one cpu device instead of the job's backend and per-rank mesh
+ * @param wholeBatch   the reference takes each batch in one pass instead of the same microbatches
+ */
+public record Verification(TrainingJob job, int steps, double tolerance, boolean singleDevice, boolean wholeBatch) {
+
+    /** Runs it; {@code configFile} and {@code workerArgs} start the worker processes of a multi-process config. */
+    public boolean run(Path configFile, List<String> workerArgs, PrintStream out) throws IOException, InterruptedException {
+        JobPlan plan = job.plan();
+        out.printf("verify: %s, %d stages on %d ranks, %s%s, %d microbatches, %s backend, mesh %s per rank; reference: all"
+                        + " blocks on %s, no pipeline%n", configFile, plan.stages(), plan.ranks(), plan.schedule().name(),
+                plan.readyFirst() ? " (ready-first)" : "", plan.microbatches(), plan.backend(), plan.rankMesh(),
+                singleDevice ? "one cpu device" : "one " + plan.backend() + " submesh " + plan.rankMesh()
+                        + (plan.parallelism().ddp() || plan.parallelism().tp() ? " with the same DDP/TP" : ""));
+        boolean multiProcess = job.config().multihost.enabled && plan.transport() == SocketType.AERON;
+        Launcher workers = null;
+        PipelineRuntime runtime;
+        if (multiProcess) {
+            Worker rank0 = new Worker(job, 0);
+            out.println("multi-process: rank 0 here, ranks 1.." + (plan.ranks() - 1) + " as worker processes (Aeron UDP on "
+                    + rank0.deployment().seed().host() + ")");
+            workers = new Launcher(configFile, workerArgs, rank0.deployment(), out, System.err);
+            try {
+                workers.start(1, plan.ranks());
+                runtime = rank0.start(java.time.Duration.ofSeconds(90));
+            } catch (RuntimeException | IOException e) {
+                workers.close();
+                throw e;
+            }
+        } else {
+            runtime = PipelineRuntime.start(plan);
+        }
+        boolean ok = true;
+        String failure = null;
+        try (MeshDevice refMesh = singleDevice ? Backends.open(Backend.CPU.id(), new MeshShape(1, 1), MeshOptions.defaults())
+                : Backends.open(plan.backend().id(), plan.rankMesh(), plan.meshOptions());
+             ReferenceTrainer ref = new ReferenceTrainer(plan.model(), refMesh.asSubmesh(),
+                     singleDevice ? Parallelism.NONE : plan.parallelism(), plan.seed(),
+                     plan.optimizer(), plan.lr(), plan.clipMaxNorm(), wholeBatch ? 1 : plan.microbatches())) {
+            out.printf("%5s %14s %14s %14s  %s%n", "step", "pipeline loss", "reference loss", "max rel diff", "worst parameter");
+            for (int step = 0; step < steps; step++) {
+                List<Batch> batches = job.batches(step);
+                Coordinator.StepReport p = runtime.step(step, batches);
+                ReferenceTrainer.StepResult r = ref.step(step, batches);
+                WeightDiff d = WeightDiff.compare(runtime.weights(), ref.weights());
+                boolean stepOk = d.maxRelative() <= tolerance
+                        && Math.abs(p.loss() - r.loss()) <= tolerance * Math.max(1.0, Math.abs(r.loss()));
+                ok &= stepOk;
+                out.printf(Locale.ROOT, "%5d %14.6f %14.6f %14.3e  %s%s%n", step, p.loss(), r.loss(), d.maxRelative(),
+                        d.worstParam(), stepOk ? "" : "   <-- beyond tolerance " + tolerance);
+            }
+        } catch (RuntimeException e) {
+            failure = e.getMessage();
+            throw e;
+        } finally {
+            runtime.close(failure);
+            if (workers != null) workers.finish(20);
+        }
+        out.println(ok ? "OK: the pipelined run matches the reference trainer within " + tolerance
+                : "MISMATCH: the pipelined run differs from the reference trainer beyond " + tolerance);
+        return ok;
+    }
+}
