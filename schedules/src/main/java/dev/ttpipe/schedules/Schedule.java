@@ -106,11 +106,6 @@ public final class Schedule {
         return new Schedule(name, List.copyOf(copy), stages, maxMicrobatch + 1, rankOfStage, stagesOfRank, lowered, size);
     }
 
-    /** The same rows under another name. */
-    public Schedule withName(String newName) {
-        return new Schedule(newName, rows, stages, microbatches, rankOfStage, stagesOfRank, lowered, size);
-    }
-
     public String name() {
         return name;
     }

@@ -36,7 +36,7 @@ final class Attention {
         }
     }
 
-    Attention(StageContext c, String name, int block) {
+    Attention(StageContext c, String name) {
         this.c = c;
         ModelSpec s = c.spec;
         int d = s.embeddingDim();

@@ -28,7 +28,7 @@ final class Block {
         boolean rms = c.spec.isLlama();
         int d = c.spec.embeddingDim();
         this.norm1 = new Norm(c, name + ".norm1", d, rms);
-        this.attn = new Attention(c, name + ".attn", index);
+        this.attn = new Attention(c, name + ".attn");
         this.norm2 = new Norm(c, name + ".norm2", d, rms);
         this.mlp = new FeedForward(c, name + ".mlp");
         this.dropout = c.spec.dropout();

@@ -52,31 +52,6 @@ public record ModelSpec(ModelType type, int vocabSize, int embeddingDim, int num
         return type == ModelType.LLAMA;
     }
 
-    public ModelSpec withDropout(float p) {
-        return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim,
-                maxSequenceLength, p, weightTying, ropeTheta, recompute);
-    }
-
-    public ModelSpec withRecompute(boolean r) {
-        return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim,
-                maxSequenceLength, dropout, weightTying, ropeTheta, r);
-    }
-
-    public ModelSpec withWeightTying(boolean tie) {
-        return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim,
-                maxSequenceLength, dropout, tie, ropeTheta, recompute);
-    }
-
-    public ModelSpec withVocabSize(int v) {
-        return new ModelSpec(type, v, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim,
-                maxSequenceLength, dropout, weightTying, ropeTheta, recompute);
-    }
-
-    public ModelSpec withIntermediateDim(int d) {
-        return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, d,
-                maxSequenceLength, dropout, weightTying, ropeTheta, recompute);
-    }
-
     /** Parameters of one transformer block. */
     public long blockParameters() {
         long d = embeddingDim, kv = (long) numKvHeads * headDim(), f = intermediateDim;
