@@ -17,13 +17,33 @@ public final class ScheduleBenchmark {
     private ScheduleBenchmark() {
     }
 
+    /** The phases timed, in order. */
+    public static final java.util.List<String> PHASES = java.util.List.of("generate", "lower", "validate (lowered)",
+            "simulate (lowered)", "simulate (compute-only)");
+
+    /**
+     * What one benchmark measured: per phase of {@link #PHASES} the median milliseconds of {@code runs}
+     * runs after {@code warmup}, the schedule's size and what the simulator made of it.
+     */
+    public record Result(String schedule, int ranks, int virtualStages, int microbatches, int computeActions,
+                         int loweredActions, int runs, int warmup, double[] medianMs, double makespan, double bubble) {
+        /** generate + lower + validate + simulate (lowered). */
+        public double totalMs() {
+            return medianMs[0] + medianMs[1] + medianMs[2] + medianMs[3];
+        }
+    }
+
     public static void main(String[] args) {
         String name = args.length > 0 ? args[0] : "1f1b";
         int ranks = args.length > 1 ? Integer.parseInt(args[1]) : 64;
         int microbatches = args.length > 2 ? Integer.parseInt(args[2]) : 512;
         int virtualStages = args.length > 3 ? Integer.parseInt(args[3]) : Schedules.defaultVirtualStages(name);
+        print(run(name, ranks, microbatches, virtualStages));
+    }
+
+    public static Result run(String name, int ranks, int microbatches, int virtualStages) {
         CostModel costs = CostModel.uniform(1, 2, 1, 1, 0.05);
-        double[][] times = new double[5][RUNS];
+        double[][] times = new double[PHASES.size()][RUNS];
         Schedule schedule = null;
         SimResult result = null;
         for (int run = -WARMUP; run < RUNS; run++) {
@@ -46,17 +66,19 @@ public final class ScheduleBenchmark {
                 times[4][run] = (t5 - t4) / 1e6;
             }
         }
+        double[] medians = new double[PHASES.size()];
+        for (int k = 0; k < medians.length; k++) medians[k] = median(times[k]);
+        return new Result(name, ranks, virtualStages, microbatches, schedule.size(), Lowering.lower(schedule).size(), RUNS,
+                WARMUP, medians, result.makespan(), result.bubbleFraction());
+    }
+
+    public static void print(Result r) {
         System.out.printf(Locale.ROOT, "%s P=%d V=%d M=%d: %d compute actions, %d lowered; median of %d runs after %d warm-up%n",
-                name, ranks, virtualStages, microbatches, schedule.size(), Lowering.lower(schedule).size(), RUNS, WARMUP);
-        String[] labels = {"generate", "lower", "validate (lowered)", "simulate (lowered)", "simulate (compute-only)"};
-        double total = 0;
-        for (int k = 0; k < labels.length; k++) {
-            double median = median(times[k]);
-            if (k < 4) total += median;
-            System.out.printf(Locale.ROOT, "  %-24s %9.2f ms%n", labels[k], median);
-        }
-        System.out.printf(Locale.ROOT, "  %-24s %9.2f ms%n", "generate..simulate", total);
-        System.out.printf(Locale.ROOT, "  (makespan %.2f, bubble %.2f%%)%n", result.makespan(), 100 * result.bubbleFraction());
+                r.schedule(), r.ranks(), r.virtualStages(), r.microbatches(), r.computeActions(), r.loweredActions(), r.runs(),
+                r.warmup());
+        for (int k = 0; k < PHASES.size(); k++) System.out.printf(Locale.ROOT, "  %-24s %9.2f ms%n", PHASES.get(k), r.medianMs()[k]);
+        System.out.printf(Locale.ROOT, "  %-24s %9.2f ms%n", "generate..simulate", r.totalMs());
+        System.out.printf(Locale.ROOT, "  (makespan %.2f, bubble %.2f%%)%n", r.makespan(), 100 * r.bubble());
     }
 
     private static double median(double[] values) {
