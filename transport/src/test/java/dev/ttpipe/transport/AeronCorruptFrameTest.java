@@ -172,4 +172,19 @@ class AeronCorruptFrameTest {
         publish(f[1]);
         goodFrameStillArrives(2); // chunk 1 of that frame is skipped without a second report
     }
+
+    @Test
+    void afterAdoptingAJobIdFramesOfTheOldOneAreDroppedAndTheNewOnesArrive() {
+        transport.adoptJob(0x5eed);                             // what every rank does when rank 0's Coordinator says so
+        publish(frame(1));                                      // still stamped with job 7
+        assertDropped("frame of job 7 on the transport of job 5eed");
+        UnsafeBuffer[] f = frame(2);
+        for (UnsafeBuffer c : f) {
+            c.putLong(FrameCodec.JOB_ID_OFFSET, 0x5eed, ByteOrder.LITTLE_ENDIAN);
+            RawPublisher.seal(c);
+        }
+        publish(f);
+        assertEquals(2, received.next().header().microbatch());
+        assertEquals(0x5eed, transport.jobId());
+    }
 }

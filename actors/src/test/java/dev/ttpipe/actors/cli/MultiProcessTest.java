@@ -56,6 +56,22 @@ class MultiProcessTest {
     }
 
     @Test
+    void aWorkerStartedWithADifferentPlanCannotJoinTheJob(@TempDir Path dir) throws Exception {
+        Path cfg = write(dir, "pp2.yaml", config(2, 26400, "{0: 2, 1: 2}"));
+        var deployment = dev.ttpipe.actors.multihost.Deployment.of(dev.ttpipe.actors.config.ConfigLoader.load(cfg));
+        var rank1 = new dev.ttpipe.actors.multihost.Launcher(cfg, List.of("--seed", "7"), deployment, System.out, System.err);
+        try {
+            rank1.start(1, 2);                                       // rank 1 with another seed: another plan
+            CliTest.Result r = CliTest.run("worker", "--rank", "0", cfg.toString(), "--max-steps", "2");
+            assertEquals(Main.EXIT_FAILURE, r.code(), r.out() + r.err());
+            assertTrue(r.err().contains("rank 1 cannot join the job: it was started with a different plan"), r.out() + r.err());
+        } finally {
+            rank1.finish(20);
+        }
+        assertNoLeftovers();
+    }
+
+    @Test
     void aWorkerKilledMidStepStopsTheJobWithinTenSecondsNamingItsRankAndHost(@TempDir Path dir) throws Exception {
         Path cfg = write(dir, "pp4.yaml", config(4, 26300, "{0: 1, 1: 1, 2: 1, 3: 1}"));
         CompletableFuture<CliTest.Result> job = CompletableFuture.supplyAsync(() -> CliTest.run("launch", cfg.toString()));
