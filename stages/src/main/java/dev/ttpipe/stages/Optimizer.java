@@ -30,6 +30,12 @@ public final class Optimizer {
         return steps;
     }
 
+    /** Continues from a checkpoint: the next step is step {@code steps + 1} (AdamW's bias correction uses it). */
+    public void restoreSteps(int steps) {
+        if (steps < 0) throw new IllegalArgumentException("optimizer steps " + steps + " < 0");
+        this.steps = steps;
+    }
+
     /** Global-norm clip factor from the stages' summed squares: min(1, maxNorm / (norm + 1e-6)). */
     public static double clipFactor(double sumSquares, double maxNorm) {
         double norm = Math.sqrt(sumSquares);

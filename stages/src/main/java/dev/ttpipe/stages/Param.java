@@ -45,6 +45,44 @@ public final class Param implements AutoCloseable {
         return value.shape();
     }
 
+    /** The first AdamW moment (SGD: the momentum buffer) on the host, or null before the optimizer's first step. */
+    public float[] expAvgToHost() {
+        return expAvg == null ? null : expAvg.toHost();
+    }
+
+    /** The second AdamW moment on the host, or null. */
+    public float[] expAvgSqToHost() {
+        return expAvgSq == null ? null : expAvgSq.toHost();
+    }
+
+    /**
+     * Overwrites the value, and the optimizer moments where given (null: left as they are, or
+     * dropped when {@code dropMissingMoments}), from logical host values laid out on this
+     * parameter's devices as its value is (replicated or sharded).
+     */
+    public void load(float[] newValue, float[] newExpAvg, float[] newExpAvgSq, boolean dropMissingMoments) {
+        var ops = value.submesh().ops();
+        try (Tensor t = ops.fromHost(newValue, value.shape(), value.layout(), DType.FP32)) {
+            ops.copyInto(value, t);
+        }
+        expAvg = loadMoment(expAvg, newExpAvg, dropMissingMoments);
+        expAvgSq = loadMoment(expAvgSq, newExpAvgSq, dropMissingMoments);
+    }
+
+    private Tensor loadMoment(Tensor current, float[] values, boolean dropMissing) {
+        if (values == null) {
+            if (dropMissing && current != null) {
+                current.close();
+                return null;
+            }
+            return current;
+        }
+        var ops = value.submesh().ops();
+        Tensor t = ops.fromHost(values, value.shape(), value.layout(), DType.FP32);
+        if (current != null) current.close();
+        return t;
+    }
+
     /** Whether weight decay applies (matrices and embeddings; not biases and norm gains, as nanoGPT). */
     public boolean decays() {
         return decay;
