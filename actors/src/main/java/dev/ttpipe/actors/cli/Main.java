@@ -91,7 +91,8 @@ public final class Main implements Runnable {
         for (Throwable t = ex; t != null; t = t.getCause()) {
             if (t instanceof ConfigException || t instanceof UserInputException
                     || t instanceof CommandLine.ParameterException || t instanceof dev.ttpipe.schedules.ScheduleException
-                    || t instanceof dev.ttpipe.stages.StagesException) {
+                    || t instanceof dev.ttpipe.stages.StagesException
+                    || t instanceof dev.ttpipe.stages.checkpoint.CheckpointException) {
                 return EXIT_BAD_INPUT;
             }
         }
@@ -103,6 +104,7 @@ public final class Main implements Runnable {
         for (Throwable t = ex; t != null; t = t.getCause()) {
             if (t instanceof ConfigException || t instanceof UserInputException
                     || t instanceof dev.ttpipe.schedules.ScheduleException || t instanceof dev.ttpipe.stages.StagesException
+                    || t instanceof dev.ttpipe.stages.checkpoint.CheckpointException
                     || t instanceof dev.ttpipe.actors.runtime.PipelineFailure) {
                 return t.getMessage();
             }

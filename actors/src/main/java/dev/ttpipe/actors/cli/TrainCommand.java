@@ -2,6 +2,7 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -21,8 +22,11 @@ import java.util.concurrent.Callable;
                 "  ttpipe train configs/nanogpt-pp4-1f1b.yaml --max-steps 20",
                 "  ttpipe train --data ../shared/data/tinyshakespeare.txt --stages 2 --schedule gpipe",
                 "  ttpipe train configs/sim-pp16.yaml",
+                "  ttpipe train configs/nanogpt-pp4-1f1b.yaml --resume runs/20261123-101500-nanogpt-pp4-1f1b",
+                "  ttpipe train configs/nanogpt-pp2.yaml --resume latest --allow-config-change --max-steps 80",
                 "",
-                "Each run writes runs/<time>-<project>/ with config.yaml, vocab.txt, metrics.jsonl and trace.json."})
+                "Each run writes runs/<time>-<project>/ with config.yaml, vocab.txt, metrics.jsonl, trace.json and",
+                "checkpoints/ (every model_save_interval steps and at the last step)."})
 public final class TrainCommand implements Callable<Integer> {
     static final String DEFAULT_CONFIG = "/dev/ttpipe/actors/default-train.yaml";
 
@@ -35,6 +39,14 @@ public final class TrainCommand implements Callable<Integer> {
     @Option(names = "--run-dir", paramLabel = "DIR", description = "Write the run here instead of runs/<time>-<project>.")
     Path runDir;
 
+    @Option(names = "--resume", paramLabel = "PATH", description = {"Continue from a checkpoint: a checkpoint directory",
+            "(step-NNNNNN), a run directory or checkpoint root (its newest), or 'latest' (the newest run's)."})
+    String resume;
+
+    @Option(names = "--allow-config-change", description = {"Resume although the config differs from the checkpoint's",
+            "(learning rate, max_steps, the split, the schedule; the model's shape may not change)."})
+    boolean allowConfigChange;
+
     @Override
     public Integer call() throws Exception {
         TtpipeConfig cfg = job.resolve(config, DEFAULT_CONFIG);
@@ -44,6 +56,7 @@ public final class TrainCommand implements Callable<Integer> {
             cfg.training.projectName = stem.isEmpty() ? "train" : stem;
         }
         TrainingJob job = TrainingJob.fromConfig(cfg);
+        if (resume != null) job.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
         Path dir = TrainingJob.newRunDir(cfg, runDir);
         try (PipelineRuntime runtime = PipelineRuntime.start(job.plan())) {
             job.run(runtime, dir, System.out);

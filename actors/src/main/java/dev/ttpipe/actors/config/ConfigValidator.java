@@ -44,14 +44,6 @@ public final class ConfigValidator {
             p.add(tc + "num_epochs", t.numEpochs + " given: not supported yet (a run lasts max_steps steps), expected 1"
                     + " or the key left out; set max_steps instead");
         }
-        if (t.modelSaveInterval != 0) {
-            p.add(tc + "model_save_interval", t.modelSaveInterval + " given: not supported yet (ttpipe does not write"
-                    + " checkpoints yet), expected 0 or the key left out");
-        }
-        if (t.checkpointDir != null) {
-            p.add(tc + "checkpoint_dir", "'" + t.checkpointDir + "' given: not supported yet (ttpipe does not write"
-                    + " checkpoints yet), expected the key left out");
-        }
         if (t.modelPath != null) {
             p.add(tc + "model_path", "'" + t.modelPath + "' given: not supported yet (ttpipe initialises its own"
                     + " weights), expected the key left out");

@@ -40,6 +40,9 @@ public final class ConfigWriter {
         kv(y, 2, "validation_fraction", t.validationFraction);
         kv(y, 2, "eval_every", t.evalEvery);
         kv(y, 2, "eval_batches", t.evalBatches);
+        kv(y, 2, "model_save_interval", t.modelSaveInterval);
+        if (t.checkpointDir != null) kv(y, 2, "checkpoint_dir", quote(t.checkpointDir));
+        kv(y, 2, "checkpoint_keep", t.checkpointKeep);
         TtpipeConfig.TransformerConfig m = c.transformer;
         y.append("transformer_config:\n");
         kv(y, 2, "model_type", m.modelType);

@@ -60,9 +60,12 @@ public final class TtpipeConfig {
         /** Evaluate validation loss every N steps (0: only at the end). */
         public int evalEvery = 0;
         public int evalBatches = 4;
-        /** Parsed so that a value is refused, not ignored: checkpoints are not implemented yet. */
+        /** Save a checkpoint every N steps (0: only at the end; a run always saves at its last step). */
         public int modelSaveInterval = 0;
+        /** Where checkpoints go (null: {@code <run dir>/checkpoints}). */
         public String checkpointDir = null;
+        /** Complete checkpoints kept, the newest. */
+        public int checkpointKeep = 3;
         /** TTML's model_path / tokenizer_path: refused when set (no loading of weights or tokenizers yet). */
         public String modelPath = null;
         public String tokenizerPath = null;

@@ -214,6 +214,49 @@ public final class PipelineRuntime implements AutoCloseable {
         return out;
     }
 
+    /**
+     * Takes a checkpoint's host copy on every rank (between steps, on each device queue) and starts
+     * the background writers on {@code dir}; returns when every copy is taken, before the files are written.
+     */
+    public void saveState(int step, java.nio.file.Path dir) {
+        for (int r = 0; r < plan.ranks(); r++) {
+            ActorRef<StageActor.Command> ref = rank(r);
+            await(AskPattern.askWithStatus(ref, (ActorRef<org.apache.pekko.pattern.StatusReply<Integer>> reply) ->
+                    new StageActor.SaveState(step, dir.toString(), reply), Duration.ofMinutes(10), system.scheduler()),
+                    ref, Duration.ofMinutes(10));
+        }
+    }
+
+    /** Waits for every rank's files of step {@code step}'s {@link #saveState}. */
+    public List<StageActor.SavedFiles> awaitSaved(int step) {
+        List<StageActor.SavedFiles> out = new java.util.ArrayList<>();
+        for (int r = 0; r < plan.ranks(); r++) {
+            ActorRef<StageActor.Command> ref = rank(r);
+            out.add(await(AskPattern.askWithStatus(ref, (ActorRef<org.apache.pekko.pattern.StatusReply<StageActor.SavedFiles>> reply) ->
+                    new StageActor.AwaitSaved(step, reply), Duration.ofMinutes(30), system.scheduler()), ref, Duration.ofMinutes(30)));
+        }
+        return out;
+    }
+
+    /**
+     * Loads every rank's parameters and optimizer state from the checkpoint in {@code dir} (any split).
+     *
+     * @throws dev.ttpipe.stages.checkpoint.CheckpointException when the checkpoint does not fit this model
+     */
+    public void loadState(java.nio.file.Path dir, int optimizerSteps) {
+        for (int r = 0; r < plan.ranks(); r++) {
+            ActorRef<StageActor.Command> ref = rank(r);
+            try {
+                await(AskPattern.askWithStatus(ref, (ActorRef<org.apache.pekko.pattern.StatusReply<Integer>> reply) ->
+                        new StageActor.LoadState(dir.toString(), optimizerSteps, reply), Duration.ofMinutes(30), system.scheduler()),
+                        ref, Duration.ofMinutes(30));
+            } catch (PipelineFailure e) {
+                if (e.getCause() instanceof dev.ttpipe.stages.checkpoint.CheckpointException c) throw c;
+                throw e;
+            }
+        }
+    }
+
     /** Runs {@code work} on rank {@code r}'s device queue with its stages and returns its result. */
     @SuppressWarnings("unchecked")
     public <T> T onDevice(int r, Function<List<Stage>, T> work) {

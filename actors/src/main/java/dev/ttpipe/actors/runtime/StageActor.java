@@ -33,6 +33,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -93,6 +94,30 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
 
     /** Parameter values by name. */
     public record Weights(Map<String, float[]> values) implements ClusterMessage {
+    }
+
+    /**
+     * Between steps: copies every local stage's parameters and optimizer moments to host memory on
+     * the device queue and answers (with the rank) as soon as the copy is taken; a background writer
+     * then writes them as {@code stage-SS.safetensors} into {@code dir} while training goes on.
+     */
+    public record SaveState(int step, String dir, ActorRef<StatusReply<Integer>> replyTo) implements Command, ClusterMessage {
+    }
+
+    /** Answers when the files of step {@code step}'s {@link SaveState} are on the disk. */
+    public record AwaitSaved(int step, ActorRef<StatusReply<SavedFiles>> replyTo) implements Command, ClusterMessage {
+    }
+
+    /** What a rank wrote: each file's name, SHA-256 and size; how long the host copy and the write took. */
+    public record SavedFiles(int rank, Map<String, String> sha256, long bytes, double copySeconds, double writeSeconds)
+            implements ClusterMessage {
+    }
+
+    /**
+     * Loads this rank's parameters and optimizer moments from the checkpoint in {@code dir}, whatever
+     * split wrote it (tensors are found by name), and sets every optimizer to {@code optimizerSteps}.
+     */
+    public record LoadState(String dir, int optimizerSteps, ActorRef<StatusReply<Integer>> replyTo) implements Command, ClusterMessage {
     }
 
 
@@ -161,6 +186,9 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private final Submesh submesh;
     private final Transport transport;
     private final ExecutorService device;
+    private ExecutorService writer;
+    /** Checkpoint files being written, by step. */
+    private final Map<Integer, CompletableFuture<SavedFiles>> saved = new HashMap<>();
     private final List<StageSlice> mySlices;
     private final List<Action> row;
     private final int[] inFlightLimit;
@@ -246,6 +274,9 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                 .onMessage(StepWorkDone.class, this::onStepWorkDone)
                 .onMessage(GetStats.class, this::onGetStats)
                 .onMessage(GetWeights.class, this::onGetWeights)
+                .onMessage(SaveState.class, this::onSaveState)
+                .onMessage(AwaitSaved.class, this::onAwaitSaved)
+                .onMessage(LoadState.class, this::onLoadState)
                 .onMessage(RunOnDevice.class, this::onRunOnDevice)
                 .onSignal(PostStop.class, s -> onStop())
                 .build();
@@ -652,6 +683,72 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         return this;
     }
 
+    private Behavior<Command> onSaveState(SaveState m) {
+        CompletableFuture<SavedFiles> written = new CompletableFuture<>();
+        saved.put(m.step(), written);
+        device.execute(() -> {
+            long t0 = System.nanoTime();
+            List<dev.ttpipe.stages.checkpoint.StageState.Snapshot> snapshots = new ArrayList<>();
+            try {
+                for (Map.Entry<Integer, Stage> e : stages.entrySet()) {
+                    snapshots.add(dev.ttpipe.stages.checkpoint.StageState.snapshot(e.getValue(), optimizers.get(e.getKey())));
+                }
+            } catch (Throwable t) {
+                m.replyTo().tell(StatusReply.error("rank " + rank + ": copying its state to the host failed: " + Coordinator.describe(t)));
+                written.completeExceptionally(t);
+                return;
+            }
+            double copySeconds = (System.nanoTime() - t0) / 1e9;
+            m.replyTo().tell(StatusReply.success(rank));
+            writer().execute(() -> {
+                try {
+                    var w = dev.ttpipe.stages.checkpoint.StageState.write(java.nio.file.Path.of(m.dir()), snapshots);
+                    written.complete(new SavedFiles(rank, w.sha256(), w.bytes(), copySeconds, w.seconds()));
+                } catch (Throwable t) {
+                    written.completeExceptionally(t);
+                }
+            });
+        });
+        return this;
+    }
+
+    private Behavior<Command> onAwaitSaved(AwaitSaved m) {
+        CompletableFuture<SavedFiles> f = saved.remove(m.step());
+        if (f == null) {
+            m.replyTo().tell(StatusReply.error("rank " + rank + ": no checkpoint of step " + m.step() + " is being written"));
+            return this;
+        }
+        f.whenComplete((files, err) -> m.replyTo().tell(err == null ? StatusReply.success(files)
+                : StatusReply.error("rank " + rank + ": writing the checkpoint failed: " + Coordinator.describe(err))));
+        return this;
+    }
+
+    private Behavior<Command> onLoadState(LoadState m) {
+        device.execute(() -> {
+            try {
+                dev.ttpipe.stages.checkpoint.StageState.load(java.nio.file.Path.of(m.dir()), plan.model(), List.copyOf(stages.values()));
+                for (Optimizer o : optimizers.values()) o.restoreSteps(m.optimizerSteps());
+                m.replyTo().tell(StatusReply.success(rank));
+            } catch (Throwable t) {
+                m.replyTo().tell(StatusReply.error(t instanceof RuntimeException ? t
+                        : new IllegalStateException(Coordinator.describe(t), t)));
+            }
+        });
+        return this;
+    }
+
+    /** The checkpoint writer: one background thread, so host copies are written while the device trains on. */
+    private ExecutorService writer() {
+        if (writer == null) {
+            writer = Executors.newSingleThreadExecutor(r -> {
+                Thread t = new Thread(r, "ttpipe-rank" + rank + "-writer");
+                t.setDaemon(true);
+                return t;
+            });
+        }
+        return writer;
+    }
+
     private Behavior<Command> onGetWeights(GetWeights m) {
         device.execute(() -> {
             Map<String, float[]> out = new LinkedHashMap<>();
@@ -683,6 +780,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             stages.clear();
         });
         device.shutdown();
+        if (writer != null) writer.shutdown();
         try {
             if (!device.awaitTermination(30, TimeUnit.SECONDS)) device.shutdownNow();
         } catch (InterruptedException e) {

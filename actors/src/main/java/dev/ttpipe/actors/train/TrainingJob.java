@@ -53,6 +53,7 @@ public final class TrainingJob {
     private final boolean fromConfig;
     private final TrainingData data;
     private final JobPlan plan;
+    private Checkpoints.Found resumeFrom;
 
     private TrainingJob(TtpipeConfig cfg, boolean fromConfig, TrainingData data, JobPlan plan) {
         this.cfg = cfg;
@@ -91,6 +92,37 @@ public final class TrainingJob {
         return cfg.training.maxSteps;
     }
 
+    /** The config as written into the run directory and into every checkpoint. */
+    String configYaml() {
+        return fromConfig ? ConfigWriter.toYaml(cfg) : "# a job built in code\n# " + plan.fingerprint() + "\n";
+    }
+
+    /**
+     * Continues from {@code checkpoint}: its weights, optimizer state and step. Refuses (one line per
+     * key, all at once) when the job's config differs from the checkpoint's unless {@code allowConfigChange};
+     * even then the model's shape must be the same (checked tensor by tensor when loading).
+     */
+    public void resumeFrom(Checkpoints.Found checkpoint, boolean allowConfigChange) {
+        List<String> diff = dev.ttpipe.actors.config.ConfigDiff.differences(checkpoint.config(), configYaml());
+        if (!diff.isEmpty() && !allowConfigChange) {
+            throw new dev.ttpipe.stages.checkpoint.CheckpointException("--resume: the checkpoint " + checkpoint.dir()
+                    + " was written with another config (" + String.join("; ", diff) + "); pass --allow-config-change to resume"
+                    + " anyway (learning rate, max_steps and the split may change; the model's shape may not)");
+        }
+        if (checkpoint.step() >= steps()) {
+            throw new dev.ttpipe.stages.checkpoint.CheckpointException("--resume: the checkpoint " + checkpoint.dir() + " is at step "
+                    + checkpoint.step() + ", expected fewer than max_steps " + steps() + " (raise --max-steps to train further)");
+        }
+        this.resumeFrom = checkpoint;
+    }
+
+    /** Where this run's checkpoints go, or null when it saves none (no run directory and no checkpoint_dir). */
+    Checkpoints checkpoints(Path runDir) {
+        Path root = cfg.training.checkpointDir != null ? Path.of(cfg.training.checkpointDir)
+                : runDir != null ? runDir.resolve("checkpoints") : null;
+        return root == null ? null : new Checkpoints(this, root, cfg.training.modelSaveInterval, cfg.training.checkpointKeep);
+    }
+
     /** A new run directory under {@code runs_dir} named after the time and the project, or {@code explicit}. */
     public static Path newRunDir(TtpipeConfig cfg, Path explicit) throws IOException {
         Path dir = explicit;
@@ -127,26 +159,35 @@ public final class TrainingJob {
         out.println(describe());
         if (runDir != null) {
             out.println("run directory: " + runDir);
-            if (fromConfig) Files.writeString(runDir.resolve("config.yaml"), ConfigWriter.toYaml(cfg), StandardCharsets.UTF_8);
+            if (fromConfig) Files.writeString(runDir.resolve("config.yaml"), configYaml(), StandardCharsets.UTF_8);
             data.dataset().tokenizer().save(runDir.resolve("vocab.txt"));
         }
+        int first = 0;
+        if (resumeFrom != null) {
+            runtime.loadState(resumeFrom.dir(), resumeFrom.optimizerSteps());
+            first = resumeFrom.step();
+            out.println("resumed from " + resumeFrom.dir() + " at step " + first);
+        }
+        Checkpoints checkpoints = checkpoints(runDir);
         List<ActionEvent> traced = new ArrayList<>();
         long traceOrigin = 0;
         StepAnalysis lastAnalysis = null;
         Coordinator.StepReport last = null;
         double[] losses = new double[steps];
+        java.util.Arrays.fill(losses, Double.NaN);          // steps before a resumed run's first stay NaN
         List<Coordinator.StepReport> tracedReports = new ArrayList<>();
         BufferedWriter metrics = runDir == null ? null
-                : Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8);
+                : Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,
+                java.nio.file.StandardOpenOption.APPEND);
         long tokensTotal = 0;
         double secondsTotal = 0;
         try {
             Progress progress = new Progress(out, steps);
-            for (int step = 0; step < steps; step++) {
+            for (int step = first; step < steps; step++) {
                 Coordinator.StepReport r = runtime.step(step, batches(step));
                 StepAnalysis a = StepAnalysis.of(plan.schedule(), r);
                 losses[step] = r.loss();
-                if (step < TRACED_STEPS || step == steps - 1) {
+                if (step - first < TRACED_STEPS || step == steps - 1) {
                     if (traced.isEmpty()) traceOrigin = r.startNs();
                     traced.addAll(r.events());
                     tracedReports.add(r);
@@ -160,7 +201,8 @@ public final class TrainingJob {
                     metrics.newLine();
                     metrics.flush();
                 }
-                if (step > 0) {                 // the first step includes warm-up (JIT, allocations)
+                if (checkpoints != null && checkpoints.due(step + 1, steps)) checkpoints.save(runtime, step + 1);
+                if (step > first) {             // the first step includes warm-up (JIT, allocations)
                     tokensTotal += r.tokens();
                     secondsTotal += r.seconds();
                 }
@@ -174,13 +216,20 @@ public final class TrainingJob {
         } finally {
             if (metrics != null) metrics.close();
         }
+        List<Checkpoints.Saved> saves = List.of();
+        if (checkpoints != null) {
+            try (checkpoints) {
+                saves = checkpoints.awaitAll();
+            }
+        }
         if (runDir != null) ChromeTrace.write(runDir.resolve("trace.json"), plan.schedule(), traced, tracedReports, traceOrigin);
         out.println();
         double tokensPerSecond = secondsTotal > 0 ? tokensTotal / secondsTotal : Double.NaN;
-        out.printf(Locale.ROOT, "%s over %d steps; %s tokens/s (steps 2..%d)%n",
+        out.printf(Locale.ROOT, "%s over steps %d..%d; %s tokens/s (steps %d..%d)%n",
                 Double.isNaN(last.loss()) ? "no loss values (the sim backend models time only)"
-                        : "loss " + lossText(losses[0]) + " -> " + lossText(last.loss()), steps,
-                secondsTotal > 0 ? human(tokensPerSecond) : "n/a", steps);
+                        : "loss " + lossText(losses[first]) + " -> " + lossText(last.loss()), first + 1, steps,
+                secondsTotal > 0 ? human(tokensPerSecond) : "n/a", first + 2, steps);
+        if (!saves.isEmpty()) out.println(Checkpoints.summary(saves));
         StageTable.print(out, plan, lastAnalysis, last);
         double val = Double.NaN;
         if (plan.backend() == Backend.SIM) {

@@ -1,0 +1,328 @@
+package dev.ttpipe.actors.train;
+
+import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.runtime.StageActor;
+import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.stages.StageSlice;
+import dev.ttpipe.stages.checkpoint.CheckpointException;
+import dev.ttpipe.stages.checkpoint.MiniJson;
+import dev.ttpipe.stages.checkpoint.SafeTensors;
+
+import java.io.IOException;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.stream.Stream;
+
+/**
+ * The checkpoints of a training job under {@code checkpoint_dir}:
+ * <pre>
+ *   checkpoints/
+ *     step-000040/             one per saved step
+ *       stage-00.safetensors   a stage's parameters and AdamW moments under Hugging Face's names
+ *       stage-01.safetensors
+ *       trainer_state.json     step, optimizer steps, data and RNG positions, config, vocabulary, checksums
+ *     latest                   the name of the newest complete checkpoint, updated last
+ * </pre>
+ * A save takes every rank's host copy between steps (on the device queues), then background writers
+ * write the stage files into {@code step-N.tmp/} while training goes on; once every file is on the
+ * disk, {@code trainer_state.json} with their SHA-256s is written and flushed, the directory is
+ * renamed to {@code step-N} and {@code latest} is replaced (write, flush, atomic rename). A crash at
+ * any moment leaves the previous checkpoint loadable and nothing incomplete that looks complete.
+ */
+public final class Checkpoints implements AutoCloseable {
+    public static final String STATE = "trainer_state.json";
+    public static final String LATEST = "latest";
+    static final int FORMAT = 1;
+
+    private final Path root;
+    private final int interval;
+    private final int keep;
+    private final TrainingJob job;
+    private final ExecutorService finisher = Executors.newSingleThreadExecutor(r -> {
+        Thread t = new Thread(r, "ttpipe-checkpoint");
+        t.setDaemon(true);
+        return t;
+    });
+    private final List<Future<Saved>> pending = new ArrayList<>();
+    private final List<Saved> done = new ArrayList<>();
+
+    /** What one save cost: the host copy (which the pipeline waits for) and the write (which it does not). */
+    public record Saved(int step, Path dir, long bytes, double copySeconds, double writeSeconds) {
+    }
+
+    Checkpoints(TrainingJob job, Path root, int interval, int keep) {
+        this.job = job;
+        this.root = root;
+        this.interval = interval;
+        this.keep = keep;
+    }
+
+    public Path root() {
+        return root;
+    }
+
+    /** Whether the run saves after {@code stepsDone} steps: every {@code interval}, and always at the last. */
+    boolean due(int stepsDone, int total) {
+        return stepsDone == total || (interval > 0 && stepsDone % interval == 0);
+    }
+
+    /** Saves the state after {@code stepsDone} steps; returns once the host copies are taken (milliseconds). */
+    void save(PipelineRuntime runtime, int stepsDone) throws IOException {
+        Files.createDirectories(root);
+        Path tmp = root.resolve(dirName(stepsDone) + ".tmp");
+        deleteTree(tmp);
+        Files.createDirectories(tmp);
+        long t0 = System.nanoTime();
+        runtime.saveState(stepsDone, tmp);
+        double copy = (System.nanoTime() - t0) / 1e9;
+        pending.add(finisher.submit(() -> finish(runtime, stepsDone, tmp, copy)));
+    }
+
+    private Saved finish(PipelineRuntime runtime, int stepsDone, Path tmp, double copySeconds) throws IOException {
+        List<StageActor.SavedFiles> files = runtime.awaitSaved(stepsDone);
+        long bytes = 0;
+        double write = 0;
+        StringBuilder list = new StringBuilder("{");
+        for (StageActor.SavedFiles f : files) {
+            bytes += f.bytes();
+            write = Math.max(write, f.writeSeconds());
+            for (Map.Entry<String, String> e : f.sha256().entrySet()) {
+                list.append(list.length() == 1 ? "" : ",").append(Json.str(e.getKey())).append(":{\"sha256\":")
+                        .append(Json.str(e.getValue())).append(",\"bytes\":").append(Files.size(tmp.resolve(e.getKey())))
+                        .append(",\"rank\":").append(f.rank()).append('}');
+            }
+        }
+        writeDurably(tmp.resolve(STATE), trainerState(stepsDone, list.append('}').toString()));
+        Path dir = root.resolve(dirName(stepsDone));
+        deleteTree(dir);
+        Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
+        fsyncDirectory(root);
+        Path latestTmp = root.resolve(LATEST + ".tmp");
+        writeDurably(latestTmp, dir.getFileName().toString() + "\n");
+        Files.move(latestTmp, root.resolve(LATEST), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        fsyncDirectory(root);
+        prune();
+        return new Saved(stepsDone, dir, bytes, copySeconds, write);
+    }
+
+    private String trainerState(int stepsDone, String files) {
+        JobPlan plan = job.plan();
+        StringBuilder layout = new StringBuilder("[");
+        for (StageSlice s : plan.slices()) {
+            layout.append(layout.length() == 1 ? "" : ",").append("{\"stage\":").append(s.index()).append(",\"rank\":").append(s.rank())
+                    .append(",\"blocks\":[").append(s.firstBlock()).append(',').append(s.endBlock()).append("]}");
+        }
+        String config = job.configYaml();
+        String vocab = job.data().dataset().tokenizer().decode(allIds(job.data().dataset().tokenizer().vocabSize()));
+        return "{\n  \"format\": " + FORMAT
+                + ",\n  \"ttpipe_version\": " + Json.str(version())
+                + ",\n  \"step\": " + stepsDone
+                + ",\n  \"optimizer_steps\": " + stepsDone
+                + ",\n  \"lr_schedule_step\": " + stepsDone
+                + ",\n  \"data\": {\"seed\": " + plan.seed() + ", \"next_batch\": " + (long) stepsDone * plan.accumulation() + "}"
+                + ",\n  \"rng\": {\"seed\": " + plan.seed() + ", \"next_pass\": " + (long) stepsDone * plan.accumulation()
+                + ", \"note\": \"dropout masks are a function of (seed, pass, layer, position): the next pass is all they need\"}"
+                + ",\n  \"model\": " + Json.str(plan.model().toString())
+                + ",\n  \"layout\": " + layout.append(']')
+                + ",\n  \"config_sha256\": " + Json.str(sha256(config))
+                + ",\n  \"config\": " + Json.str(config)
+                + ",\n  \"vocabulary\": " + Json.str(vocab)
+                + ",\n  \"files\": " + files + "\n}\n";
+    }
+
+    private static int[] allIds(int n) {
+        int[] ids = new int[n];
+        for (int i = 0; i < n; i++) ids[i] = i;
+        return ids;
+    }
+
+    static String version() {
+        String v = Checkpoints.class.getPackage().getImplementationVersion();
+        return v == null ? "dev" : v;
+    }
+
+    static String sha256(String text) {
+        try {
+            return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256")
+                    .digest(text.getBytes(StandardCharsets.UTF_8)));
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Keeps the newest {@code keep} complete checkpoints. */
+    private void prune() throws IOException {
+        List<Path> steps = new ArrayList<>();
+        try (Stream<Path> s = Files.list(root)) {
+            s.filter(p -> p.getFileName().toString().matches("step-\\d+") && Files.isRegularFile(p.resolve(STATE))).forEach(steps::add);
+        }
+        steps.sort(Comparator.comparing(p -> p.getFileName().toString()));
+        for (int i = 0; i < steps.size() - keep; i++) deleteTree(steps.get(i));
+    }
+
+    /** Waits for every save still being written; returns all saves of this run. */
+    public List<Saved> awaitAll() throws IOException {
+        for (Future<Saved> f : pending) {
+            try {
+                done.add(f.get());
+            } catch (java.util.concurrent.ExecutionException e) {
+                Throwable c = e.getCause();
+                throw new IOException("writing a checkpoint failed: " + (c == null ? e : c.getMessage()), c);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted while writing a checkpoint");
+            }
+        }
+        pending.clear();
+        return List.copyOf(done);
+    }
+
+    /** One line: how many saves, their size, and the write bandwidth. */
+    public static String summary(List<Saved> saves) {
+        if (saves.isEmpty()) return "no checkpoint saved";
+        long bytes = 0;
+        double copy = 0, write = 0;
+        for (Saved s : saves) {
+            bytes += s.bytes();
+            copy += s.copySeconds();
+            write += s.writeSeconds();
+        }
+        Saved last = saves.get(saves.size() - 1);
+        return String.format(Locale.ROOT, "checkpoints: %d saved (%s each), the last %s; the pipeline waited %.1f ms per save for"
+                        + " the host copy, the background writes ran at %.0f MB/s", saves.size(),
+                dev.ttpipe.actors.config.Sizes.format(bytes / saves.size()), last.dir(), 1e3 * copy / saves.size(),
+                write > 0 ? bytes / write / 1e6 : Double.NaN);
+    }
+
+    @Override
+    public void close() {
+        finisher.shutdown();
+    }
+
+    static String dirName(int step) {
+        return String.format(Locale.ROOT, "step-%06d", step);
+    }
+
+    private static void writeDurably(Path file, String text) throws IOException {
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING,
+                StandardOpenOption.WRITE)) {
+            ch.write(java.nio.ByteBuffer.wrap(text.getBytes(StandardCharsets.UTF_8)));
+            ch.force(true);
+        }
+    }
+
+    private static void fsyncDirectory(Path dir) {
+        try (FileChannel ch = FileChannel.open(dir, StandardOpenOption.READ)) {
+            ch.force(true);
+        } catch (IOException ignored) {
+            // not every file system lets a directory be opened; the rename is still atomic
+        }
+    }
+
+    static void deleteTree(Path dir) throws IOException {
+        if (!Files.exists(dir)) return;
+        try (Stream<Path> s = Files.walk(dir)) {
+            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) Files.delete(p);
+        }
+    }
+
+    // ---- resuming ------------------------------------------------------------------------------------
+
+    /** A checkpoint found and checked: its directory and its trainer state. */
+    public record Found(Path dir, int step, int optimizerSteps, String config, Map<String, Object> state) {
+    }
+
+    /**
+     * The checkpoint {@code where} names: a checkpoint directory (with trainer_state.json), a
+     * checkpoint root or run directory (its {@code latest}), or {@code latest} (the newest under
+     * {@code runsDir}). Every file's checksum is verified.
+     *
+     * @throws CheckpointException one line naming the path or file and what is wrong
+     */
+    public static Found find(String where, Path runsDir) {
+        Path dir = locate(where, runsDir);
+        Path state = dir.resolve(STATE);
+        if (!Files.isRegularFile(state)) {
+            throw new CheckpointException(dir + ": no " + STATE + ", expected a checkpoint directory (step-NNNNNN), a checkpoint"
+                    + " root or run directory with a 'latest' checkpoint, or 'latest'");
+        }
+        Map<String, Object> s;
+        try {
+            Object parsed = MiniJson.parse(Files.readString(state, StandardCharsets.UTF_8));
+            if (!(parsed instanceof Map<?, ?>)) throw new IllegalArgumentException("not a JSON object");
+            @SuppressWarnings("unchecked") Map<String, Object> m = (Map<String, Object>) parsed;
+            s = m;
+        } catch (IOException | IllegalArgumentException e) {
+            throw new CheckpointException(state + ": cannot be read (" + e.getMessage() + ")");
+        }
+        for (String key : List.of("format", "step", "optimizer_steps", "config", "files")) {
+            if (!s.containsKey(key)) throw new CheckpointException(state + ": no '" + key + "', expected a ttpipe trainer state");
+        }
+        if (!(s.get("files") instanceof Map<?, ?> files) || files.isEmpty()) {
+            throw new CheckpointException(state + ": 'files' lists no stage file");
+        }
+        for (Map.Entry<?, ?> e : files.entrySet()) {
+            Path f = dir.resolve((String) e.getKey());
+            String expected = String.valueOf(((Map<?, ?>) e.getValue()).get("sha256"));
+            if (!Files.isRegularFile(f)) throw new CheckpointException(f + ": missing (listed in " + STATE + ")");
+            String actual;
+            try {
+                actual = SafeTensors.sha256(f);
+            } catch (IOException ex) {
+                throw new CheckpointException(f + ": cannot be read (" + ex.getMessage() + ")");
+            }
+            if (!actual.equals(expected)) {
+                throw new CheckpointException(f + ": checksum " + actual.substring(0, 12) + "... does not match the "
+                        + expected.substring(0, Math.min(12, expected.length())) + "... recorded in " + STATE
+                        + " (the file is damaged or was changed)");
+            }
+        }
+        return new Found(dir, ((Number) s.get("step")).intValue(), ((Number) s.get("optimizer_steps")).intValue(),
+                (String) s.get("config"), s);
+    }
+
+    private static Path locate(String where, Path runsDir) {
+        if (where.equals(LATEST)) {
+            Path newest = null;
+            if (Files.isDirectory(runsDir)) {
+                try (Stream<Path> s = Files.list(runsDir)) {
+                    newest = s.filter(p -> Files.isRegularFile(p.resolve("checkpoints").resolve(LATEST)))
+                            .max(Comparator.comparing(p -> p.getFileName().toString())).orElse(null);
+                } catch (IOException e) {
+                    throw new CheckpointException(runsDir + ": cannot be listed (" + e.getMessage() + ")");
+                }
+            }
+            if (newest == null) throw new CheckpointException("--resume latest: no run under " + runsDir + " has a checkpoint");
+            return follow(newest.resolve("checkpoints"));
+        }
+        Path p = Path.of(where);
+        if (!Files.isDirectory(p)) throw new CheckpointException(p + ": not a directory, expected a checkpoint, run directory or 'latest'");
+        if (Files.isRegularFile(p.resolve(STATE))) return p;
+        if (Files.isRegularFile(p.resolve(LATEST))) return follow(p);
+        if (Files.isRegularFile(p.resolve("checkpoints").resolve(LATEST))) return follow(p.resolve("checkpoints"));
+        return p;    // reported by find: no trainer_state.json
+    }
+
+    private static Path follow(Path root) {
+        try {
+            String name = Files.readString(root.resolve(LATEST), StandardCharsets.UTF_8).strip();
+            if (!name.matches("step-\\d+")) throw new CheckpointException(root.resolve(LATEST) + ": '" + name + "', expected step-NNNNNN");
+            return root.resolve(name);
+        } catch (IOException e) {
+            throw new CheckpointException(root.resolve(LATEST) + ": cannot be read (" + e.getMessage() + ")");
+        }
+    }
+}

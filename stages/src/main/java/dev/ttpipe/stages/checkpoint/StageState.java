@@ -1,0 +1,141 @@
+package dev.ttpipe.stages.checkpoint;
+
+import dev.ttpipe.stages.ModelSpec;
+import dev.ttpipe.stages.Optimizer;
+import dev.ttpipe.stages.Param;
+import dev.ttpipe.stages.Stage;
+
+import java.io.IOException;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * One pipeline stage's part of a checkpoint: its parameters and optimizer moments, gathered from its
+ * devices (TP shards assembled) into host memory, written as {@code stage-SS.safetensors} under
+ * {@link CheckpointNames}, and loaded back into a stage of any split by tensor name.
+ */
+public final class StageState {
+    private StageState() {
+    }
+
+    /** A stage's state in host memory, under ttpipe's names (moments with their suffixes). */
+    public record Snapshot(int stage, int firstBlock, int endBlock, ModelSpec spec, Map<String, CheckpointNames.HostTensor> tensors,
+                           int optimizerSteps) {
+        public long bytes() {
+            long b = 0;
+            for (CheckpointNames.HostTensor t : tensors.values()) b += 4L * t.values().length;
+            return b;
+        }
+    }
+
+    /** What one writer wrote. */
+    public record Written(Map<String, String> sha256, long bytes, double seconds) {
+    }
+
+    /** The file of stage {@code stage}. */
+    public static String fileName(int stage) {
+        return String.format(Locale.ROOT, "stage-%02d.safetensors", stage);
+    }
+
+    /** Copies a stage's parameters and moments to host memory (runs on its device queue). */
+    public static Snapshot snapshot(Stage stage, Optimizer optimizer) {
+        Map<String, CheckpointNames.HostTensor> t = new LinkedHashMap<>();
+        for (Param p : stage.parameters()) {
+            long[] shape = dims(p);
+            t.put(p.name(), new CheckpointNames.HostTensor(shape, p.value().toHost()));
+            float[] m = p.expAvgToHost(), v = p.expAvgSqToHost();
+            if (m != null) t.put(p.name() + CheckpointNames.EXP_AVG, new CheckpointNames.HostTensor(shape, m));
+            if (v != null) t.put(p.name() + CheckpointNames.EXP_AVG_SQ, new CheckpointNames.HostTensor(shape, v));
+        }
+        return new Snapshot(stage.index(), stage.slice().firstBlock(), stage.slice().endBlock(), stage.spec(), t,
+                optimizer.steps());
+    }
+
+    /** Writes each snapshot into {@code dir} as its stage's file, flushed to the disk. */
+    public static Written write(Path dir, List<Snapshot> snapshots) throws IOException {
+        long t0 = System.nanoTime();
+        Map<String, String> sha = new LinkedHashMap<>();
+        long bytes = 0;
+        for (Snapshot s : snapshots) {
+            Map<String, SafeTensors.Entry> entries = new LinkedHashMap<>();
+            for (Map.Entry<String, CheckpointNames.HostTensor> e : CheckpointNames.toFile(s.spec(), s.tensors()).entrySet()) {
+                entries.put(e.getKey(), new SafeTensors.Entry(e.getValue().shape(), e.getValue().values()));
+            }
+            Map<String, String> meta = new LinkedHashMap<>();
+            meta.put("format", "pt");
+            meta.put("ttpipe_stage", Integer.toString(s.stage()));
+            meta.put("ttpipe_blocks", s.firstBlock() + ".." + s.endBlock());
+            meta.put("ttpipe_optimizer_steps", Integer.toString(s.optimizerSteps()));
+            String name = fileName(s.stage());
+            sha.put(name, SafeTensors.write(dir.resolve(name), entries, meta));
+            bytes += Files.size(dir.resolve(name));
+        }
+        return new Written(sha, bytes, (System.nanoTime() - t0) / 1e9);
+    }
+
+    /**
+     * Loads every parameter of {@code stages} (and its moments where the checkpoint has them) from the
+     * stage files in {@code dir}, whichever split wrote them.
+     *
+     * @throws CheckpointException naming the first tensor that is missing or whose shape differs
+     */
+    public static void load(Path dir, ModelSpec spec, List<Stage> stages) {
+        List<SafeTensors.Reader> readers = new ArrayList<>();
+        try {
+            Map<String, SafeTensors.Reader> byTensor = new HashMap<>();
+            try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, "stage-*.safetensors")) {
+                for (Path f : files) {
+                    SafeTensors.Reader r = new SafeTensors.Reader(f);
+                    readers.add(r);
+                    for (String n : r.tensors().keySet()) byTensor.put(n, r);
+                }
+            } catch (IOException e) {
+                throw new CheckpointException(dir + ": cannot list its stage files (" + e.getMessage() + ")");
+            }
+            if (readers.isEmpty()) throw new CheckpointException(dir + ": no stage-*.safetensors files");
+            for (Stage stage : stages) {
+                Map<String, CheckpointNames.HostTensor> fromFile = new LinkedHashMap<>();
+                for (Param p : stage.parameters()) {
+                    String base = CheckpointNames.fileName(spec, p.name());
+                    for (String suffix : new String[]{"", CheckpointNames.EXP_AVG, CheckpointNames.EXP_AVG_SQ}) {
+                        String n = base + suffix;
+                        if (fromFile.containsKey(n)) continue;
+                        SafeTensors.Reader r = byTensor.get(n);
+                        if (r == null) {
+                            if (suffix.isEmpty()) throw new CheckpointException(dir + ": no tensor " + n + " (parameter " + p.name() + ")");
+                            continue;
+                        }
+                        fromFile.put(n, new CheckpointNames.HostTensor(r.tensors().get(n).shape(), r.read(n)));
+                    }
+                }
+                Map<String, CheckpointNames.HostTensor> mine = CheckpointNames.fromFile(spec, fromFile);
+                for (Param p : stage.parameters()) {
+                    CheckpointNames.HostTensor v = mine.get(p.name());
+                    if (v == null) throw new CheckpointException(dir + ": no tensor for parameter " + p.name());
+                    if (!Arrays.equals(v.shape(), dims(p))) {
+                        throw new CheckpointException(dir + ": tensor " + CheckpointNames.fileName(spec, p.name()) + " has shape "
+                                + Arrays.toString(v.shape()) + " in the checkpoint, the model's " + p.name() + " is "
+                                + Arrays.toString(dims(p)) + " (a checkpoint of another model shape)");
+                    }
+                    CheckpointNames.HostTensor m = mine.get(p.name() + CheckpointNames.EXP_AVG);
+                    CheckpointNames.HostTensor s = mine.get(p.name() + CheckpointNames.EXP_AVG_SQ);
+                    p.load(v.values(), m == null ? null : m.values(), s == null ? null : s.values(), true);
+                }
+            }
+        } finally {
+            readers.forEach(SafeTensors.Reader::close);
+        }
+    }
+
+    private static long[] dims(Param p) {
+        return Arrays.stream(p.shape().toArray()).asLongStream().toArray();
+    }
+}
