@@ -6,10 +6,11 @@ import picocli.CommandLine.Command;
 /** {@code ttpipe bench ...}: programs that measure and print figures (never pass/fail on time). */
 @Command(name = "bench",
         mixinStandardHelpOptions = true,
-        description = "Measure and print figures: matmul, training step, schedule engine, transport, bridge.",
+        description = "Measure and print figures: matmul, training step, checkpoints, schedule engine, transport, bridge.",
         subcommands = {
                 BenchMatmulCommand.class,
                 BenchStepCommand.class,
+                BenchCheckpointCommand.class,
                 BenchScheduleCommand.class,
                 BenchTransportCommand.class,
                 BenchBridgeCommand.class,
@@ -18,6 +19,7 @@ import picocli.CommandLine.Command;
                 "  ttpipe bench matmul --size 1024 --threads 2",
                 "  ttpipe bench matmul --json",
                 "  ttpipe bench step configs/bench/gpt-s.yaml",
+                "  ttpipe bench checkpoint configs/nanogpt-pp4-1f1b.yaml",
                 "  ttpipe bench transport --sizes 1MiB,4MiB,64MiB",
                 "  ttpipe bench bridge --json"})
 public final class BenchCommand implements Runnable {
