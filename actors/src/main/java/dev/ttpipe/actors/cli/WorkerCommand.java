@@ -3,6 +3,7 @@ package dev.ttpipe.actors.cli;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.multihost.Worker;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -47,6 +48,13 @@ public final class WorkerCommand implements Callable<Integer> {
     @Option(names = "--run-dir", paramLabel = "DIR", description = "Rank 0 writes the run here instead of runs/<time>-<project>.")
     Path runDir;
 
+    @Option(names = "--resume", paramLabel = "PATH", description = {"Rank 0: continue from a checkpoint (a checkpoint directory,",
+            "a run directory or 'latest'); every rank loads its part of it, whatever split wrote it. Other ranks ignore it."})
+    String resume;
+
+    @Option(names = "--allow-config-change", description = "Rank 0: resume although the config differs from the checkpoint's.")
+    boolean allowConfigChange;
+
     @Override
     public Integer call() throws Exception {
         TtpipeConfig cfg = job.resolve(config, null);
@@ -55,6 +63,9 @@ public final class WorkerCommand implements Callable<Integer> {
             throw new UserInputException("--rank: " + rank + " given, expected 0.." + (ranks - 1) + " (the job has " + ranks + " ranks)");
         }
         TrainingJob training = TrainingJob.fromConfig(cfg);
+        if (resume != null && rank == 0) {
+            training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
+        }
         Worker worker = new Worker(training, rank);
         System.out.println(worker.describe());
         PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout));

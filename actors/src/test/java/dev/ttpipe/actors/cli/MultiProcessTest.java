@@ -56,6 +56,21 @@ class MultiProcessTest {
     }
 
     @Test
+    void aLaunchedJobSavesCheckpointsAndResumesFromOneBitForBit(@TempDir Path dir) throws Exception {
+        Path cfg = write(dir, "pp2.yaml", config(2, 26500, "{0: 2, 1: 2}").replace("max_steps: 400", "max_steps: 4,"
+                + " model_save_interval: 2"));
+        CliTest.Result whole = CliTest.run("launch", cfg.toString(), "--run-dir", dir.resolve("whole").toString());
+        assertEquals(0, whole.code(), whole.out() + whole.err());
+        Path half = dir.resolve("whole/checkpoints/step-000002");
+        CliTest.Result resumed = CliTest.run("launch", cfg.toString(), "--run-dir", dir.resolve("resumed").toString(),
+                "--resume", half.toString());
+        assertEquals(0, resumed.code(), resumed.out() + resumed.err());
+        assertTrue(resumed.out().contains("resumed from " + half + " at step 2"), resumed.out());
+        CheckpointTest.assertSameTensors(dir.resolve("whole/checkpoints/step-000004"), dir.resolve("resumed/checkpoints/step-000004"));
+        assertNoLeftovers();
+    }
+
+    @Test
     void aWorkerStartedWithADifferentPlanCannotJoinTheJob(@TempDir Path dir) throws Exception {
         Path cfg = write(dir, "pp2.yaml", config(2, 26400, "{0: 2, 1: 2}"));
         var deployment = dev.ttpipe.actors.multihost.Deployment.of(dev.ttpipe.actors.config.ConfigLoader.load(cfg));
