@@ -4,6 +4,7 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.multihost.Deployment;
 import dev.ttpipe.actors.multihost.Launcher;
+import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -30,6 +31,9 @@ import java.util.concurrent.Callable;
                 "",
                 "Flags after CONFIG other than --hosts are passed to every worker (e.g. --max-steps, --schedule)."})
 public final class LaunchCommand implements Callable<Integer> {
+    /** Restarts of a launched job when training_config.max_restarts is not given. */
+    static final int DEFAULT_RESTARTS = 3;
+
     @Parameters(index = "0", paramLabel = "CONFIG", description = "The job's config YAML.")
     Path config;
 
@@ -41,12 +45,9 @@ public final class LaunchCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        JobOptions check = new JobOptions();
-        new picocli.CommandLine(new Object() {
-            @picocli.CommandLine.Mixin
-            JobOptions opts = check;
-        }).setUnmatchedArgumentsAllowed(true).parseArgs(passThrough.toArray(new String[0]));
-        TtpipeConfig cfg = check.resolve(config, null);      // bad input fails here, once, with exit code 2
+        LaunchedWorkerOptions check = new LaunchedWorkerOptions();
+        new picocli.CommandLine(check).setUnmatchedArgumentsAllowed(true).parseArgs(passThrough.toArray(new String[0]));
+        TtpipeConfig cfg = check.job.resolve(config, null);  // bad input fails here, once, with exit code 2
         int ranks = cfg.pipeline().ranks();
         int n = hosts != null ? hosts : ranks;
         if (n != ranks) {
@@ -58,6 +59,23 @@ public final class LaunchCommand implements Callable<Integer> {
                     + "' given, expected aeron for workers in separate processes");
         }
         Deployment deployment = Deployment.of(cfg);
-        return new Launcher(config, passThrough, deployment, System.out, System.err).run(n);
+        int maxRestarts = cfg.training.maxRestarts >= 0 ? cfg.training.maxRestarts : DEFAULT_RESTARTS;
+        // One run directory for the whole launch, so a restarted job resumes from, and goes on writing, the same one.
+        List<String> args = new ArrayList<>(passThrough);
+        Path runDir = check.runDir != null ? check.runDir : TrainingJob.newRunDir(cfg, null);
+        if (check.runDir == null) {
+            args.add("--run-dir");
+            args.add(runDir.toString());
+        }
+        return new Launcher(config, args, deployment, System.out, System.err).runWithRestarts(n, maxRestarts, runDir);
+    }
+
+    /** The worker flags the launcher itself reads from the ones it passes on. */
+    static final class LaunchedWorkerOptions {
+        @picocli.CommandLine.Mixin
+        JobOptions job = new JobOptions();
+
+        @Option(names = "--run-dir")
+        Path runDir;
     }
 }

@@ -1,6 +1,7 @@
 package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.multihost.Launcher;
 import dev.ttpipe.actors.multihost.Worker;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.Checkpoints;
@@ -61,6 +62,11 @@ public final class WorkerCommand implements Callable<Integer> {
         int ranks = cfg.pipeline().ranks();
         if (rank < 0 || rank >= ranks) {
             throw new UserInputException("--rank: " + rank + " given, expected 0.." + (ranks - 1) + " (the job has " + ranks + " ranks)");
+        }
+        if (cfg.training.maxRestarts > 0 && System.getenv(Launcher.LAUNCHED_ENV) == null) {
+            throw new UserInputException(cfg.origins.where("training_config.max_restarts") + ": " + cfg.training.maxRestarts
+                    + " given for workers started by hand: not supported yet (`ttpipe launch` restarts a job from its latest"
+                    + " checkpoint; a bare worker job cannot restart one rank), expected 0 or the key left out");
         }
         TrainingJob training = TrainingJob.fromConfig(cfg);
         if (resume != null && rank == 0) {

@@ -147,6 +147,7 @@ public final class ConfigLoader {
         t.modelSaveInterval = s.integer("model_save_interval", t.modelSaveInterval, 0, Integer.MAX_VALUE);
         t.checkpointDir = resolve(baseDir, s.string("checkpoint_dir", t.checkpointDir));
         t.checkpointKeep = s.integer("checkpoint_keep", t.checkpointKeep, 1, 1 << 20);
+        if (s.has("max_restarts")) t.maxRestarts = s.integer("max_restarts", 0, 0, 1 << 20);
         t.runsDir = s.string("runs_dir", t.runsDir);
         // TTML keys accepted as they are; ttpipe has no use for them.
         t.modelPath = resolve(baseDir, s.string("model_path", t.modelPath));

@@ -43,6 +43,7 @@ public final class ConfigWriter {
         kv(y, 2, "model_save_interval", t.modelSaveInterval);
         if (t.checkpointDir != null) kv(y, 2, "checkpoint_dir", quote(t.checkpointDir));
         kv(y, 2, "checkpoint_keep", t.checkpointKeep);
+        if (t.maxRestarts >= 0) kv(y, 2, "max_restarts", t.maxRestarts);
         TtpipeConfig.TransformerConfig m = c.transformer;
         y.append("transformer_config:\n");
         kv(y, 2, "model_type", m.modelType);

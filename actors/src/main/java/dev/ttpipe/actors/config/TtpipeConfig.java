@@ -66,6 +66,8 @@ public final class TtpipeConfig {
         public String checkpointDir = null;
         /** Complete checkpoints kept, the newest. */
         public int checkpointKeep = 3;
+        /** Times `ttpipe launch` restarts a job whose worker died (-1: not given; launch then takes 3, worker 0). */
+        public int maxRestarts = -1;
         /** TTML's model_path / tokenizer_path: refused when set (no loading of weights or tokenizers yet). */
         public String modelPath = null;
         public String tokenizerPath = null;

@@ -27,9 +27,11 @@ public final class Launcher {
     static final int GRACE_SECONDS = 10;
     /** The command-line entry point the workers run. */
     static final String MAIN_CLASS = "dev.ttpipe.actors.cli.Main";
+    /** Set in every worker the launcher starts: such a job can be restarted (training_config.max_restarts). */
+    public static final String LAUNCHED_ENV = "TTPIPE_LAUNCHED";
 
     private final Path config;
-    private final List<String> extraArgs;
+    private List<String> extraArgs;
     private final Deployment deployment;
     private final PrintStream out, err;
     private final List<Process> children = new ArrayList<>();
@@ -68,6 +70,7 @@ public final class Launcher {
             pb.environment().putAll(deployment.rank(r).env());
             pb.environment().put("TT_MESH_ID", Integer.toString(deployment.rank(r).meshId()));
             pb.environment().put("TT_MESH_HOST_RANK", Integer.toString(deployment.rank(r).meshHostRank()));
+            pb.environment().put(LAUNCHED_ENV, "1");
             Process p = pb.start();
             children.add(p);
             childRanks.add(r);
@@ -99,8 +102,127 @@ public final class Launcher {
         }
     }
 
+    /**
+     * Runs the job, and restarts it from its latest checkpoint when a worker dies, up to
+     * {@code maxRestarts} times: every worker is stopped at once (the launcher sees the death before the
+     * cluster's failure detector would) and all are started again with {@code --resume RUN_DIR}
+     * (from the beginning when no checkpoint exists yet). Prints the recovery time (from the death to
+     * the first step after it) and the steps redone.
+     */
+    public int runWithRestarts(int n, int maxRestarts, Path runDir) throws IOException, InterruptedException {
+        List<String> base = new ArrayList<>(extraArgs);
+        try {
+            for (int restarts = 0; ; restarts++) {
+                start(0, n);
+                int exit = waitForAll(restarts < maxRestarts);
+                if (exit != RESTART) {
+                    for (Thread t : pumps) t.join(2000);
+                    return exit;
+                }
+                long diedNs = System.nanoTime();
+                Recovery recovery = Recovery.at(runDir);
+                stopAll();
+                cleanAeronDirectories();
+                children.clear();
+                childRanks.clear();
+                extraArgs = recovery.checkpointStep() < 0 ? base : withResume(base, runDir);
+                err.println("ttpipe launch: restarting every worker " + (recovery.checkpointStep() < 0
+                        ? "from the beginning (no checkpoint yet)" : "from the checkpoint of step " + recovery.checkpointStep())
+                        + " (restart " + (restarts + 1) + " of " + maxRestarts + ")");
+                Thread watcher = recovery.watch(diedNs, err);
+                watcher.start();
+            }
+        } finally {
+            close();
+        }
+    }
+
+    /** {@code args} with {@code --resume runDir} in place of any --resume the user gave. */
+    private static List<String> withResume(List<String> args, Path runDir) {
+        List<String> out = new ArrayList<>();
+        for (int i = 0; i < args.size(); i++) {
+            String a = args.get(i);
+            if (a.equals("--resume")) {
+                i++;
+                continue;
+            }
+            if (a.startsWith("--resume=")) continue;
+            out.add(a);
+        }
+        out.add("--resume");
+        out.add(runDir.toString());
+        return out;
+    }
+
+    /** What a restart starts from, and the watch that reports how long it took. */
+    record Recovery(Path metrics, int checkpointStep, int stepsDone, long linesBefore) {
+        static Recovery at(Path runDir) {
+            Path metrics = runDir.resolve("metrics.jsonl");
+            int ck = -1;
+            try {
+                Path latest = runDir.resolve("checkpoints").resolve("latest");
+                if (Files.isRegularFile(latest)) {
+                    String name = Files.readString(latest).strip();
+                    if (name.matches("step-\\d+")) ck = Integer.parseInt(name.substring(5));
+                }
+            } catch (IOException | NumberFormatException ignored) {
+                // no checkpoint: start from the beginning
+            }
+            List<String> lines = readLines(metrics);
+            int done = 0;
+            if (!lines.isEmpty()) {
+                java.util.regex.Matcher m = java.util.regex.Pattern.compile("\"step\":(\\d+)").matcher(lines.get(lines.size() - 1));
+                if (m.find()) done = Integer.parseInt(m.group(1)) + 1;
+            }
+            return new Recovery(metrics, ck, done, lines.size());
+        }
+
+        /** A daemon thread that prints the recovery time once the first step after the restart is in metrics.jsonl. */
+        Thread watch(long diedNs, PrintStream err) {
+            Thread t = new Thread(() -> {
+                long deadline = System.nanoTime() + TimeUnit.MINUTES.toNanos(30);
+                while (System.nanoTime() < deadline) {
+                    if (readLines(metrics).size() > linesBefore) {
+                        double seconds = (System.nanoTime() - diedNs) / 1e9;
+                        int from = Math.max(0, checkpointStep);
+                        err.printf(java.util.Locale.ROOT, "ttpipe launch: recovered in %.1f s (from the death to the first step after"
+                                + " the restart); %d step%s redone (steps %d..%d, back to the checkpoint of step %d)%n", seconds,
+                                Math.max(0, stepsDone - from), stepsDone - from == 1 ? "" : "s", from + 1, stepsDone, from);
+                        return;
+                    }
+                    try {
+                        Thread.sleep(50);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+            }, "ttpipe-launch-recovery");
+            t.setDaemon(true);
+            return t;
+        }
+
+        private static List<String> readLines(Path f) {
+            try {
+                return Files.isRegularFile(f) ? Files.readAllLines(f) : List.of();
+            } catch (IOException e) {
+                return List.of();
+            }
+        }
+    }
+
+    private static final int RESTART = -1;
+
     /** Waits for every child; on the first failure stops the rest and returns its exit code. */
     private int waitForAll() throws InterruptedException {
+        return waitForAll(false);
+    }
+
+    /**
+     * Waits for every child. On the first failure: returns {@link #RESTART} at once when
+     * {@code restart} (a worker died of something other than bad input), else stops the rest and
+     * returns its exit code.
+     */
+    private int waitForAll(boolean restart) throws InterruptedException {
         while (true) {
             boolean allDone = true;
             for (int i = 0; i < children.size(); i++) {
@@ -111,6 +233,11 @@ public final class Launcher {
                     continue;
                 }
                 if (p.exitValue() != 0) {
+                    if (restart && p.exitValue() != ExitCodes.BAD_INPUT) {
+                        err.println("ttpipe launch: rank " + r + " (" + deployment.rank(r).controlAddress() + ") died (exit code "
+                                + p.exitValue() + (p.exitValue() > 128 ? ", signal " + (p.exitValue() - 128) : "") + ")");
+                        return RESTART;
+                    }
                     err.println("ttpipe launch: rank " + r + " (" + deployment.rank(r).controlAddress() + ") exited with code "
                             + p.exitValue() + "; giving the other workers " + GRACE_SECONDS + " s to stop, then stopping them");
                     int code = p.exitValue() == ExitCodes.BAD_INPUT ? ExitCodes.BAD_INPUT : ExitCodes.FAILURE;

@@ -87,8 +87,38 @@ class MultiProcessTest {
     }
 
     @Test
+    void aLaunchedJobRecoversFromAKilledWorkerAndEndsBitIdentical(@TempDir Path dir) throws Exception {
+        Path cfg = write(dir, "pp2.yaml", config(2, 26600, "{0: 2, 1: 2}").replace("max_steps: 400",
+                "max_steps: 120, model_save_interval: 10"));
+        CliTest.Result whole = CliTest.run("launch", cfg.toString(), "--run-dir", dir.resolve("whole").toString());
+        assertEquals(0, whole.code(), whole.out() + whole.err());
+        Path killed = dir.resolve("killed");
+        CompletableFuture<CliTest.Result> job = CompletableFuture.supplyAsync(() -> CliTest.run("launch", cfg.toString(),
+                "--run-dir", killed.toString()));
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
+        ProcessHandle victim = null;
+        while (victim == null && System.nanoTime() < deadline) {
+            Path metrics = killed.resolve("metrics.jsonl");
+            if (Files.isRegularFile(metrics) && Files.readAllLines(metrics).size() >= 25) {
+                victim = ProcessHandle.current().descendants().filter(p -> cmdline(p).contains("--rank 1")).findFirst().orElse(null);
+            }
+            Thread.sleep(20);
+        }
+        assertTrue(victim != null, "rank 1 never trained 25 steps");
+        victim.destroyForcibly();                                    // SIGKILL, between checkpoints 20 and 30
+        CliTest.Result r = job.get(180, TimeUnit.SECONDS);
+        assertEquals(0, r.code(), r.out() + r.err());
+        assertTrue(r.err().contains("rank 1 (127.0.0.1:26601) died (exit code 137, signal 9)"), r.err());
+        assertTrue(r.err().contains("recovered in"), r.err());
+        CheckpointTest.assertSameTensors(dir.resolve("whole/checkpoints/step-000120"), killed.resolve("checkpoints/step-000120"));
+        assertNoLeftovers();
+    }
+
+    @Test
     void aWorkerKilledMidStepStopsTheJobWithinTenSecondsNamingItsRankAndHost(@TempDir Path dir) throws Exception {
-        Path cfg = write(dir, "pp4.yaml", config(4, 26300, "{0: 1, 1: 1, 2: 1, 3: 1}"));
+        // max_restarts: 0 -- the job stops instead of restarting
+        Path cfg = write(dir, "pp4.yaml", config(4, 26300, "{0: 1, 1: 1, 2: 1, 3: 1}").replace("max_steps: 400",
+                "max_steps: 400, max_restarts: 0"));
         CompletableFuture<CliTest.Result> job = CompletableFuture.supplyAsync(() -> CliTest.run("launch", cfg.toString()));
         ProcessHandle victim;
         try {
