@@ -7,10 +7,10 @@
 // masks and rope tables over a sharded sequence, the dropout mask of the logical index), it is built on
 // the host, one shard per device, and sent with from_host_shards.
 //
-// NOT COMPILED OR RUN in ttpipe's CI (no tt-metal there): see README.md for the tt-metal revision the
-// signatures were taken from and what is and is not verified. The reference implementation
-// (../reference) is the executable specification: on hardware, run ttpipe's contract suite against
-// this library (-Dttpipe.bridge.library=...) before trusting it.
+// Compile-checked (not linked, not run) against tt-metal 79925a3f05fa5d970f4ae3c837aa32ca09f13eaf's headers
+// with g++ 12 and clang 19, outside ttpipe's CI (which has no tt-metal): see README.md for what was checked
+// and what was not. The reference implementation (../reference) is the executable specification: on
+// hardware, run ttpipe's contract suite against this library (-Dttpipe.bridge.library=...) before trusting it.
 //
 // Errors: every entry runs under guarded(), which turns TTNN's exceptions (TT_FATAL, TT_THROW) into a
 // status and a thread-local message; nothing escapes into the JVM. One mutex serialises the entries
@@ -44,23 +44,31 @@
 #include "ttnn/operations/ccl/reduce_scatter/reduce_scatter.hpp"
 #include "ttnn/operations/copy/typecast/typecast.hpp"
 #include "ttnn/operations/core/core.hpp"
-#include "ttnn/operations/creation.hpp"
+#include "ttnn/operations/creation/creation.hpp"
+#include "ttnn/operations/data_movement/copy/copy.hpp"
 #include "ttnn/operations/data_movement/permute/permute.hpp"
-#include "ttnn/operations/data_movement/repeat_interleave/repeat_interleave.hpp"
 #include "ttnn/operations/data_movement/reshape_view/reshape.hpp"
 #include "ttnn/operations/eltwise/binary/binary.hpp"
+#include "ttnn/operations/eltwise/ternary/ternary.hpp"
 #include "ttnn/operations/eltwise/unary/unary.hpp"
 #include "ttnn/operations/eltwise/unary_backward/unary_backward.hpp"
 #include "ttnn/operations/embedding/embedding.hpp"
 #include "ttnn/operations/embedding_backward/embedding_backward.hpp"
-#include "ttnn/operations/experimental/ccl/send_recv_async/recv_async/recv_async.hpp"
-#include "ttnn/operations/experimental/ccl/send_recv_async/send_async/send_async.hpp"
 #include "ttnn/operations/matmul/matmul.hpp"
 #include "ttnn/operations/moreh/moreh_layer_norm/moreh_layer_norm.hpp"
 #include "ttnn/operations/moreh/moreh_layer_norm_backward/moreh_layer_norm_backward.hpp"
 #include "ttnn/operations/normalization/softmax/softmax.hpp"
 #include "ttnn/operations/reduction/generic/generic_reductions.hpp"
 #include "ttnn/tensor/tensor.hpp"
+#include "ttnn/tensor/tensor_ops.hpp"
+
+// Three headers that tt-metal 79925a3f does not install with the TT-NN package (repeat_interleave.hpp goes
+// only to the JIT kernel tree under libexec; send_async.hpp and recv_async.hpp are in no FILE_SET), though
+// _ttnncpp.so defines the functions: CMakeLists.txt puts the source checkout's ttnn/cpp on the include path
+// for them (TTPIPE_TT_METAL_SOURCE_DIR, by default $TT_METAL_HOME).
+#include "ttnn/operations/data_movement/repeat_interleave/repeat_interleave.hpp"
+#include "ttnn/operations/experimental/ccl/send_recv_async/send_async/send_async.hpp"
+#include "ttnn/operations/experimental/ccl/send_recv_async/recv_async/recv_async.hpp"
 
 namespace {
 
@@ -325,10 +333,70 @@ Tensor broadcastable(const Tensor& b, const TensorObj* a, const TensorObj* bo) {
     return ttnn::reshape(b, shape_of(d));
 }
 
+Tensor with_trailing_one(const Tensor& t, const TensorObj* like) {  // like's local shape + [1] (unsqueeze(t, -1))
+    std::vector<int32_t> d(like->dims);
+    d.push_back(1);
+    return ttnn::reshape(t, shape_of(d));
+}
+
 Tensor keep_last_as_one(const Tensor& stats, const TensorObj* x) {  // [rows...] -> [rows..., 1] (moreh's stats)
     std::vector<int32_t> d(x->dims.begin(), x->dims.end() - 1);
     d.push_back(1);
     return ttnn::reshape(stats, shape_of(d));
+}
+
+// ---- embedding and loss helpers: ids checked and shifted, one-hot rows built on the host -----------------
+
+// Ids must lie in [0, V) on every device: checked on the host before anything is written.
+void check_ids(const TensorObj* ids, int64_t v, bool allow_ignore, int32_t ignore, const char* what) {
+    auto shards = device_to_int_shards(ids);
+    for (size_t d = 0; d < shards.size(); d++) {
+        for (size_t i = 0; i < shards[d].size(); i++) {
+            int32_t id = shards[d][i];
+            if ((id < 0 || id >= v) && !(allow_ignore && id == ignore)) {
+                fail(TTPIPE_E_OUT_OF_RANGE, std::string(what) + " " + std::to_string(id) + " at element " +
+                                                std::to_string(i) + " of device " + std::to_string(d) +
+                                                " is outside [0, " + std::to_string(v) + ")");
+            }
+        }
+    }
+}
+
+// For a vocab-parallel table: each device's ids shifted into its row range, and a 0/1 mask of the ids it holds.
+std::pair<Tensor, Tensor> local_ids(const TensorObj* ids, const TensorObj* table, int32_t p0, int32_t p1) {
+    int32_t axis = axis_of_dim(p0, p1, 0);
+    if (axis < 0) return {ids->value, Tensor()};
+    int64_t rows = table->dims[0];
+    std::vector<std::vector<float>> offsets;
+    for (int32_t d = 0; d < devices(ids->sub); d++) {
+        offsets.push_back({static_cast<float>(coord_along(ids->sub, d, axis) * rows)});
+    }
+    Tensor off = shards_to_device(ids->sub, offsets, {1}, TTPIPE_FP32);
+    Tensor shifted = ttnn::subtract(ttnn::typecast(ids->value, ttnn::DataType::FLOAT32), off);
+    Tensor mask = ttnn::logical_and(ttnn::ge(shifted, 0.0f), ttnn::lt(shifted, static_cast<float>(rows)));
+    Tensor clamped = ttnn::where(mask, shifted, 0.0f);
+    return {ttnn::typecast(clamped, ttnn::DataType::UINT32), mask};
+}
+
+std::pair<Tensor, Tensor> one_hot_and_rows(const TensorObj* logits, const TensorObj* targets, int32_t ignore) {
+    int32_t v = logits->dims.back();
+    int64_t rows = numel(logits->dims) / v;
+    check_ids(targets, v, true, ignore, "target");
+    std::vector<std::vector<float>> hot, keep;
+    for (const auto& t : device_to_int_shards(targets)) {
+        std::vector<float> h(rows * v, 0.0f), k(rows, 0.0f);
+        for (int64_t r = 0; r < rows; r++) {
+            if (t[r] == ignore) continue;
+            h[r * v + t[r]] = 1.0f;
+            k[r] = 1.0f;
+        }
+        hot.push_back(std::move(h));
+        keep.push_back(std::move(k));
+    }
+    std::vector<int32_t> row_dims(logits->dims.begin(), logits->dims.end() - 1);
+    row_dims.push_back(1);
+    return {shards_to_device(logits->sub, hot, logits->dims, TTPIPE_FP32),
+            shards_to_device(logits->sub, keep, row_dims, TTPIPE_FP32)};
 }
 
 }  // namespace
@@ -407,9 +475,8 @@ TTPIPE_API int32_t ttpipe_mesh_create_submeshes(ttpipe_mesh handle, int32_t rows
         require(static_cast<int32_t>(subs.size()) <= capacity, "out is too short");
         for (size_t i = 0; i < subs.size(); i++) {
             int32_t per_row = m->cols / cols;
-            auto s = std::make_unique<Submesh>(Submesh{m, static_cast<int32_t>(i / per_row) * rows,
+            auto s = std::make_unique<Submesh>(Submesh{m, subs[i], static_cast<int32_t>(i / per_row) * rows,
                                                        static_cast<int32_t>(i % per_row) * cols, rows, cols});
-            s->device = subs[i];
             m->submeshes.push_back(std::move(s));
             out[i] = issue(K_SUBMESH, m->submeshes.back().get());
         }
@@ -511,7 +578,7 @@ TTPIPE_API int32_t ttpipe_tensor_write(ttpipe_tensor handle, int32_t rank, const
         };
         auto mapper = ttnn::distributed::create_mesh_mapper(*t->sub->device, Config{.placements = {placement(p0), placement(p1)}});
         Tensor host = Tensor::from_vector(std::vector<float>(data, data + count), spec(logical, t->dtype));
-        ttnn::copy_host_to_device_tensor(ttnn::distributed::distribute_tensor(host, *mapper), t->value);
+        tt::tt_metal::copy_to_device(ttnn::distributed::distribute_tensor(host, *mapper), t->value);
     });
 }
 
@@ -531,7 +598,7 @@ TTPIPE_API int32_t ttpipe_tensor_write_ints(ttpipe_tensor handle, int32_t rank, 
         }
         std::vector<Tensor> host;
         for (auto& v : ids) host.push_back(Tensor::from_vector(v, spec(t->dims, TTPIPE_INT32)));
-        ttnn::copy_host_to_device_tensor(ttnn::distributed::from_host_shards(host, t->sub->device->shape()), t->value);
+        tt::tt_metal::copy_to_device(ttnn::distributed::from_host_shards(host, t->sub->device->shape()), t->value);
     });
 }
 
@@ -639,39 +706,6 @@ TTPIPE_API int32_t ttpipe_matmul(ttpipe_tensor out, ttpipe_tensor a, ttpipe_tens
 
 // ---- embedding ----------------------------------------------------------------------------------------
 
-namespace {
-// Ids must lie in [0, V) on every device: checked on the host before anything is written.
-void check_ids(const TensorObj* ids, int64_t v, bool allow_ignore, int32_t ignore, const char* what) {
-    auto shards = device_to_int_shards(ids);
-    for (size_t d = 0; d < shards.size(); d++) {
-        for (size_t i = 0; i < shards[d].size(); i++) {
-            int32_t id = shards[d][i];
-            if ((id < 0 || id >= v) && !(allow_ignore && id == ignore)) {
-                fail(TTPIPE_E_OUT_OF_RANGE, std::string(what) + " " + std::to_string(id) + " at element " +
-                                                std::to_string(i) + " of device " + std::to_string(d) +
-                                                " is outside [0, " + std::to_string(v) + ")");
-            }
-        }
-    }
-}
-
-// For a vocab-parallel table: each device's ids shifted into its row range, and a 0/1 mask of the ids it holds.
-std::pair<Tensor, Tensor> local_ids(const TensorObj* ids, const TensorObj* table, int32_t p0, int32_t p1) {
-    int32_t axis = axis_of_dim(p0, p1, 0);
-    if (axis < 0) return {ids->value, Tensor()};
-    int64_t rows = table->dims[0];
-    std::vector<std::vector<float>> offsets;
-    for (int32_t d = 0; d < devices(ids->sub); d++) {
-        offsets.push_back({static_cast<float>(coord_along(ids->sub, d, axis) * rows)});
-    }
-    Tensor off = shards_to_device(ids->sub, offsets, {1}, TTPIPE_FP32);
-    Tensor shifted = ttnn::subtract(ttnn::typecast(ids->value, ttnn::DataType::FLOAT32), off);
-    Tensor mask = ttnn::logical_and(ttnn::ge(shifted, 0.0f), ttnn::lt(shifted, static_cast<float>(rows)));
-    Tensor clamped = ttnn::where(mask, shifted, 0.0f);
-    return {ttnn::typecast(clamped, ttnn::DataType::UINT32), mask};
-}
-}  // namespace
-
 TTPIPE_API int32_t ttpipe_embedding(ttpipe_tensor out, ttpipe_tensor ids, ttpipe_tensor table, int32_t p0, int32_t p1) {
     return guarded("ttpipe_embedding", [&] {
         TensorObj *o = T_(out, "out"), *ti = T_(ids, "ids"), *tt = T_(table, "table");
@@ -680,7 +714,7 @@ TTPIPE_API int32_t ttpipe_embedding(ttpipe_tensor out, ttpipe_tensor ids, ttpipe
         auto [local, mask] = local_ids(ti, tt, p0, p1);
         Tensor rows = ttnn::embedding(local, ttnn::to_layout(tt->value, ttnn::Layout::ROW_MAJOR), std::nullopt,
                                       ttnn::Layout::TILE);
-        if (mask.is_allocated()) rows = ttnn::multiply(rows, ttnn::unsqueeze(mask, -1));
+        if (mask.is_allocated()) rows = ttnn::multiply(rows, with_trailing_one(mask, ti));
         store(rows, o);
     });
 }
@@ -692,7 +726,7 @@ TTPIPE_API int32_t ttpipe_embedding_backward(ttpipe_tensor ids, ttpipe_tensor d_
         int32_t axis = axis_of_dim(p0, p1, 0);
         check_ids(ti, tdt->dims[0] * (axis < 0 ? 1 : axis_size(ti->sub, axis)), false, 0, "id");
         auto [local, mask] = local_ids(ti, tdt, p0, p1);
-        Tensor g = mask.is_allocated() ? ttnn::multiply(tdo->value, ttnn::unsqueeze(mask, -1)) : tdo->value;
+        Tensor g = mask.is_allocated() ? ttnn::multiply(tdo->value, with_trailing_one(mask, ti)) : tdo->value;
         Tensor grad = ttnn::embedding_bw(local, tdt->value, g);
         store(accumulate ? ttnn::add(tdt->value, grad) : grad, tdt);
     });
@@ -922,7 +956,8 @@ TTPIPE_API int32_t ttpipe_sum_squares(ttpipe_tensor x, int32_t p0, int32_t p1, d
 
 TTPIPE_API int32_t ttpipe_repeat_interleave(ttpipe_tensor out, ttpipe_tensor x, int32_t dim, int32_t repeats) {
     return guarded("ttpipe_repeat_interleave", [&] {
-        store(ttnn::repeat_interleave(T_(x, "x")->value, static_cast<uint32_t>(repeats), dim), T_(out, "out"));
+        store(ttnn::repeat_interleave(T_(x, "x")->value, static_cast<uint32_t>(repeats), dim, std::nullopt),
+              T_(out, "out"));
     });
 }
 
@@ -940,29 +975,6 @@ TTPIPE_API int32_t ttpipe_sum_groups(ttpipe_tensor out, ttpipe_tensor x, int32_t
 }
 
 // ---- loss: targets are read to the host (range check), the one-hot rows go back as a mask -----------------
-
-namespace {
-std::pair<Tensor, Tensor> one_hot_and_rows(const TensorObj* logits, const TensorObj* targets, int32_t ignore) {
-    int32_t v = logits->dims.back();
-    int64_t rows = numel(logits->dims) / v;
-    check_ids(targets, v, true, ignore, "target");
-    std::vector<std::vector<float>> hot, keep;
-    for (const auto& t : device_to_int_shards(targets)) {
-        std::vector<float> h(rows * v, 0.0f), k(rows, 0.0f);
-        for (int64_t r = 0; r < rows; r++) {
-            if (t[r] == ignore) continue;
-            h[r * v + t[r]] = 1.0f;
-            k[r] = 1.0f;
-        }
-        hot.push_back(std::move(h));
-        keep.push_back(std::move(k));
-    }
-    std::vector<int32_t> row_dims(logits->dims.begin(), logits->dims.end() - 1);
-    row_dims.push_back(1);
-    return {shards_to_device(logits->sub, hot, logits->dims, TTPIPE_FP32),
-            shards_to_device(logits->sub, keep, row_dims, TTPIPE_FP32)};
-}
-}  // namespace
 
 TTPIPE_API int32_t ttpipe_cross_entropy(ttpipe_tensor logits, ttpipe_tensor targets, int32_t ignore_index, int32_t p0,
                                         int32_t p1, double* sum, int64_t* count) {
@@ -1074,8 +1086,7 @@ TTPIPE_API int32_t ttpipe_sgd(ttpipe_tensor param, ttpipe_tensor grad, ttpipe_te
 TTPIPE_API int32_t ttpipe_all_gather(ttpipe_tensor out, ttpipe_tensor x, int32_t dim, int32_t axis) {
     return guarded("ttpipe_all_gather", [&] {
         if (axis != 0 && axis != 1) fail(TTPIPE_E_OUT_OF_RANGE, "mesh axis out of range");
-        store(ttnn::all_gather(T_(x, "x")->value, dim, std::nullopt, std::nullopt, static_cast<uint32_t>(axis)),
-              T_(out, "out"));
+        store(ttnn::all_gather(T_(x, "x")->value, dim, static_cast<uint32_t>(axis)), T_(out, "out"));
     });
 }
 
