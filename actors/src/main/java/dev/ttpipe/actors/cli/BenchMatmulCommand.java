@@ -92,10 +92,10 @@ public final class BenchMatmulCommand implements Callable<Integer> {
         return String.format(Locale.ROOT,
                 "{\"size\": %d, \"threads\": %d, \"kernel\": %s, \"kernel_detail\": %s, \"gflops\": %.3f, "
                         + "\"peak_gflops\": %.3f, \"fraction_of_peak\": %.4f, \"peak_how\": %s, \"cores\": %d, "
-                        + "\"ghz\": %.3f, \"flops_per_cycle\": %d, \"isa\": %s, \"median_seconds\": %.6g, "
+                        + "\"ghz\": %.3f, \"flops_per_cycle\": %.3f, \"isa\": %s, \"median_seconds\": %.6g, "
                         + "\"best_gflops\": %.3f, \"repetitions\": %d}",
                 r.size(), r.threads(), Json.str(r.kernel()), Json.str(r.kernelDetail()), r.gflops(), r.peakGflops(),
-                r.fractionOfPeak(), Json.str(r.peakHow()), r.peak().cores(), r.peak().ghz(), r.peak().flopsPerCycle(),
+                r.fractionOfPeak(), Json.str(r.peakHow()), r.peak().cores(), r.peak().ghz(), r.peak().flopsPerCyclePerCore(),
                 Json.str(r.peak().isa()), r.medianSeconds(), r.bestGflops(), r.repetitions());
     }
 

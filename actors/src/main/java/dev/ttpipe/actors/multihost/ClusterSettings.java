@@ -42,6 +42,9 @@ public final class ClusterSettings {
                 "pekko.remote.artery.advanced.maximum-large-frame-size = 64MiB",
                 "pekko.cluster.seed-nodes = [\"pekko://ttpipe@" + seed.host() + ":" + seed.controlPort() + "\"]",
                 "pekko.cluster.jmx.enabled = off",
+                // Workers usually start together: retry the seed every second, not after Pekko's 5 s + 10 s defaults.
+                "pekko.cluster.seed-node-timeout = 1s",
+                "pekko.cluster.retry-unsuccessful-join-after = 1s",
                 "pekko.cluster.log-info = off",
                 "pekko.cluster.failure-detector.heartbeat-interval = 500ms",
                 "pekko.cluster.failure-detector.acceptable-heartbeat-pause = 3s",

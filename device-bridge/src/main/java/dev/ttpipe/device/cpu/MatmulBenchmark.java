@@ -6,8 +6,8 @@ import java.util.Random;
 
 /**
  * Measures fp32 matmul throughput of the cpu backend's kernel ({@code C = A B}, all n x n,
- * native buffers as the backend uses them) against the machine's computed peak
- * ({@link MachinePeak}). Runs warmups, then timed repetitions (about a second in all, at least 5),
+ * native buffers as the backend uses them) against the machine's measured fp32 FMA peak for as
+ * many threads ({@link MachinePeak}). Runs warmups, then timed repetitions (about a second in all, at least 5),
  * and reports the median. A program that prints figures, not a test: see {@code ttpipe bench matmul}.
  */
 public final class MatmulBenchmark {

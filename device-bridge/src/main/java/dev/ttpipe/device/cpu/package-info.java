@@ -4,6 +4,6 @@
  * fallback), the other kernels in Java over the native buffers, multi-threaded. Open it with
  * {@link dev.ttpipe.device.cpu.CpuMeshDevice#open} or {@code Backends.open("cpu", ...)}.
  * {@link dev.ttpipe.device.cpu.MatmulBenchmark} measures the matmul kernel against the machine's
- * computed peak ({@link dev.ttpipe.device.cpu.MachinePeak}).
+ * measured fp32 FMA peak ({@link dev.ttpipe.device.cpu.MachinePeak}).
  */
 package dev.ttpipe.device.cpu;

@@ -2,21 +2,23 @@ package dev.ttpipe.device.cpu;
 
 import org.junit.jupiter.api.Test;
 
+import java.util.Arrays;
 import java.util.List;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** The benchmark's bookkeeping (never its figures: benchmarks print, tests do not time). */
 class MatmulBenchmarkTest {
     @Test
-    void flopsPerCycleComeFromTheIsaFlags() {
-        assertEquals(64, MachinePeak.flopsPerCycle("fpu sse avx avx2 fma avx512f"));
-        assertEquals(32, MachinePeak.flopsPerCycle("fpu sse avx avx2 fma"));
-        assertEquals(16, MachinePeak.flopsPerCycle("fpu sse avx avx2"));
-        assertEquals(16, MachinePeak.flopsPerCycle("fpu sse avx"));
-        assertEquals(8, MachinePeak.flopsPerCycle("fpu sse sse2"));
+    void isaNamesComeFromTheFlags() {
+        assertEquals("avx512f", MachinePeak.isaName("fpu sse avx avx2 fma avx512f"));
         assertEquals("avx2+fma", MachinePeak.isaName("avx2 fma avx"));
+        assertEquals("avx", MachinePeak.isaName("fpu sse avx avx2"));
+        assertEquals("sse", MachinePeak.isaName("fpu sse sse2"));
+        assertEquals("ISA unknown", MachinePeak.isaName(""));
     }
 
     @Test
@@ -28,16 +30,48 @@ class MatmulBenchmarkTest {
         assertEquals("a b", MachinePeak.flags(List.of("model : x", "flags\t\t: a b")));
     }
 
+    /**
+     * The FLOPs the peak counts are done: every element takes CHAIN_DEPTH FMAs of a b = 1/8 per pass, in
+     * the vector loop and in the scalar ends alike (checked again once the measurement has JIT-compiled it).
+     */
+    @Test
+    void fmaChainsDoEveryCountedFma() {
+        MachinePeak.measure(1);
+        for (int n : new int[]{1, 17, 256, 1000, MachinePeak.CHAIN_FLOATS + 13}) {
+            float[] chains = new float[n];
+            Arrays.fill(chains, 1f);
+            MachinePeak.fmaChains(chains, 0.5f, 0.25f, 3);
+            float[] expected = new float[n];
+            Arrays.fill(expected, 1f + 3 * MachinePeak.CHAIN_DEPTH * 0.125f);
+            assertArrayEquals(expected, chains, "length " + n);
+        }
+    }
+
+    @Test
+    void theMeasuredPeakIsSaneAndCached() {
+        MachinePeak p = MachinePeak.measure(1);
+        assertSame(p, MachinePeak.measure(1), "measured once per core count");
+        assertEquals(1, p.cores());
+        assertTrue(p.gflops() > 0 && Double.isFinite(p.gflops()), "peak " + p.gflops());
+        assertEquals(p.measuredGflops(), p.gflops());
+        assertTrue(p.ghz() > 0.2 && p.ghz() < 10, "clock " + p.ghz());
+        assertEquals(p.gflops(), p.cores() * p.ghz() * p.flopsPerCyclePerCore(), 1e-9 * p.gflops());
+        assertEquals(Math.round(p.flopsPerCyclePerCore()), p.flopsPerCycle());
+        // fp32 vectors of 0 (unknown), 1 to 16 lanes (128 to 512 bits; 32 or 64 bits on a JVM without SIMD)
+        assertTrue(p.lanes() >= 0 && p.lanes() <= 16 && Integer.bitCount(p.lanes()) <= 1, "lanes " + p.lanes());
+        assertTrue(p.how().startsWith("1 core x ") && p.how().contains("FLOP/cycle, measured: 1 thread of "), p.how());
+        assertTrue(p.how().contains("fp32 FMA chains (" + p.isa() + ")"), p.how());
+    }
+
     @Test
     void aSmallRunReportsConsistentFigures() {
         MatmulBenchmark.Result r = MatmulBenchmark.run(40, 1, "java");
         assertEquals("java", r.kernel());
-        assertEquals(1, r.peak().cores());
-        assertTrue(r.peak().ghz() > 0.2 && r.peak().ghz() < 10, "clock " + r.peak().ghz());
-        assertEquals(r.peak().cores() * r.peak().ghz() * r.peak().flopsPerCycle(), r.peakGflops(), 1e-9);
+        assertSame(MachinePeak.measure(1), r.peak(), "the peak for as many threads as the kernel used");
+        assertEquals(r.peak().gflops(), r.peakGflops());
         assertEquals(r.gflops() / r.peakGflops(), r.fractionOfPeak(), 1e-12);
         assertEquals(2.0 * 40 * 40 * 40 / r.medianSeconds() / 1e9, r.gflops(), 1e-6 * r.gflops());
         assertTrue(r.repetitions() >= 5);
-        assertTrue(r.peakHow().contains("1 core x") && r.peakHow().contains("FLOP/cycle"), r.peakHow());
+        assertEquals(r.peak().how(), r.peakHow());
     }
 }

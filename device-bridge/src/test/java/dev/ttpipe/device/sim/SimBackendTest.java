@@ -18,6 +18,7 @@ import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
 import org.junit.jupiter.api.Test;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -27,6 +28,7 @@ import java.util.function.Consumer;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class SimBackendTest {
@@ -37,34 +39,69 @@ class SimBackendTest {
         return SimMeshDevice.open(new MeshShape(rows, cols), MeshOptions.defaults().withSimCosts(COSTS));
     }
 
+    /**
+     * Ten rounds of matmul, gelu and all-gather on a 1 x 2 mesh: the modeled time the queue is charged,
+     * added up by hand from the cost model.
+     */
+    private static double issueRounds(Ops ops, Tensor a, Tensor w, SimCosts costs, List<Tensor> outs) {
+        double expected = 0;
+        for (int i = 0; i < 10; i++) {
+            Tensor h = ops.matmul(a, w, false, false);                          // per device [64, 256] x [256, 256]
+            expected += costs.computeSeconds(2.0 * 64 * 256 * 256);
+            Tensor g = ops.gelu(h);                                             // reads and writes 64 KiB per device
+            expected += costs.memorySeconds(2.0 * 64 * 256 * 4);
+            Tensor r = ops.allGather(g, 0, 1);                                  // ring: (n-1) pieces of 64 KiB
+            expected += costs.linkSeconds(1.0 * 64 * 256 * 4);
+            outs.add(h);
+            outs.add(g);
+            outs.add(r);
+        }
+        return expected;
+    }
+
     @Test
-    void opsReturnAtOnceAndSynchronizeWaitsForTheModeledTime() {
-        try (MeshDevice mesh = sim(1, 2)) {
-            Ops ops = mesh.asSubmesh().ops();
-            // precompute outside the timed region
+    void opsReturnAtOnceWithTheirModeledTimeQueued() {
+        // the same program at x100000: about three hours of modeled work, which issuing must not wait for
+        SimCosts slow = new SimCosts(1.0, 1.0, 50.0, 1.0, 100_000.0);
+        try (MeshDevice mesh = SimMeshDevice.open(new MeshShape(1, 2), MeshOptions.defaults().withSimCosts(slow))) {
+            SimSubmesh queue = (SimSubmesh) mesh.asSubmesh();
+            Ops ops = queue.ops();
             Tensor a = ops.zeros(Shape.of(128, 256), Layout.shard(0, 1), DType.FP32);
             Tensor w = ops.zeros(Shape.of(256, 256), Layout.REPLICATED, DType.FP32);
-            mesh.asSubmesh().synchronize();
-            double expected = 0;
-            long t0 = System.nanoTime();
+            double before = SimMeshDevice.modeledSeconds(queue);
             List<Tensor> outs = new ArrayList<>();
-            for (int i = 0; i < 10; i++) {
-                Tensor h = ops.matmul(a, w, false, false);                          // per device [64, 256] x [256, 256]
-                expected += COSTS.computeSeconds(2.0 * 64 * 256 * 256);
-                Tensor g = ops.gelu(h);                                             // reads and writes 64 KiB per device
-                expected += COSTS.memorySeconds(2.0 * 64 * 256 * 4);
-                Tensor r = ops.allGather(g, 0, 1);                                  // ring: (n-1) pieces of 64 KiB
-                expected += COSTS.linkSeconds(1.0 * 64 * 256 * 4);
-                outs.add(h);
-                outs.add(g);
-                outs.add(r);
-            }
-            double issued = (System.nanoTime() - t0) / 1e9;
-            mesh.asSubmesh().synchronize();
-            double elapsed = (System.nanoTime() - t0) / 1e9;
-            assertTrue(issued < expected / 2, "issuing " + issued + " s should not wait for the modeled " + expected + " s");
-            assertTrue(elapsed >= expected * 0.99, "elapsed " + elapsed + " s, modeled " + expected + " s");
-            assertTrue(elapsed < expected * 2 + 0.05, "elapsed " + elapsed + " s, modeled " + expected + " s");
+            double expected = assertTimeoutPreemptively(Duration.ofSeconds(60), () -> issueRounds(ops, a, w, slow, outs),
+                    "issuing waited for the modeled time");
+            assertTrue(expected > 3600, "modeled " + expected + " s");
+            assertEquals(expected, SimMeshDevice.modeledSeconds(queue) - before, 1e-9 * expected);
+            assertTrue(queue.busyUntil() - System.nanoTime() > 1e9 * expected / 2, "the queue runs on after issuing");
+            outs.forEach(Tensor::close);
+            a.close();
+            w.close();
+        }
+    }
+
+    @Test
+    void synchronizeWaitsForTheModeledTime() {
+        try (MeshDevice mesh = sim(1, 2)) {
+            SimSubmesh queue = (SimSubmesh) mesh.asSubmesh();
+            Ops ops = queue.ops();
+            Tensor a = ops.zeros(Shape.of(128, 256), Layout.shard(0, 1), DType.FP32);
+            Tensor w = ops.zeros(Shape.of(256, 256), Layout.REPLICATED, DType.FP32);
+            queue.synchronize();
+            double before = SimMeshDevice.modeledSeconds(queue);
+            List<Tensor> outs = new ArrayList<>();
+            long issuing = System.nanoTime();
+            double expected = issueRounds(ops, a, w, COSTS, outs);
+            long issued = System.nanoTime();
+            assertEquals(expected, SimMeshDevice.modeledSeconds(queue) - before, 1e-9 * expected);
+            // the queue's clock: the modeled time after the first op was issued, and no more after the last
+            long end = queue.busyUntil();
+            long modeledNanos = Math.round(expected * 1e9);
+            assertTrue(end >= issuing + modeledNanos - 100, "queue ends " + (end - issuing) + " ns after issuing began");
+            assertTrue(end <= issued + modeledNanos + 100, "queue ends " + (end - issued) + " ns after issuing ended");
+            queue.synchronize();
+            assertTrue(System.nanoTime() >= end, "synchronize returned before the queue's modeled end");
             outs.forEach(Tensor::close);
             a.close();
             w.close();
@@ -92,38 +129,51 @@ class SimBackendTest {
     @Test
     @SuppressWarnings("try")
     void timeScaleMultipliesModeledTime() {
-        SimCosts slow = new SimCosts(1.0, 1.0, 0.0, 1.0, 100.0);
-        try (MeshDevice mesh = SimMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withSimCosts(slow))) {
-            Ops ops = mesh.asSubmesh().ops();
-            try (Tensor a = ops.zeros(Shape.of(1), Layout.REPLICATED, DType.FP32)) {
-                mesh.asSubmesh().synchronize();
-                long t0 = System.nanoTime();
-                ops.scale(a, 2f).close(); // 8 bytes at 1 GB/s = 8 ns, x100 = 0.8 us
-                try (Tensor m = ops.zeros(Shape.of(64, 64), Layout.REPLICATED, DType.FP32); Tensor p = ops.matmul(m, m, false, false)) {
-                    mesh.asSubmesh().synchronize(); // + fill 16 KiB (1.6 ms) + 524288 flops (52 ms) at x100
+        double[] modeled = new double[2];
+        double[] scales = {1.0, 100.0};
+        for (int i = 0; i < 2; i++) {
+            SimCosts costs = new SimCosts(1.0, 1.0, 0.0, 1.0, scales[i]);
+            try (MeshDevice mesh = SimMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withSimCosts(costs))) {
+                Submesh queue = mesh.asSubmesh();
+                Ops ops = queue.ops();
+                try (Tensor a = ops.zeros(Shape.of(1), Layout.REPLICATED, DType.FP32)) {
+                    double before = SimMeshDevice.modeledSeconds(queue);
+                    ops.scale(a, 2f).close();
+                    try (Tensor m = ops.zeros(Shape.of(64, 64), Layout.REPLICATED, DType.FP32);
+                         Tensor p = ops.matmul(m, m, false, false)) {
+                    }
+                    modeled[i] = SimMeshDevice.modeledSeconds(queue) - before;
                 }
-                double elapsed = (System.nanoTime() - t0) / 1e9;
-                assertTrue(elapsed > 0.05 && elapsed < 0.5, "elapsed " + elapsed);
             }
         }
+        // scale reads and writes 4 bytes (8 ns at 1 GB/s), the fill writes 16 KiB, the matmul 2 * 64^3 flops at 1 GFLOP/s
+        double byHand = 8e-9 + 16384e-9 + 524288e-9;
+        assertEquals(byHand, modeled[0], 1e-12);
+        assertEquals(100 * byHand, modeled[1], 1e-10);
     }
 
     @Test
     void socketTransfersMakeTheReceiverWaitForTheSender() throws InterruptedException {
         try (MeshDevice mesh = sim(1, 2)) {
             List<Submesh> stages = mesh.createSubmeshes(new MeshShape(1, 1));
-            Ops first = stages.get(0).ops();
-            try (MeshSocket socket = mesh.openSocket(stages.get(0), stages.get(1));
+            SimSubmesh sender = (SimSubmesh) stages.get(0);
+            SimSubmesh receiver = (SimSubmesh) stages.get(1);
+            Ops first = sender.ops();
+            try (MeshSocket socket = mesh.openSocket(sender, receiver);
                  Tensor m = first.zeros(Shape.of(128, 128), Layout.REPLICATED, DType.FP32);
                  Tensor p = first.matmul(m, m, false, false)) {   // ~4.2 ms of modeled compute on stage 0
-                long t0 = System.nanoTime();
+                double before = SimMeshDevice.modeledSeconds(sender);
                 socket.send(p);
+                assertEquals(COSTS.linkSeconds(64 * 1024), SimMeshDevice.modeledSeconds(sender) - before, 1e-15,
+                        "the transfer is charged to the sender's queue");
+                long arrives = sender.busyUntil();
+                assertTrue(receiver.busyUntil() < arrives, "the receiver's queue was idle before the transfer");
                 try (Tensor got = socket.recv(1000)) {
                     assertEquals(stages.get(1), got.submesh());
                     assertEquals(64 * 1024, mesh.devices().get(1).memory().inUse());
-                    stages.get(1).synchronize();
-                    double waited = (System.nanoTime() - t0) / 1e9;
-                    assertTrue(waited >= 0.004, "receiver waited only " + waited + " s for the sender's queue");
+                    assertTrue(receiver.busyUntil() >= arrives, "work on the receiver waits for the transfer to arrive");
+                    receiver.synchronize();
+                    assertTrue(System.nanoTime() >= arrives, "the receiver synchronized before the transfer arrived");
                 }
             }
         }

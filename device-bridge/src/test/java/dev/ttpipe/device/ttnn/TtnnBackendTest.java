@@ -19,7 +19,6 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.util.List;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicReference;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -141,25 +140,35 @@ class TtnnBackendTest {
         List<Submesh> stages = mesh.createSubmeshes(new MeshShape(1, 1));
         MeshSocket socket = mesh.openSocket(stages.get(0), stages.get(1));
         AtomicReference<Throwable> outcome = new AtomicReference<>();
-        CountDownLatch waiting = new CountDownLatch(1);
         Thread receiver = new Thread(() -> {
             try {
-                waiting.countDown();
-                outcome.set(new AssertionError("returned " + socket.recv(30_000)));
+                outcome.set(new AssertionError("returned " + socket.recv(600_000)));
             } catch (Throwable t) {
                 outcome.set(t);
             }
         });
+        receiver.setDaemon(true);
         receiver.start();
-        waiting.await();
-        Thread.sleep(100);
-        long t0 = System.nanoTime();
+        awaitWaitingInReceive(receiver);
         mesh.close();
-        receiver.join(5_000);
-        assertFalse(receiver.isAlive());
+        receiver.join(60_000); // far less than the receive timeout: only the close can end the wait in time
+        assertFalse(receiver.isAlive(), "the receiver still waits after the mesh closed");
         assertTrue(outcome.get() instanceof DeviceException, "the receiver stops with a DeviceException: " + outcome.get());
-        assertTrue(System.nanoTime() - t0 < 5_000_000_000L);
         socket.close();
+    }
+
+    /** Waits until {@code t} is inside the socket's receive loop (past recv's open check), at most a minute. */
+    private static void awaitWaitingInReceive(Thread t) throws InterruptedException {
+        for (int i = 0; i < 60_000; i++) {
+            for (StackTraceElement frame : t.getStackTrace()) {
+                if (frame.getClassName().equals(TtnnMeshSocket.class.getName()) && frame.getMethodName().equals("receive")) {
+                    return;
+                }
+            }
+            if (!t.isAlive()) throw new AssertionError("the receiver ended before it waited");
+            Thread.sleep(1); // poll the condition; no timing rides on it
+        }
+        throw new AssertionError("the receiver never reached the socket's receive loop");
     }
 
     @Test
