@@ -4,12 +4,15 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.TrainingJob;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.Callable;
 
 /** {@code ttpipe train [CONFIG]}: simulate all stages on one host, each a Pekko actor, and train. */
@@ -43,6 +46,13 @@ public final class TrainCommand implements Callable<Integer> {
             "(step-NNNNNN), a run directory or checkpoint root (its newest), or 'latest' (the newest run's)."})
     String resume;
 
+    @Option(names = "--log-every", paramLabel = "N", description = {"When the output is not a terminal (a log), one progress",
+            "line every N steps (default: about every 10 s)."})
+    Integer logEvery;
+
+    @CommandLine.Spec
+    CommandLine.Model.CommandSpec spec;
+
     @Option(names = "--allow-config-change", description = {"Resume although the config differs from the checkpoint's",
             "(learning rate, max_steps, the split, the schedule; the model's shape may not change)."})
     boolean allowConfigChange;
@@ -57,9 +67,25 @@ public final class TrainCommand implements Callable<Integer> {
         }
         TrainingJob job = TrainingJob.fromConfig(cfg);
         if (resume != null) job.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
+        if (logEvery != null) {
+            if (logEvery < 1) throw new UserInputException("--log-every: " + logEvery + " given, expected a positive integer");
+            job.logEvery(logEvery);
+        }
+        List<String> commandLine = new ArrayList<>(List.of("ttpipe", "train"));
+        commandLine.addAll(spec.commandLine().getParseResult().originalArgs());
+        job.invocation(commandLine);
         Path dir = TrainingJob.newRunDir(cfg, runDir);
+        // Ctrl-C or SIGTERM (SLURM's): keep the timeline and the summary so far, and say where it stopped.
+        Thread onSignal = new Thread(job::interrupted, "ttpipe-interrupted");
+        Runtime.getRuntime().addShutdownHook(onSignal);
         try (PipelineRuntime runtime = PipelineRuntime.start(job.plan())) {
             job.run(runtime, dir, System.out);
+        } finally {
+            try {
+                Runtime.getRuntime().removeShutdownHook(onSignal);
+            } catch (IllegalStateException shuttingDown) {
+                // the hook is running: it writes what there is
+            }
         }
         return Main.EXIT_OK;
     }

@@ -33,6 +33,11 @@ public final class ConfigProblems {
         flags.put(keyPath, flag);
     }
 
+    /** The keys set by command-line flags: key path -> flag. */
+    public java.util.Map<String, String> flags() {
+        return new java.util.TreeMap<>(flags);
+    }
+
     /** Where a key came from, as a message prefix: {@code file:line: key.path} or {@code --flag (key.path)}. */
     public String where(String keyPath) {
         String flag = flags.get(keyPath);

@@ -172,7 +172,7 @@ public final class Launcher {
             int done = 0;
             if (!lines.isEmpty()) {
                 java.util.regex.Matcher m = java.util.regex.Pattern.compile("\"step\":(\\d+)").matcher(lines.get(lines.size() - 1));
-                if (m.find()) done = Integer.parseInt(m.group(1)) + 1;
+                if (m.find()) done = Integer.parseInt(m.group(1));          // steps count from 1
             }
             return new Recovery(metrics, ck, done, lines.size());
         }

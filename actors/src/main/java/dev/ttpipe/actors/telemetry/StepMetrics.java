@@ -3,7 +3,10 @@ package dev.ttpipe.actors.telemetry;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.schedules.SimResult;
 
-/** One line of {@code metrics.jsonl}: a finished step's numbers as a JSON object. */
+/**
+ * One line of {@code metrics.jsonl}: a finished step's numbers as a JSON object, {@code step} counted
+ * from 1 (as the progress line counts) and {@code time} the wall-clock time it was written (ISO-8601, UTC).
+ */
 public final class StepMetrics {
     private StepMetrics() {
     }
@@ -11,7 +14,8 @@ public final class StepMetrics {
     /** {@code val} is the validation loss when it was measured after this step, else null. */
     public static String jsonLine(Coordinator.StepReport r, StepAnalysis a, Double val) {
         StringBuilder sb = new StringBuilder("{");
-        sb.append("\"step\":").append(r.step());
+        sb.append("\"step\":").append(r.step() + 1);                   // counted from 1, as the progress line
+        sb.append(",\"time\":").append(Json.str(java.time.Instant.now().toString()));
         sb.append(",\"loss\":").append(Json.num(r.loss()));
         sb.append(",\"grad_norm\":").append(Json.num(r.gradNorm()));
         sb.append(",\"lr\":").append(Json.num(r.lr()));

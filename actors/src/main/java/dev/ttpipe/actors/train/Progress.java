@@ -4,43 +4,82 @@ import java.io.PrintStream;
 import java.util.Locale;
 
 /**
- * A progress line for long work: redrawn in place on a terminal, or printed every tenth of the way
- * (and at the end) when the output is a file or a pipe.
+ * A progress line for long work. On a terminal it is redrawn in place and fits the terminal's width
+ * ({@code COLUMNS}, else 80); when the output is a file or a pipe (a log), it prints one line every
+ * {@code logEvery} steps, or about every 10 s when that is 0, plus the first and the last. The ETA
+ * leaves out start-up: it is the rate since the first step ended, not since the start.
  */
 public final class Progress {
+    static final long LOG_INTERVAL_NS = 10_000_000_000L;
+
     private final PrintStream out;
     private final int total;
+    private final int first;
     private final boolean tty;
+    private final int logEvery;
     private final long startNs = System.nanoTime();
-    private int lastPrinted = -1;
+    private long rateStartNs = -1;
+    private int rateStartDone;
+    private long lastPrintNs = Long.MIN_VALUE;
     private int width;
 
     public Progress(PrintStream out, int total) {
+        this(out, total, 0, 0);
+    }
+
+    /**
+     * @param first    steps already done before this run (a resumed run)
+     * @param logEvery when not a terminal, print every this many steps (0: about every 10 s)
+     */
+    public Progress(PrintStream out, int total, int first, int logEvery) {
         this.out = out;
         this.total = total;
+        this.first = first;
+        this.logEvery = logEvery;
         this.tty = System.console() != null && !"dumb".equals(System.getenv("TERM"));
     }
 
     public void update(int done, String status) {
-        double elapsed = (System.nanoTime() - startNs) / 1e9;
-        double eta = done == 0 ? 0 : elapsed / done * (total - done);
-        int barWidth = 24;
-        int filled = (int) Math.round(barWidth * (double) done / total);
-        String bar = "[" + "=".repeat(Math.max(0, filled - 1)) + (filled > 0 ? ">" : "") + " ".repeat(barWidth - filled) + "]";
-        String line = String.format(Locale.ROOT, "step %d/%d %s %s | %s elapsed, ETA %s", done, total, bar, status,
-                duration(elapsed), duration(eta));
+        long now = System.nanoTime();
+        if (rateStartNs < 0) {                       // the first step: start-up and warm-up, left out of the ETA
+            rateStartNs = now;
+            rateStartDone = done;
+        }
+        double elapsed = (now - startNs) / 1e9;
+        String eta = done > rateStartDone ? duration((now - rateStartNs) / 1e9 / (done - rateStartDone) * (total - done)) : "...";
         if (tty) {
+            int columns = columns();
+            int barWidth = Math.max(10, Math.min(24, columns - 110));
+            String line = String.format(Locale.ROOT, "step %d/%d %s %s | %s, ETA %s", done, total, bar(done, barWidth), status,
+                    duration(elapsed), eta);
+            if (line.length() > columns - 1) line = line.substring(0, columns - 1);
             out.print("\r" + line + " ".repeat(Math.max(0, width - line.length())));
             width = line.length();
             if (done == total) out.println();
             out.flush();
         } else {
-            int every = Math.max(1, total / 10);
-            if (done == total || done == 1 || done / every != lastPrinted / every) {
-                out.println(line);
-                lastPrinted = done;
+            boolean due = logEvery > 0 ? (done - first) % logEvery == 0 : now - lastPrintNs >= LOG_INTERVAL_NS;
+            if (done == total || done == first + 1 || due) {
+                out.println(String.format(Locale.ROOT, "step %d/%d %s | %s elapsed, ETA %s", done, total, status,
+                        duration(elapsed), eta));
+                lastPrintNs = now;
             }
         }
+    }
+
+    private String bar(int done, int barWidth) {
+        int filled = (int) Math.round(barWidth * (double) done / total);
+        return "[" + "=".repeat(Math.max(0, filled - 1)) + (filled > 0 ? ">" : "") + " ".repeat(barWidth - filled) + "]";
+    }
+
+    private static int columns() {
+        try {
+            String c = System.getenv("COLUMNS");
+            if (c != null) return Math.max(40, Integer.parseInt(c.trim()));
+        } catch (NumberFormatException ignored) {
+            // fall through
+        }
+        return 80;
     }
 
     public static String duration(double seconds) {

@@ -155,43 +155,132 @@ public final class TrainingJob {
      */
     public Result run(PipelineRuntime runtime, Path runDir, PrintStream out) throws IOException {
         if (out == null) out = new PrintStream(OutputStream.nullOutputStream());
+        OutputStream log = null;
+        if (runDir != null) {
+            // Everything printed also goes to the run directory's stdout.log.
+            log = Files.newOutputStream(runDir.resolve("stdout.log"), java.nio.file.StandardOpenOption.CREATE,
+                    java.nio.file.StandardOpenOption.APPEND);
+            out = new PrintStream(new Tee(out, log), true, StandardCharsets.UTF_8);
+        }
+        try {
+            return runLogged(runtime, runDir, out);
+        } finally {
+            out.flush();
+            if (log != null) log.close();
+        }
+    }
+
+    /** The state of a run that an interruption (Ctrl-C, SIGTERM) flushes: the timeline so far and the last step. */
+    private final class Session {
+        final Path runDir;
+        final PrintStream out;
+        final RunRecord record;
+        final List<ActionEvent> traced = new ArrayList<>();
+        final List<Coordinator.StepReport> tracedReports = new ArrayList<>();
+        final double[] losses = new double[steps()];
+        long traceOrigin;
+        int first;
+        int done;
+        Coordinator.StepReport last;
+        StepAnalysis lastAnalysis;
+        boolean finished;
+
+        Session(Path runDir, PrintStream out) {
+            this.runDir = runDir;
+            this.out = out;
+            this.record = runDir == null ? null : new RunRecord(runDir, invocation, cfg.origins.flags(), cfg.training.dataPath);
+            java.util.Arrays.fill(losses, Double.NaN);          // steps before a resumed run's first stay NaN
+        }
+
+        synchronized void stepped(int step, Coordinator.StepReport r, StepAnalysis a) {
+            losses[step] = r.loss();
+            if (step - first < TRACED_STEPS || step == steps() - 1) {
+                if (traced.isEmpty()) traceOrigin = r.startNs();
+                traced.addAll(r.events());
+                tracedReports.add(r);
+            }
+            last = r;
+            lastAnalysis = a;
+            done = step + 1;
+        }
+
+        synchronized void writeTrace() throws IOException {
+            if (runDir != null) ChromeTrace.write(runDir.resolve("trace.json"), plan.schedule(), traced, tracedReports, traceOrigin);
+        }
+
+        /** Ctrl-C or SIGTERM: one line, the trace and the summary so far, and the record says so. */
+        synchronized void interrupted() {
+            if (finished) return;
+            finished = true;
+            out.println();
+            out.println("interrupted at step " + done + " of " + steps());
+            try {
+                writeTrace();
+                if (record != null) record.write("interrupted at step " + done, done, Double.NaN);
+            } catch (IOException e) {
+                out.println("(could not write the run directory: " + e.getMessage() + ")");
+            }
+            if (last != null) {
+                out.printf(Locale.ROOT, "loss %s -> %s over steps %d..%d%n", lossText(losses[first]), lossText(last.loss()),
+                        first + 1, done);
+                StageTable.print(out, plan, lastAnalysis, last);
+            }
+            if (runDir != null) out.println("wrote " + runDir.resolve("trace.json") + " (the steps so far)");
+            out.flush();
+        }
+    }
+
+    private volatile Session session;
+
+    /** Flushes a running job's timeline and summary (a shutdown hook calls this on Ctrl-C or SIGTERM). */
+    public void interrupted() {
+        Session s = session;
+        if (s != null) s.interrupted();
+    }
+
+    /** The command line that started the job, for run.json. */
+    public void invocation(List<String> commandLine) {
+        this.invocation = List.copyOf(commandLine);
+    }
+
+    private List<String> invocation = List.of("(Java API)");
+    private int logEvery;
+
+    /** When the output is not a terminal: a progress line every this many steps (0: about every 10 s). */
+    public void logEvery(int steps) {
+        this.logEvery = steps;
+    }
+
+    private Result runLogged(PipelineRuntime runtime, Path runDir, PrintStream out) throws IOException {
         int steps = steps();
+        Session st = new Session(runDir, out);
         out.println(describe());
         if (runDir != null) {
             out.println("run directory: " + runDir);
             if (fromConfig) Files.writeString(runDir.resolve("config.yaml"), configYaml(), StandardCharsets.UTF_8);
             data.dataset().tokenizer().save(runDir.resolve("vocab.txt"));
+            st.record.write("running", 0, Double.NaN);
         }
-        int first = 0;
         if (resumeFrom != null) {
             runtime.loadState(resumeFrom.dir(), resumeFrom.optimizerSteps());
-            first = resumeFrom.step();
-            out.println("resumed from " + resumeFrom.dir() + " at step " + first);
+            st.first = resumeFrom.step();
+            st.done = st.first;
+            out.println("resumed from " + resumeFrom.dir() + " at step " + st.first);
         }
+        session = st;
+        int first = st.first;
         Checkpoints checkpoints = checkpoints(runDir);
-        List<ActionEvent> traced = new ArrayList<>();
-        long traceOrigin = 0;
-        StepAnalysis lastAnalysis = null;
-        Coordinator.StepReport last = null;
-        double[] losses = new double[steps];
-        java.util.Arrays.fill(losses, Double.NaN);          // steps before a resumed run's first stay NaN
-        List<Coordinator.StepReport> tracedReports = new ArrayList<>();
         BufferedWriter metrics = runDir == null ? null
                 : Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,
                 java.nio.file.StandardOpenOption.APPEND);
         long tokensTotal = 0;
         double secondsTotal = 0;
         try {
-            Progress progress = new Progress(out, steps);
+            Progress progress = new Progress(out, steps, first, logEvery);
             for (int step = first; step < steps; step++) {
                 Coordinator.StepReport r = runtime.step(step, batches(step));
                 StepAnalysis a = StepAnalysis.of(plan.schedule(), r);
-                losses[step] = r.loss();
-                if (step - first < TRACED_STEPS || step == steps - 1) {
-                    if (traced.isEmpty()) traceOrigin = r.startNs();
-                    traced.addAll(r.events());
-                    tracedReports.add(r);
-                }
+                st.stepped(step, r, a);
                 Double val = null;
                 if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps && allLocal(runtime)) {
                     val = validationLoss(runtime);
@@ -210,11 +299,16 @@ public final class TrainingJob {
                 progress.update(step + 1, String.format(Locale.ROOT, "loss %s | %s tok/s | bubble %.0f%%%s",
                         lossText(r.loss()), human(tps), 100 * a.bubble(),
                         a.predicted() == null ? "" : String.format(Locale.ROOT, " (sim %.0f%%)", 100 * a.predicted().bubbleFraction())));
-                last = r;
-                lastAnalysis = a;
             }
+        } catch (RuntimeException e) {
+            if (st.record != null) st.record.write("failed: " + e.getMessage(), st.done, Double.NaN);
+            throw e;
         } finally {
             if (metrics != null) metrics.close();
+        }
+        synchronized (st) {
+            if (st.finished) return new Result(st.losses, Double.NaN, Double.NaN, st.last);   // interrupted meanwhile
+            st.finished = true;
         }
         List<Checkpoints.Saved> saves = List.of();
         if (checkpoints != null) {
@@ -222,7 +316,9 @@ public final class TrainingJob {
                 saves = checkpoints.awaitAll();
             }
         }
-        if (runDir != null) ChromeTrace.write(runDir.resolve("trace.json"), plan.schedule(), traced, tracedReports, traceOrigin);
+        st.writeTrace();
+        Coordinator.StepReport last = st.last;
+        double[] losses = st.losses;
         out.println();
         double tokensPerSecond = secondsTotal > 0 ? tokensTotal / secondsTotal : Double.NaN;
         out.printf(Locale.ROOT, "%s over steps %d..%d; %s tokens/s (steps %d..%d)%n",
@@ -230,7 +326,7 @@ public final class TrainingJob {
                         : "loss " + lossText(losses[first]) + " -> " + lossText(last.loss()), first + 1, steps,
                 secondsTotal > 0 ? human(tokensPerSecond) : "n/a", first + 2, steps);
         if (!saves.isEmpty()) out.println(Checkpoints.summary(saves));
-        StageTable.print(out, plan, lastAnalysis, last);
+        StageTable.print(out, plan, st.lastAnalysis, last);
         double val = Double.NaN;
         if (plan.backend() == Backend.SIM) {
             out.println("(sim backend: no values, so no validation loss or samples)");
@@ -243,10 +339,39 @@ public final class TrainingJob {
             printSamples(runtime, out);
         }
         if (runDir != null) {
+            st.record.write("finished", steps, val);
             out.println("wrote " + runDir.resolve("metrics.jsonl") + ", " + runDir.resolve("trace.json")
-                    + " (open in https://ui.perfetto.dev)");
+                    + " (open in https://ui.perfetto.dev), run.json, stdout.log");
         }
         return new Result(losses, tokensPerSecond, val, last);
+    }
+
+    /** Writes to two streams (the console and the run's stdout.log). */
+    private static final class Tee extends OutputStream {
+        private final OutputStream a, b;
+
+        Tee(OutputStream a, OutputStream b) {
+            this.a = a;
+            this.b = b;
+        }
+
+        @Override
+        public void write(int c) throws IOException {
+            a.write(c);
+            b.write(c);
+        }
+
+        @Override
+        public void write(byte[] buf, int off, int len) throws IOException {
+            a.write(buf, off, len);
+            b.write(buf, off, len);
+        }
+
+        @Override
+        public void flush() throws IOException {
+            a.flush();
+            b.flush();
+        }
     }
 
     private static boolean allLocal(PipelineRuntime runtime) {

@@ -56,6 +56,7 @@ final class GemmChoice {
                 throw new DeviceException("matmul kernel '" + kind + "' unknown, expected auto, blas or java");
         }
         if (LOGGED.add(g.kind())) LOG.info("cpu matmul kernel: {}", g.describe());
+        CpuKernels.chose(g.describe());
         return g;
     }
 }

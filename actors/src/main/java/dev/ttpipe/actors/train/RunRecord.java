@@ -1,0 +1,108 @@
+package dev.ttpipe.actors.train;
+
+import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.device.cpu.CpuKernels;
+
+import java.io.IOException;
+import java.net.InetAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.time.Instant;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * {@code run.json} in a run directory: what ran and how it ended, so a run can be reproduced and
+ * compared: the command line and the flags it applied, ttpipe's version and git commit, the JVM and
+ * host, the matmul kernel the cpu backend loaded, the data file's SHA-256, the status ({@code running},
+ * {@code finished}, {@code interrupted at step N}, {@code failed: ...}), the steps done and the final
+ * validation loss. Rewritten (atomically) at the start and at the end.
+ */
+public final class RunRecord {
+    private final Map<String, String> fixed = new LinkedHashMap<>();
+    private final Path file;
+
+    RunRecord(Path runDir, List<String> commandLine, Map<String, String> flags, String dataPath) {
+        this.file = runDir.resolve("run.json");
+        fixed.put("command_line", Json.str(String.join(" ", commandLine)));
+        StringBuilder f = new StringBuilder("{");
+        for (Map.Entry<String, String> e : flags.entrySet()) {
+            f.append(f.length() == 1 ? "" : ",").append(Json.str(e.getKey())).append(':').append(Json.str(e.getValue()));
+        }
+        fixed.put("flags", f.append('}').toString());
+        fixed.put("ttpipe_version", Json.str(Checkpoints.version()));
+        fixed.put("git_commit", Json.str(gitCommit()));
+        fixed.put("jvm", Json.str(System.getProperty("java.vm.name") + " " + System.getProperty("java.runtime.version")));
+        fixed.put("host", Json.str(hostName()));
+        fixed.put("processors", Integer.toString(Runtime.getRuntime().availableProcessors()));
+        fixed.put("cpu", Json.str(cpuModel()));
+        fixed.put("started", Json.str(Instant.now().toString()));
+        fixed.put("data_path", dataPath == null ? "null" : Json.str(dataPath));
+        fixed.put("data_sha256", dataPath == null ? "null" : Json.str(sha256(Path.of(dataPath))));
+    }
+
+    /** Writes the record with its current status. */
+    void write(String status, int stepsDone, double validationLoss) throws IOException {
+        StringBuilder sb = new StringBuilder("{\n");
+        for (Map.Entry<String, String> e : fixed.entrySet()) {
+            sb.append("  ").append(Json.str(e.getKey())).append(": ").append(e.getValue()).append(",\n");
+        }
+        String kernel = CpuKernels.matmul();
+        sb.append("  \"matmul_kernel\": ").append(kernel == null ? "null" : Json.str(kernel)).append(",\n");
+        sb.append("  \"status\": ").append(Json.str(status)).append(",\n");
+        sb.append("  \"steps_done\": ").append(stepsDone).append(",\n");
+        sb.append("  \"validation_loss\": ").append(Json.num(validationLoss)).append(",\n");
+        sb.append("  \"updated\": ").append(Json.str(Instant.now().toString())).append("\n}\n");
+        Path tmp = file.resolveSibling("run.json.tmp");
+        Files.writeString(tmp, sb, StandardCharsets.UTF_8);
+        Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+    }
+
+    static String gitCommit() {
+        try {
+            Process p = new ProcessBuilder("git", "rev-parse", "HEAD").redirectErrorStream(true).start();
+            if (!p.waitFor(3, TimeUnit.SECONDS)) {
+                p.destroyForcibly();
+                return "unknown";
+            }
+            String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
+            return p.exitValue() == 0 && out.matches("[0-9a-f]{40}") ? out : "unknown (not in a git checkout)";
+        } catch (IOException e) {
+            return "unknown (no git)";
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return "unknown";
+        }
+    }
+
+    private static String hostName() {
+        try {
+            return InetAddress.getLocalHost().getHostName();
+        } catch (IOException e) {
+            return "unknown";
+        }
+    }
+
+    private static String cpuModel() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
+                if (line.startsWith("model name")) return line.substring(line.indexOf(':') + 1).strip();
+            }
+        } catch (IOException | RuntimeException ignored) {
+            // not Linux
+        }
+        return System.getProperty("os.arch");
+    }
+
+    private static String sha256(Path f) {
+        try {
+            return dev.ttpipe.stages.checkpoint.SafeTensors.sha256(f);
+        } catch (IOException e) {
+            return "unreadable: " + e.getMessage();
+        }
+    }
+}

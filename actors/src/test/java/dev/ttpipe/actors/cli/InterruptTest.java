@@ -1,0 +1,84 @@
+package dev.ttpipe.actors.cli;
+
+import dev.ttpipe.stages.checkpoint.MiniJson;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Ctrl-C (a real SIGINT to a real `ttpipe train` process) leaves a loadable trace.json with the
+ * steps so far, prints "interrupted at step N" and the summary, and run.json records it; a finished
+ * run's directory records the command line, the flags, the host and the final validation loss.
+ */
+class InterruptTest {
+    static final String CONFIG = String.join("\n",
+            "training_config: {batch_size: 8, max_steps: 5000, learning_rate: 0.003}",
+            "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 3, max_sequence_length: 16}",
+            "multihost_config:",
+            "  pipeline_parallel_config: {num_blocks: 3, blocks_per_rank: {0: 1, 1: 2}, num_microbatches: 4, schedule: 1f1b}",
+            "");
+
+    @Test
+    void sigintKeepsTheTimelineAndTheSummary(@TempDir Path dir) throws Exception {
+        Path cfg = Files.writeString(dir.resolve("job.yaml"), CONFIG);
+        Path run = dir.resolve("run");
+        List<String> cmd = new ArrayList<>();
+        cmd.add(ProcessHandle.current().info().command().orElse("java"));
+        cmd.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+                .filter(a -> !a.startsWith("-agentlib:jdwp") && !a.startsWith("-javaagent")).toList());
+        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName(), "train", cfg.toString(),
+                "--run-dir", run.toString(), "--log-every", "50"));
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(dir.resolve("out.txt").toFile()).start();
+        try {
+            Path metrics = run.resolve("metrics.jsonl");
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (System.nanoTime() < deadline && !(Files.isRegularFile(metrics) && Files.readAllLines(metrics).size() >= 5)) {
+                Thread.sleep(50);
+            }
+            assertTrue(Files.readAllLines(metrics).size() >= 5, "the run never trained 5 steps");
+            new ProcessBuilder("kill", "-INT", Long.toString(p.pid())).start().waitFor();
+            assertTrue(p.waitFor(60, TimeUnit.SECONDS), "the process did not end after SIGINT");
+        } finally {
+            p.destroyForcibly();
+        }
+        String out = Files.readString(dir.resolve("out.txt"), StandardCharsets.UTF_8);
+        assertTrue(out.matches("(?s).*interrupted at step \\d+ of 5000.*"), out);
+        assertTrue(out.contains("sim bubble"), "the per-rank table of the steps so far:\n" + out);
+        Object trace = MiniJson.parse(Files.readString(run.resolve("trace.json")));
+        assertTrue(((List<?>) ((Map<?, ?>) trace).get("traceEvents")).size() > 100, "the trace holds the steps so far");
+        Map<?, ?> record = (Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("run.json")));
+        assertTrue(String.valueOf(record.get("status")).startsWith("interrupted at step "), record.toString());
+        assertTrue(Files.readString(run.resolve("stdout.log")).contains("interrupted at step"), "stdout.log has it too");
+    }
+
+    @Test
+    void aFinishedRunRecordsWhatRanAndItsValidationLoss(@TempDir Path dir) throws Exception {
+        Path cfg = Files.writeString(dir.resolve("job.yaml"), CONFIG);
+        Path run = dir.resolve("run");
+        CliTest.Result r = CliTest.run("train", cfg.toString(), "--run-dir", run.toString(), "--max-steps", "3", "--seed", "7");
+        assertEquals(0, r.code(), r.out() + r.err());
+        Map<?, ?> record = (Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("run.json")));
+        assertEquals("finished", record.get("status"));
+        assertEquals(3L, record.get("steps_done"));
+        assertTrue(((Number) record.get("validation_loss")).doubleValue() > 0, record.toString());
+        assertTrue(String.valueOf(record.get("command_line")).contains("--max-steps 3 --seed 7"), record.toString());
+        assertEquals("--seed", ((Map<?, ?>) record.get("flags")).get("training_config.seed"), record.toString());
+        for (String key : List.of("git_commit", "jvm", "host", "cpu", "matmul_kernel", "ttpipe_version")) {
+            assertTrue(record.get(key) != null, key + " missing from " + record);
+        }
+        List<String> lines = Files.readAllLines(run.resolve("metrics.jsonl"));
+        assertTrue(lines.get(0).startsWith("{\"step\":1,\"time\":\"20"), lines.get(0));
+        assertTrue(Files.readString(run.resolve("stdout.log")).contains("validation loss"));
+    }
+}
