@@ -71,7 +71,7 @@ public final class TrainCommand implements Callable<Integer> {
             if (logEvery < 1) throw new UserInputException("--log-every: " + logEvery + " given, expected a positive integer");
             job.logEvery(logEvery);
         }
-        List<String> commandLine = new ArrayList<>(List.of("ttpipe", "train"));
+        List<String> commandLine = new ArrayList<>(List.of("ttpipe"));                 // originalArgs starts at "train"
         commandLine.addAll(spec.commandLine().getParseResult().originalArgs());
         job.invocation(commandLine);
         Path dir = TrainingJob.newRunDir(cfg, runDir);

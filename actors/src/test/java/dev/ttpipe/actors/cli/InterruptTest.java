@@ -72,7 +72,7 @@ class InterruptTest {
         assertEquals("finished", record.get("status"));
         assertEquals(3L, record.get("steps_done"));
         assertTrue(((Number) record.get("validation_loss")).doubleValue() > 0, record.toString());
-        assertTrue(String.valueOf(record.get("command_line")).contains("--max-steps 3 --seed 7"), record.toString());
+        assertEquals("ttpipe train " + cfg + " --run-dir " + run + " --max-steps 3 --seed 7", record.get("command_line"));
         assertEquals("--seed", ((Map<?, ?>) record.get("flags")).get("training_config.seed"), record.toString());
         for (String key : List.of("git_commit", "jvm", "host", "cpu", "matmul_kernel", "ttpipe_version")) {
             assertTrue(record.get(key) != null, key + " missing from " + record);
