@@ -77,6 +77,11 @@ public final class SimulateCommand implements Callable<Integer> {
             description = "Stages per rank (default 2 for interleaved and dualpipev, else 1).")
     Integer virtualStages;
 
+    @Option(names = "--costs-from", paramLabel = "RUN_DIR", description = {"Use the per-stage F, B, I, W and comm times",
+            "measured in a `ttpipe train` run (its metrics.jsonl, averaged over the steps after the first; its config.yaml",
+            "gives P, M, the schedule and V unless flags say otherwise). Milliseconds."})
+    Path costsFrom;
+
     @Option(names = "--costs", paramLabel = "K=X,...",
             description = "Costs of one rank's share of the model, keys f, b, i, w, comm (default f=1,b=2,comm=0)."
                     + " b alone splits into i=w=b/2; i and w alone give b=i+w. With V stages per rank each stage"
@@ -114,14 +119,78 @@ public final class SimulateCommand implements Callable<Integer> {
     record Settings(int ranks, int microbatches, String schedule, Integer virtualStages, RankCosts costs, Integer memoryLimit) {
     }
 
-    /** The --costs values for one rank's share of the model. */
-    record RankCosts(double f, double b, double i, double w, double comm) {
-        /** Per-stage costs for a schedule with {@code v} stages per rank. */
-        CostModel forStages(int v, Integer memoryLimit) {
-            CostModel.Builder builder = CostModel.builder().forward(f / v).backward(b / v).backwardInput(i / v)
-                    .backwardWeight(w / v).comm(comm);
+    /**
+     * The --costs values for one rank's share of the model, or ({@code measured} non-null) the per-stage
+     * costs measured in a run; then f, b, i, w are their means per stage and comm the mean SEND time.
+     */
+    record RankCosts(double f, double b, double i, double w, double comm, MeasuredCosts measured) {
+        RankCosts(double f, double b, double i, double w, double comm) {
+            this(f, b, i, w, comm, null);
+        }
+
+        /** Per-stage costs for a schedule with {@code v} stages per rank ({@code stages} in all). */
+        CostModel forStages(int v, int stages, Integer memoryLimit) {
+            CostModel.Builder builder;
+            if (measured != null) {
+                if (measured.f().length != stages) {
+                    throw new UserInputException("--costs-from: " + measured.runDir() + " measured " + measured.f().length
+                            + " stages, this simulation has " + stages + "; expected the run's split (P x V)");
+                }
+                builder = CostModel.builder().forward(measured.f()).backward(measured.b()).backwardInput(measured.i())
+                        .backwardWeight(measured.w()).comm(comm);
+            } else {
+                builder = CostModel.builder().forward(f / v).backward(b / v).backwardInput(i / v).backwardWeight(w / v).comm(comm);
+            }
             if (memoryLimit != null) builder.memoryLimitMicrobatches(memoryLimit);
             return builder.build();
+        }
+    }
+
+    /** Per-stage mean costs (ms) read from a run directory's metrics.jsonl. */
+    record MeasuredCosts(Path runDir, int steps, double[] f, double[] b, double[] i, double[] w, double comm) {
+        static MeasuredCosts read(Path runDir) {
+            Path metrics = runDir.resolve("metrics.jsonl");
+            List<String> lines;
+            try {
+                lines = Files.readAllLines(metrics, StandardCharsets.UTF_8);
+            } catch (IOException e) {
+                throw new UserInputException("--costs-from: " + metrics + " cannot be read (" + e.getMessage()
+                        + "), expected the run directory of a `ttpipe train` run");
+            }
+            List<java.util.Map<?, ?>> costs = new ArrayList<>();
+            for (int n = 0; n < lines.size(); n++) {
+                Object o;
+                try {
+                    o = dev.ttpipe.stages.checkpoint.MiniJson.parse(lines.get(n));
+                } catch (IllegalArgumentException e) {
+                    throw new UserInputException("--costs-from: " + metrics + ":" + (n + 1) + ": not JSON (" + e.getMessage() + ")");
+                }
+                if (o instanceof java.util.Map<?, ?> m && m.get("stage_ms") instanceof java.util.Map<?, ?> c) costs.add(c);
+            }
+            if (costs.isEmpty()) {
+                throw new UserInputException("--costs-from: " + metrics + " has no step with per-stage costs (stage_ms), expected a"
+                        + " run of this ttpipe version");
+            }
+            List<java.util.Map<?, ?>> used = costs.size() > 1 ? costs.subList(1, costs.size()) : costs;   // the first step warms up
+            return new MeasuredCosts(runDir, used.size(), mean(used, "f"), mean(used, "b"), mean(used, "i"), mean(used, "w"),
+                    used.stream().mapToDouble(c -> ((Number) c.get("comm")).doubleValue()).average().orElse(0));
+        }
+
+        private static double[] mean(List<java.util.Map<?, ?>> rows, String key) {
+            double[] sum = null;
+            for (java.util.Map<?, ?> r : rows) {
+                List<?> v = (List<?>) r.get(key);
+                if (sum == null) sum = new double[v.size()];
+                for (int k = 0; k < sum.length; k++) sum[k] += v.get(k) == null ? 0 : ((Number) v.get(k)).doubleValue();
+            }
+            for (int k = 0; k < sum.length; k++) sum[k] /= rows.size();
+            return sum;
+        }
+
+        static double average(double[] v) {
+            double s = 0;
+            for (double x : v) s += x;
+            return s / v.length;
         }
     }
 
@@ -170,8 +239,15 @@ public final class SimulateCommand implements Callable<Integer> {
         int m = DEFAULT_MICROBATCHES;
         String name = DEFAULT_SCHEDULE;
         Integer v = null;
-        if (config != null) {
-            TtpipeConfig.PipelineConfig pc = ConfigLoader.load(config).pipeline();
+        Path cfgFile = config;
+        MeasuredCosts measured = null;
+        if (costsFrom != null) {
+            if (costs != null) throw new UserInputException("--costs-from and --costs given, expected one of them");
+            measured = MeasuredCosts.read(costsFrom);
+            if (cfgFile == null) cfgFile = costsFrom.resolve("config.yaml");
+        }
+        if (cfgFile != null) {
+            TtpipeConfig.PipelineConfig pc = ConfigLoader.load(cfgFile).pipeline();
             p = pc.ranks();
             m = pc.numMicrobatches;
             name = pc.schedule;
@@ -182,7 +258,15 @@ public final class SimulateCommand implements Callable<Integer> {
         if (schedule != null) name = schedule;
         if (virtualStages != null) v = positive("--virtual-stages", virtualStages);
         if (memoryLimit != null) positive("--memory-limit", memoryLimit);
-        return new Settings(p, m, name, v, parseCosts(costs), memoryLimit);
+        RankCosts rc;
+        if (measured != null) {
+            MeasuredCosts mc = measured;
+            rc = new RankCosts(MeasuredCosts.average(mc.f()), MeasuredCosts.average(mc.b()), MeasuredCosts.average(mc.i()),
+                    MeasuredCosts.average(mc.w()), mc.comm(), mc);
+        } else {
+            rc = parseCosts(costs);
+        }
+        return new Settings(p, m, name, v, rc, memoryLimit);
     }
 
     private static int positive(String flag, int value) {
@@ -247,7 +331,7 @@ public final class SimulateCommand implements Callable<Integer> {
     static Outcome simulate(Settings s, boolean lowered) {
         String name = Schedules.canonicalName(s.schedule());
         int v = s.virtualStages() != null ? s.virtualStages() : Schedules.defaultVirtualStages(name);
-        CostModel costs = s.costs().forStages(v, s.memoryLimit());
+        CostModel costs = s.costs().forStages(v, s.ranks() * v, s.memoryLimit());
         Schedule schedule = Schedules.generate(name, s.ranks(), s.microbatches(), v, costs);
         if (lowered) schedule = Lowering.lower(schedule);
         return new Outcome(schedule, Simulator.simulate(schedule, costs), s.costs());
@@ -264,7 +348,7 @@ public final class SimulateCommand implements Callable<Integer> {
             throw new UserInputException("--load-csv: cannot read " + file + ": " + e.getMessage(), e);
         }
         if (lowered) schedule = Lowering.lower(schedule);
-        CostModel costs = s.costs().forStages(schedule.virtualStages(), s.memoryLimit());
+        CostModel costs = s.costs().forStages(schedule.virtualStages(), schedule.stages(), s.memoryLimit());
         return new Outcome(schedule, Simulator.simulate(schedule, costs), s.costs());
     }
 
@@ -321,9 +405,14 @@ public final class SimulateCommand implements Callable<Integer> {
         Schedule s = o.schedule();
         SimResult r = o.result();
         StringBuilder text = new StringBuilder();
-        text.append(String.format(Locale.ROOT, "%s: %d ranks, %d stages, %d microbatches; per rank F=%s B=%s (I=%s W=%s), comm=%s per hop%n",
-                s.name(), s.ranks(), s.stages(), s.microbatches(), num(o.costs().f()), num(o.costs().b()),
-                num(o.costs().i()), num(o.costs().w()), num(o.costs().comm())));
+        text.append(String.format(Locale.ROOT, "%s: %d ranks, %d stages, %d microbatches; %s F=%s B=%s (I=%s W=%s), comm=%s per hop%n",
+                s.name(), s.ranks(), s.stages(), s.microbatches(), o.costs().measured() == null ? "per rank" : "mean per stage",
+                num(o.costs().f()), num(o.costs().b()), num(o.costs().i()), num(o.costs().w()), num(o.costs().comm())));
+        MeasuredCosts mc = o.costs().measured();
+        if (mc != null) {
+            text.append(String.format(Locale.ROOT, "costs measured in %s (ms, mean of %d steps after the first): F per stage %s, B %s%n",
+                    mc.runDir(), mc.steps(), nums(mc.f()), nums(mc.b())));
+        }
         text.append('\n').append(stepGrid ? AsciiGrid.render(s) : AsciiGrid.render(r)).append('\n');
         text.append(String.format(Locale.ROOT, "makespan %s, bubble %s overall%n%n", num(r.makespan()), percent(r.bubbleFraction())));
         boolean bytes = r.peakActivationBytes(0) >= 0;
@@ -338,6 +427,12 @@ public final class SimulateCommand implements Callable<Integer> {
         text.append(table(header, rows));
         for (String violation : r.memoryLimitViolations()) text.append("note: ").append(violation).append('\n');
         return text.toString();
+    }
+
+    private static String nums(double[] v) {
+        StringBuilder b = new StringBuilder("[");
+        for (int k = 0; k < v.length; k++) b.append(k == 0 ? "" : ", ").append(num(v[k]));
+        return b.append(']').toString();
     }
 
     /** One aligned row per schedule. */

@@ -27,6 +27,14 @@ public final class StepAnalysis {
     private final double[] busySeconds;
     private final SimResult predicted;
     private final Overhead overhead;
+    private final StageCosts costs;
+
+    /**
+     * The measured mean cost of each kind of action per stage, seconds (the halves of B filled by the
+     * cost model's rule when the schedule does not split it), and the mean SEND time.
+     */
+    public record StageCosts(double[] f, double[] b, double[] i, double[] w, double comm) {
+    }
 
     /**
      * The runtime's own delay before a compute action: from the moment the rank's device was free (the
@@ -105,6 +113,7 @@ public final class StepAnalysis {
             w[s] = biw[2];
         }
         double meanComm = commCount == 0 ? 0 : commSum / commCount;
+        this.costs = new StageCosts(f, b, i, w, meanComm);
         double[] comm = new double[stages];
         Arrays.fill(comm, meanComm);
         SimResult sim;
@@ -173,6 +182,10 @@ public final class StepAnalysis {
         ActionEvent got = recv == null ? null : byLabel.get(pass + recv);
         if (got == null && producer != null) got = byLabel.get(pass + producer);
         return got == null ? Long.MIN_VALUE : got.endNs();
+    }
+
+    public StageCosts costs() {
+        return costs;
     }
 
     /** The runtime's overhead between back-to-back compute actions, over every pair of the step. */

@@ -11,6 +11,12 @@ public final class StepMetrics {
     private StepMetrics() {
     }
 
+    private static double[] ms(double[] seconds) {
+        double[] out = new double[seconds.length];
+        for (int k = 0; k < out.length; k++) out[k] = seconds[k] * 1e3;
+        return out;
+    }
+
     /** {@code val} is the validation loss when it was measured after this step, else null. */
     public static String jsonLine(Coordinator.StepReport r, StepAnalysis a, Double val) {
         StringBuilder sb = new StringBuilder("{");
@@ -38,6 +44,10 @@ public final class StepMetrics {
                     .append(",\"p99\":").append(Json.num(o.p99Us())).append(",\"pairs\":").append(o.pairs())
                     .append(",\"waited_for_data\":").append(o.waitedForData()).append('}');
         }
+        StepAnalysis.StageCosts c = a.costs();
+        sb.append(",\"stage_ms\":{\"f\":").append(Json.nums(ms(c.f()))).append(",\"b\":").append(Json.nums(ms(c.b())))
+                .append(",\"i\":").append(Json.nums(ms(c.i()))).append(",\"w\":").append(Json.nums(ms(c.w())))
+                .append(",\"comm\":").append(Json.num(c.comm() * 1e3)).append('}');
         if (val != null) sb.append(",\"val_loss\":").append(Json.num(val));
         return sb.append('}').toString();
     }

@@ -134,4 +134,24 @@ class SimulateCommandTest {
         assertEquals(0, r.code());
         assertTrue(r.out().contains("Examples:") && r.out().contains("--compare"), r.out());
     }
+
+    @Test
+    void costsFromARunUseItsMeasuredPerStageCosts(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+        java.nio.file.Path run = dir.resolve("run");
+        CliTest.Result train = CliTest.run("train", CliTest.config(dir, CliTest.SMALL.replace("RUNS", dir.toString())).toString(),
+                "--run-dir", run.toString(), "--max-steps", "3");
+        assertEquals(0, train.code(), train.err());
+        CliTest.Result r = CliTest.run("simulate", "--costs-from", run.toString());
+        assertEquals(0, r.code(), r.err());
+        assertTrue(r.out().contains("mean per stage F=") && r.out().contains("costs measured in " + run + " (ms, mean of 2 steps"),
+                r.out());
+        // the measured costs differ per stage (2 stages: 1 block + embedding, 2 blocks + head), so the ranks' busy times differ
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("F per stage \\[([0-9.]+), ([0-9.]+)\\]").matcher(r.out());
+        assertTrue(m.find(), r.out());
+        assertTrue(!m.group(1).equals(m.group(2)), r.out());
+        CliTest.assertOneLineBadInput(CliTest.run("simulate", "--costs-from", run.toString(), "--stages", "3"),
+                "--costs-from:", "measured 2 stages, this simulation has 3");
+        CliTest.assertOneLineBadInput(CliTest.run("simulate", "--costs-from", dir.resolve("nope").toString()),
+                "--costs-from:", "metrics.jsonl cannot be read");
+    }
 }
