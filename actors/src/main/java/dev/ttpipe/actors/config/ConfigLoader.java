@@ -97,6 +97,9 @@ public final class ConfigLoader {
             cfg.rankBindings.add(readRankBinding(b));
         }
         readEval(top.section("eval_config"), cfg.eval);
+        YamlSection telemetry = top.section("telemetry");
+        cfg.telemetry.stallWarningS = telemetry.integer("stall_warning_s", cfg.telemetry.stallWarningS, 0, 1 << 24);
+        telemetry.rejectUnknownKeys();
         top.accept("mesh_graph_desc_path", "global_env"); // tt-run rank-binding files carry these
         training.rejectUnknownKeys();
         top.rejectUnknownKeys();
@@ -147,6 +150,7 @@ public final class ConfigLoader {
         t.modelSaveInterval = s.integer("model_save_interval", t.modelSaveInterval, 0, Integer.MAX_VALUE);
         t.checkpointDir = resolve(baseDir, s.string("checkpoint_dir", t.checkpointDir));
         t.checkpointKeep = s.integer("checkpoint_keep", t.checkpointKeep, 1, 1 << 20);
+        t.stepTimeoutS = s.integer("step_timeout_s", t.stepTimeoutS, 0, 1 << 24);
         if (s.has("max_restarts")) t.maxRestarts = s.integer("max_restarts", 0, 0, 1 << 20);
         t.runsDir = s.string("runs_dir", t.runsDir);
         // TTML keys accepted as they are; ttpipe has no use for them.

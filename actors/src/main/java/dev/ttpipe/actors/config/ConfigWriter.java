@@ -44,6 +44,7 @@ public final class ConfigWriter {
         if (t.checkpointDir != null) kv(y, 2, "checkpoint_dir", quote(t.checkpointDir));
         kv(y, 2, "checkpoint_keep", t.checkpointKeep);
         if (t.maxRestarts >= 0) kv(y, 2, "max_restarts", t.maxRestarts);
+        kv(y, 2, "step_timeout_s", t.stepTimeoutS);
         TtpipeConfig.TransformerConfig m = c.transformer;
         y.append("transformer_config:\n");
         kv(y, 2, "model_type", m.modelType);
@@ -116,6 +117,8 @@ public final class ConfigWriter {
         kv(y, 2, "top_k", c.eval.topK);
         kv(y, 2, "sample_tokens", c.eval.sampleTokens);
         if (c.eval.prompt != null) kv(y, 2, "prompt", quote(c.eval.prompt));
+        y.append("telemetry:\n");
+        kv(y, 2, "stall_warning_s", c.telemetry.stallWarningS);
         return y.toString();
     }
 

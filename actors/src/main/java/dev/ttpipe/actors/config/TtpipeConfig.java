@@ -21,6 +21,7 @@ public final class TtpipeConfig {
     public final MultihostConfig multihost = new MultihostConfig();
     public final List<RankBinding> rankBindings = new ArrayList<>();
     public final EvalConfig eval = new EvalConfig();
+    public final TelemetryConfig telemetry = new TelemetryConfig();
     /** Where each key came from (file line or flag), for error messages after loading. */
     public ConfigProblems origins = new ConfigProblems("(defaults)");
 
@@ -66,6 +67,8 @@ public final class TtpipeConfig {
         public String checkpointDir = null;
         /** Complete checkpoints kept, the newest. */
         public int checkpointKeep = 3;
+        /** Fail a step that takes longer than this, with the watchdog's diagnosis (0: never). */
+        public int stepTimeoutS = 0;
         /** Times `ttpipe launch` restarts a job whose worker died (-1: not given; launch then takes 3, worker 0). */
         public int maxRestarts = -1;
         /** TTML's model_path / tokenizer_path: refused when set (no loading of weights or tokenizers yet). */
@@ -201,6 +204,12 @@ public final class TtpipeConfig {
         public int controlPort = 0;
         /** Aeron UDP port (0: 40456 + rank). */
         public int dataPort = 0;
+    }
+
+    /** {@code telemetry}. */
+    public static final class TelemetryConfig {
+        /** When no rank has finished an action for this long, print where each rank waits (0: off). */
+        public int stallWarningS = 30;
     }
 
     /** {@code eval_config}: sampling at the end of training. */

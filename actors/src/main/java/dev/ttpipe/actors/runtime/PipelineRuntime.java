@@ -180,13 +180,72 @@ public final class PipelineRuntime implements AutoCloseable {
         return transport;
     }
 
+    /**
+     * Turns on the hang watchdog: while a step runs, when no rank has finished an action for
+     * {@code warnAfter}, {@code warn} gets the diagnosis (each rank's state and the blocking chain), again
+     * every {@code warnAfter} while it lasts; with {@code stepTimeout} > 0 a step that takes longer fails
+     * with that diagnosis.
+     */
+    public void watchdog(Duration warnAfter, Duration stepTimeout, java.util.function.Consumer<String> warn) {
+        this.warnAfter = warnAfter;
+        this.watchdogStepTimeout = stepTimeout;
+        this.warn = warn;
+    }
+
+    private Duration warnAfter;
+    private Duration watchdogStepTimeout = Duration.ZERO;
+    private java.util.function.Consumer<String> warn;
+
     /** Runs one optimizer step; throws {@link PipelineFailure} naming where it failed. */
     public Coordinator.StepReport step(int step, List<Batch> batches) {
+        CompletionStage<Coordinator.StepReport> f = AskPattern.askWithStatus(coordinator,
+                r -> new Coordinator.RunStep(step, batches, r), stepTimeout, system.scheduler());
         try {
-            return await(AskPattern.askWithStatus(coordinator, r -> new Coordinator.RunStep(step, batches, r), stepTimeout,
-                    system.scheduler()), coordinator, stepTimeout);
+            if (warnAfter != null) watch(step, f.toCompletableFuture());
+            return await(f, coordinator, stepTimeout);
         } catch (PipelineFailure e) {
             throw new PipelineFailure("step " + step + " failed: " + e.getMessage(), e.getCause());
+        }
+    }
+
+    /** Waits for the step in one-second slices, asking every rank what it does when nothing has finished for a while. */
+    private void watch(int step, java.util.concurrent.CompletableFuture<Coordinator.StepReport> f) {
+        long start = System.nanoTime();
+        long lastWarn = 0;
+        while (!f.isDone()) {
+            try {
+                f.get(1, TimeUnit.SECONDS);
+                return;
+            } catch (TimeoutException e) {
+                // look at the ranks
+            } catch (ExecutionException e) {
+                return;                                            // reported by await
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+            long now = System.nanoTime();
+            long stepMs = (now - start) / 1_000_000;
+            boolean timedOut = !watchdogStepTimeout.isZero() && stepMs >= watchdogStepTimeout.toMillis();
+            if (stepMs < warnAfter.toMillis() && !timedOut) continue;
+            List<StageActor.StageStats> stats = new java.util.ArrayList<>();
+            for (int r = 0; r < plan.ranks(); r++) {
+                try {
+                    stats.add(stats(r, Duration.ofSeconds(2)));
+                } catch (PipelineFailure unanswered) {
+                    stats.add(null);
+                }
+            }
+            if (f.isDone()) return;
+            long stalled = dev.ttpipe.actors.telemetry.Watchdog.stalledMs(stats, stepMs);
+            if (timedOut) {
+                throw new PipelineFailure("step " + step + " took longer than training_config.step_timeout_s = "
+                        + watchdogStepTimeout.toSeconds() + "; " + dev.ttpipe.actors.telemetry.Watchdog.diagnose(stats, stalled));
+            }
+            if (stalled >= warnAfter.toMillis() && (lastWarn == 0 || now - lastWarn >= warnAfter.toNanos())) {
+                warn.accept(dev.ttpipe.actors.telemetry.Watchdog.diagnose(stats, stalled));
+                lastWarn = now;
+            }
         }
     }
 

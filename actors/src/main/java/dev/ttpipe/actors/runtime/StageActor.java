@@ -148,8 +148,28 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
      */
     public record StageStats(int rank, String currentAction, boolean busy, int queuedActions, int rowPosition, int rowLength,
                              int bufferedArrivals, int stashedMicrobatches, long memoryInUse, long memoryPeak,
-                             long actionsRun) implements ClusterMessage {
+                             long actionsRun, Waiting waiting) implements ClusterMessage {
     }
+
+    /**
+     * What a rank is doing for the hang watchdog, in durations (processes do not share a clock):
+     * the compute action on its device ({@code running}, for {@code runningMs}), the RECV its row waits
+     * for ({@code waitingFor}, from rank {@code waitingFromRank}, for {@code waitingMs}), and the last
+     * action it finished, {@code sinceFinishedMs} ago (-1: none yet).
+     */
+    public record Waiting(String running, long runningMs, String waitingFor, int waitingFromRank, long waitingMs,
+                          String lastFinished, long sinceFinishedMs, boolean inPass) implements ClusterMessage {
+    }
+
+    /**
+     * Tests only: delays every run of {@code action} on the device by {@code millis} (a stalled kernel),
+     * so the watchdog can be seen to name it. Null clears it.
+     */
+    public static void delayForTests(Action action, long millis) {
+        testDelay = action == null ? null : java.util.Map.entry(action, millis);
+    }
+
+    private static volatile java.util.Map.Entry<Action, Long> testDelay;
 
     /**
      * What the transport delivers to for {@code rank}: arrivals become {@link Arrived} messages. The
@@ -223,6 +243,10 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private final Map<Integer, LossOutput> losses = new HashMap<>();
     private int stashed;
     private long actionsRun;
+    private Action lastFinished;
+    private long lastFinishedNs;
+    /** When the device thread started its current compute action (written there, read by the actor). */
+    private volatile long deviceStartNs;
     private boolean failed;
     private Throwable initError;
 
@@ -466,7 +490,10 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         ActorRef<Command> self = getContext().getSelf();
         device.execute(() -> {
             long start = System.nanoTime();
+            deviceStartNs = start;
             try {
+                var delay = testDelay;
+                if (delay != null && delay.getKey().equals(a)) Thread.sleep(delay.getValue());
                 Stage stage = stages.get(s);
                 Tensor output = null;
                 LossOutput loss = null;
@@ -507,6 +534,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         Action a = m.action();
         queued.pollFirst();
         actionsRun++;
+        lastFinished = a;
+        lastFinishedNs = System.nanoTime();
         int s = a.stage(), mb = a.microbatch();
         if (failed) {
             if (m.output() != null) m.output().close();
@@ -679,8 +708,30 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private Behavior<Command> onGetStats(GetStats m) {
         Action running = queued.peekFirst();
         m.replyTo().tell(new StageStats(rank, running == null ? null : running.toString(), running != null, queued.size(), position, row.size(),
-                forwardIn.size() + backwardIn.size(), stashed, submesh.maxInUse(), submesh.maxPeak(), actionsRun));
+                forwardIn.size() + backwardIn.size(), stashed, submesh.maxInUse(), submesh.maxPeak(), actionsRun, waiting()));
         return this;
+    }
+
+    private Waiting waiting() {
+        long now = System.nanoTime();
+        Action running = queued.peekFirst();
+        long started = deviceStartNs;
+        String waitingFor = null;
+        int from = -1;
+        long waitingMs = 0;
+        if (pass != null && !failed && !plan.readyFirst() && position < row.size()) {
+            Action next = row.get(position);
+            if (next.kind() == ActionKind.RECV_F || next.kind() == ActionKind.RECV_B) {
+                boolean fwd = next.kind() == ActionKind.RECV_F;
+                Long since = recvWaitStart.get(directed(key(next.stage(), next.microbatch()), fwd));
+                waitingFor = next.toString();
+                from = plan.schedule().rankOfStage(fwd ? next.stage() - 1 : next.stage() + 1);
+                waitingMs = since == null ? 0 : (now - since) / 1_000_000;
+            }
+        }
+        return new Waiting(running == null ? null : running.toString(), running == null || started == 0 ? 0 : (now - started) / 1_000_000,
+                waitingFor, from, waitingMs, lastFinished == null ? null : lastFinished.toString(),
+                lastFinishedNs == 0 ? -1 : (now - lastFinishedNs) / 1_000_000, pass != null);
     }
 
     private Behavior<Command> onSaveState(SaveState m) {

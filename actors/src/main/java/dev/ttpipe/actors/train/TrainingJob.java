@@ -269,6 +269,14 @@ public final class TrainingJob {
         }
         session = st;
         int first = st.first;
+        if (cfg.telemetry.stallWarningS > 0 || cfg.training.stepTimeoutS > 0) {
+            PrintStream o = out;
+            runtime.watchdog(java.time.Duration.ofSeconds(cfg.telemetry.stallWarningS > 0 ? cfg.telemetry.stallWarningS : 1L << 30),
+                    java.time.Duration.ofSeconds(cfg.training.stepTimeoutS), diagnosis -> {
+                        o.println();
+                        o.println("ttpipe watchdog: " + diagnosis);          // also in the run's stdout.log
+                    });
+        }
         Checkpoints checkpoints = checkpoints(runDir);
         BufferedWriter metrics = runDir == null ? null
                 : Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,
