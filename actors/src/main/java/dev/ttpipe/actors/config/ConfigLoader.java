@@ -99,6 +99,8 @@ public final class ConfigLoader {
         readEval(top.section("eval_config"), cfg.eval);
         YamlSection telemetry = top.section("telemetry");
         cfg.telemetry.stallWarningS = telemetry.integer("stall_warning_s", cfg.telemetry.stallWarningS, 0, 1 << 24);
+        cfg.telemetry.bindHost = telemetry.string("bind_host", cfg.telemetry.bindHost);
+        cfg.telemetry.port = telemetry.integer("port", cfg.telemetry.port, 0, 65535);
         telemetry.rejectUnknownKeys();
         top.accept("mesh_graph_desc_path", "global_env"); // tt-run rank-binding files carry these
         training.rejectUnknownKeys();

@@ -119,6 +119,8 @@ public final class ConfigWriter {
         if (c.eval.prompt != null) kv(y, 2, "prompt", quote(c.eval.prompt));
         y.append("telemetry:\n");
         kv(y, 2, "stall_warning_s", c.telemetry.stallWarningS);
+        kv(y, 2, "bind_host", quote(c.telemetry.bindHost));
+        kv(y, 2, "port", c.telemetry.port);
         return y.toString();
     }
 

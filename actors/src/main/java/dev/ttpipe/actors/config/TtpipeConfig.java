@@ -210,6 +210,10 @@ public final class TtpipeConfig {
     public static final class TelemetryConfig {
         /** When no rank has finished an action for this long, print where each rank waits (0: off). */
         public int stallWarningS = 30;
+        /** Address of the HTTP endpoint (/metrics, /status) on the Coordinator's host. */
+        public String bindHost = "127.0.0.1";
+        /** Its port (0: no endpoint). */
+        public int port = 9464;
     }
 
     /** {@code eval_config}: sampling at the end of training. */

@@ -45,6 +45,11 @@ public final class RunRecord {
         fixed.put("data_sha256", dataPath == null ? "null" : Json.str(sha256(Path.of(dataPath))));
     }
 
+    /** The address of the job's telemetry endpoint. */
+    void telemetry(String url) {
+        fixed.put("telemetry_url", Json.str(url));
+    }
+
     /** Writes the record with its current status. */
     void write(String status, int stepsDone, double validationLoss) throws IOException {
         StringBuilder sb = new StringBuilder("{\n");

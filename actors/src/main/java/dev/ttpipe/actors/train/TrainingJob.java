@@ -8,6 +8,7 @@ import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.telemetry.ActionEvent;
 import dev.ttpipe.actors.telemetry.ChromeTrace;
+import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.actors.telemetry.StageTable;
 import dev.ttpipe.actors.telemetry.StepAnalysis;
 import dev.ttpipe.actors.telemetry.StepMetrics;
@@ -269,6 +270,28 @@ public final class TrainingJob {
         }
         session = st;
         int first = st.first;
+        MetricsServer metricsServer = null;
+        if (cfg.telemetry.port > 0) {
+            try {
+                metricsServer = MetricsServer.start(runtime, cfg.telemetry.bindHost, cfg.telemetry.port);
+                out.println("telemetry: " + metricsServer.url() + "/metrics (Prometheus), " + metricsServer.url() + "/status (JSON)");
+                if (st.record != null) st.record.telemetry(metricsServer.url());
+            } catch (IOException e) {
+                out.println("telemetry: no endpoint (" + cfg.origins.where("telemetry.port") + ": " + e.getMessage()
+                        + "; set telemetry.port to a free port, or 0)");
+            }
+        }
+        try {
+            return trainSteps(runtime, st, out, metricsServer);
+        } finally {
+            if (metricsServer != null) metricsServer.close();
+        }
+    }
+
+    private Result trainSteps(PipelineRuntime runtime, Session st, PrintStream out, MetricsServer metricsServer) throws IOException {
+        int steps = steps();
+        int first = st.first;
+        Path runDir = st.runDir;
         if (cfg.telemetry.stallWarningS > 0 || cfg.training.stepTimeoutS > 0) {
             PrintStream o = out;
             runtime.watchdog(java.time.Duration.ofSeconds(cfg.telemetry.stallWarningS > 0 ? cfg.telemetry.stallWarningS : 1L << 30),
@@ -289,6 +312,7 @@ public final class TrainingJob {
                 Coordinator.StepReport r = runtime.step(step, batches(step));
                 StepAnalysis a = StepAnalysis.of(plan.schedule(), r);
                 st.stepped(step, r, a);
+                if (metricsServer != null) metricsServer.stepped(r, a);
                 Double val = null;
                 if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps && allLocal(runtime)) {
                     val = validationLoss(runtime);

@@ -1,0 +1,233 @@
+package dev.ttpipe.actors.telemetry;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import dev.ttpipe.actors.runtime.Coordinator;
+import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.PipelineFailure;
+import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.runtime.StageActor;
+import dev.ttpipe.schedules.ActionKind;
+import io.prometheus.metrics.exporter.httpserver.MetricsHandler;
+import io.prometheus.metrics.model.registry.MultiCollector;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import io.prometheus.metrics.model.snapshots.CounterSnapshot;
+import io.prometheus.metrics.model.snapshots.GaugeSnapshot;
+import io.prometheus.metrics.model.snapshots.Labels;
+import io.prometheus.metrics.model.snapshots.MetricSnapshot;
+import io.prometheus.metrics.model.snapshots.MetricSnapshots;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.BindException;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.Executors;
+
+/**
+ * A running job's telemetry over HTTP, on the host of the Coordinator: {@code /metrics} in
+ * Prometheus' text format (through the official Prometheus Java client: a {@link MultiCollector}
+ * that asks every rank for its live state on each scrape) and {@code /status}, the same as JSON with
+ * each rank's current action, how long it has run or waited, and its position in its row.
+ */
+public final class MetricsServer implements AutoCloseable {
+    private final HttpServer server;
+    private final PipelineRuntime runtime;
+    private volatile Coordinator.StepReport lastStep;
+    private volatile StepAnalysis lastAnalysis;
+
+    private MetricsServer(HttpServer server, PipelineRuntime runtime) {
+        this.server = server;
+        this.runtime = runtime;
+    }
+
+    /**
+     * Serves {@code runtime}'s telemetry on {@code host:port}.
+     *
+     * @throws IOException when the address cannot be bound (the message names it)
+     */
+    public static MetricsServer start(PipelineRuntime runtime, String host, int port) throws IOException {
+        HttpServer http;
+        try {
+            http = HttpServer.create(new InetSocketAddress(host, port), 16);
+        } catch (BindException e) {
+            throw new IOException(host + ":" + port + " is in use (" + e.getMessage() + ")", e);
+        }
+        MetricsServer m = new MetricsServer(http, runtime);
+        PrometheusRegistry registry = new PrometheusRegistry();
+        registry.register(m.new Collector());
+        http.createContext("/metrics", new MetricsHandler(registry));
+        http.createContext("/status", m::status);
+        http.setExecutor(Executors.newSingleThreadExecutor(r -> {
+            Thread t = new Thread(r, "ttpipe-telemetry-http");
+            t.setDaemon(true);
+            return t;
+        }));
+        http.start();
+        return m;
+    }
+
+    /** {@code http://host:port}. */
+    public String url() {
+        InetSocketAddress a = server.getAddress();
+        return "http://" + a.getHostString() + ":" + a.getPort();
+    }
+
+    /** The training loop reports each finished step. */
+    public void stepped(Coordinator.StepReport r, StepAnalysis a) {
+        lastStep = r;
+        lastAnalysis = a;
+    }
+
+    private List<StageActor.StageStats> stats() {
+        List<StageActor.StageStats> out = new ArrayList<>();
+        for (int r = 0; r < runtime.plan().ranks(); r++) {
+            try {
+                out.add(runtime.stats(r, Duration.ofSeconds(2)));
+            } catch (PipelineFailure e) {
+                out.add(null);
+            }
+        }
+        return out;
+    }
+
+    private final class Collector implements MultiCollector {
+        @Override
+        public MetricSnapshots collect() {
+            List<StageActor.StageStats> stats = stats();
+            Coordinator.StepReport step = lastStep;
+            StepAnalysis analysis = lastAnalysis;
+            List<MetricSnapshot> out = new ArrayList<>();
+            out.add(perRank("ttpipe_rank_up", "1 when the rank answered this scrape", stats, s -> 1.0, true));
+            out.add(perRank("ttpipe_rank_buffered_arrivals", "Tensors arrived and not yet used", stats,
+                    s -> (double) s.bufferedArrivals(), false));
+            out.add(perRank("ttpipe_rank_stashed_microbatches", "Microbatches whose activations the rank holds", stats,
+                    s -> (double) s.stashedMicrobatches(), false));
+            out.add(perRank("ttpipe_rank_queue_depth", "Compute actions on the rank's device queue", stats,
+                    s -> (double) s.queuedActions(), false));
+            out.add(perRank("ttpipe_rank_device_memory_bytes", "Device memory in use (largest device of the submesh)", stats,
+                    s -> (double) s.memoryInUse(), false));
+            out.add(perRank("ttpipe_rank_device_memory_peak_bytes", "Device memory high-water mark this step", stats,
+                    s -> (double) s.memoryPeak(), false));
+            out.add(perRank("ttpipe_rank_waiting_seconds", "How long the rank's row has waited on its current RECV", stats,
+                    s -> s.waiting().waitingMs() / 1e3, false));
+            CounterSnapshot.Builder actions = CounterSnapshot.builder().name("ttpipe_rank_actions").help("Compute actions run");
+            for (int r = 0; r < stats.size(); r++) {
+                if (stats.get(r) == null) continue;
+                actions.dataPoint(CounterSnapshot.CounterDataPointSnapshot.builder().labels(rank(r))
+                        .value(stats.get(r).actionsRun()).build());
+            }
+            out.add(actions.build());
+            if (step != null && analysis != null) {
+                JobPlan plan = runtime.plan();
+                GaugeSnapshot.Builder busy = GaugeSnapshot.builder().name("ttpipe_rank_busy_seconds").help("Compute time of the last step");
+                GaugeSnapshot.Builder bubble = GaugeSnapshot.builder().name("ttpipe_rank_bubble_ratio").help("Idle share of the last step's passes");
+                for (int r = 0; r < plan.ranks(); r++) {
+                    busy.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(r)).value(analysis.busySeconds(r)).build());
+                    bubble.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(r)).value(analysis.bubble(r)).build());
+                }
+                out.add(busy.build());
+                out.add(bubble.build());
+                out.addAll(traffic(step));
+                out.add(job("ttpipe_step", "Steps finished", step.step() + 1));
+                out.add(job("ttpipe_loss", "Loss of the last step", step.loss()));
+                out.add(job("ttpipe_tokens_per_second", "Tokens per second of the last step", step.tokens() / Math.max(1e-9, step.seconds())));
+                out.add(job("ttpipe_step_seconds", "Wall time of the last step", step.seconds()));
+                out.add(job("ttpipe_learning_rate", "Learning rate of the last step", step.lr()));
+                out.add(job("ttpipe_grad_norm", "Global gradient norm of the last step", step.gradNorm()));
+                out.add(job("ttpipe_bubble_ratio", "Idle share of the last step over all ranks", analysis.bubble()));
+            }
+            return new MetricSnapshots(out);
+        }
+
+        private List<MetricSnapshot> traffic(Coordinator.StepReport step) {
+            Map<String, double[]> perPeer = new TreeMap<>();          // "rank>peer" -> {sent, received}
+            double[] waited = new double[runtime.plan().ranks()];
+            JobPlan plan = runtime.plan();
+            for (ActionEvent e : step.events()) {
+                if (e.kind() == ActionKind.SEND_F || e.kind() == ActionKind.SEND_B) {
+                    int peer = plan.schedule().rankOfStage(e.kind() == ActionKind.SEND_F ? e.stage() + 1 : e.stage() - 1);
+                    perPeer.computeIfAbsent(e.rank() + ">" + peer, k -> new double[2])[0] += e.bytes();
+                    perPeer.computeIfAbsent(peer + ">" + e.rank(), k -> new double[2])[1] += e.bytes();
+                } else if (e.kind() == ActionKind.RECV_F || e.kind() == ActionKind.RECV_B) {
+                    waited[e.rank()] += e.waitNs() / 1e9;
+                }
+            }
+            GaugeSnapshot.Builder sent = GaugeSnapshot.builder().name("ttpipe_rank_sent_bytes").help("Bytes sent to a peer in the last step");
+            GaugeSnapshot.Builder received = GaugeSnapshot.builder().name("ttpipe_rank_received_bytes")
+                    .help("Bytes received from a peer in the last step");
+            for (Map.Entry<String, double[]> e : perPeer.entrySet()) {
+                String[] rp = e.getKey().split(">");
+                Labels l = Labels.of("rank", rp[0], "peer", rp[1]);
+                if (e.getValue()[0] > 0) sent.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(l).value(e.getValue()[0]).build());
+                if (e.getValue()[1] > 0) received.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(l).value(e.getValue()[1]).build());
+            }
+            GaugeSnapshot.Builder wait = GaugeSnapshot.builder().name("ttpipe_rank_recv_wait_seconds")
+                    .help("Time the rank waited on receives in the last step");
+            for (int r = 0; r < waited.length; r++) {
+                wait.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(r)).value(waited[r]).build());
+            }
+            return List.of(sent.build(), received.build(), wait.build());
+        }
+    }
+
+    private static Labels rank(int r) {
+        return Labels.of("rank", Integer.toString(r));
+    }
+
+    private static GaugeSnapshot job(String name, String help, double value) {
+        return GaugeSnapshot.builder().name(name).help(help).dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().value(value).build())
+                .build();
+    }
+
+    private static GaugeSnapshot perRank(String name, String help, List<StageActor.StageStats> stats,
+                                         java.util.function.ToDoubleFunction<StageActor.StageStats> f, boolean withDown) {
+        GaugeSnapshot.Builder b = GaugeSnapshot.builder().name(name).help(help);
+        for (int r = 0; r < stats.size(); r++) {
+            StageActor.StageStats s = stats.get(r);
+            if (s == null && !withDown) continue;
+            b.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(r)).value(s == null ? 0 : f.applyAsDouble(s)).build());
+        }
+        return b.build();
+    }
+
+    private void status(HttpExchange ex) throws IOException {
+        List<StageActor.StageStats> stats = stats();
+        Coordinator.StepReport step = lastStep;
+        StringBuilder sb = new StringBuilder("{\"step\":").append(step == null ? 0 : step.step() + 1)
+                .append(",\"loss\":").append(step == null ? "null" : Json.num(step.loss())).append(",\"ranks\":[");
+        for (int r = 0; r < stats.size(); r++) {
+            StageActor.StageStats s = stats.get(r);
+            sb.append(r == 0 ? "" : ",").append("{\"rank\":").append(r);
+            if (s == null) {
+                sb.append(",\"up\":false}");
+                continue;
+            }
+            StageActor.Waiting w = s.waiting();
+            sb.append(",\"up\":true,\"running\":").append(Json.str(w.running())).append(",\"running_ms\":").append(w.runningMs())
+                    .append(",\"waiting_for\":").append(Json.str(w.waitingFor())).append(",\"waiting_from_rank\":").append(w.waitingFromRank())
+                    .append(",\"waiting_ms\":").append(w.waitingMs()).append(",\"last_finished\":").append(Json.str(w.lastFinished()))
+                    .append(",\"since_finished_ms\":").append(w.sinceFinishedMs()).append(",\"row_position\":").append(s.rowPosition())
+                    .append(",\"row_length\":").append(s.rowLength()).append(",\"queue_depth\":").append(s.queuedActions())
+                    .append(",\"buffered_arrivals\":").append(s.bufferedArrivals()).append(",\"stashed\":").append(s.stashedMicrobatches())
+                    .append(",\"memory_bytes\":").append(s.memoryInUse()).append(",\"actions_run\":").append(s.actionsRun()).append('}');
+        }
+        byte[] body = sb.append("]}\n").toString().getBytes(StandardCharsets.UTF_8);
+        ex.getResponseHeaders().set("Content-Type", "application/json; charset=utf-8");
+        ex.sendResponseHeaders(200, body.length);
+        try (OutputStream o = ex.getResponseBody()) {
+            o.write(body);
+        }
+    }
+
+    @Override
+    public void close() {
+        server.stop(0);
+        if (server.getExecutor() instanceof java.util.concurrent.ExecutorService e) e.shutdownNow();
+    }
+}

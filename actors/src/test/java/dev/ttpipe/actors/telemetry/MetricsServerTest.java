@@ -1,0 +1,100 @@
+package dev.ttpipe.actors.telemetry;
+
+import dev.ttpipe.actors.config.ConfigLoader;
+import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.train.TrainingJob;
+import dev.ttpipe.stages.checkpoint.MiniJson;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** A real training job serves /metrics (Prometheus text) and /status (every rank) while it runs. */
+class MetricsServerTest {
+    /** A sample line of the Prometheus text format: name, optional labels, a value. */
+    private static final Pattern SAMPLE = Pattern.compile(
+            "[a-zA-Z_:][a-zA-Z0-9_:]*(\\{[a-zA-Z_][a-zA-Z0-9_]*=\"[^\"]*\"(,[a-zA-Z_][a-zA-Z0-9_]*=\"[^\"]*\")*\\})? "
+                    + "(-?[0-9.eE+-]+|NaN|\\+Inf|-Inf)");
+
+    @Test
+    void aRunningJobIsScrapedAndShowsEveryRank(@TempDir Path dir) throws Exception {
+        int port;
+        try (ServerSocket s = new ServerSocket(0)) {
+            port = s.getLocalPort();
+        }
+        Path cfgFile = Files.writeString(dir.resolve("job.yaml"), String.join("\n",
+                "training_config: {batch_size: 8, max_steps: 400, learning_rate: 0.003}",
+                "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 3, max_sequence_length: 16}",
+                "multihost_config:",
+                "  pipeline_parallel_config: {num_blocks: 3, blocks_per_rank: {0: 1, 1: 2}, num_microbatches: 4, schedule: 1f1b}",
+                "telemetry: {port: " + port + "}",
+                ""));
+        TtpipeConfig cfg = ConfigLoader.load(cfgFile);
+        TrainingJob job = TrainingJob.fromConfig(cfg);
+        HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan())) {
+            CompletableFuture<TrainingJob.Result> run = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return job.run(runtime, Files.createDirectories(dir.resolve("run")), null);
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+            String metrics = null;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (System.nanoTime() < deadline && !run.isDone()) {
+                try {
+                    HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/metrics")).build(),
+                            HttpResponse.BodyHandlers.ofString());
+                    if (r.statusCode() == 200 && r.body().contains("ttpipe_step ")) {
+                        metrics = r.body();
+                        break;
+                    }
+                } catch (java.io.IOException notYet) {
+                    // the server starts with the run
+                }
+                Thread.sleep(50);
+            }
+            assertTrue(metrics != null, "never scraped a step while the job ran");
+            for (String line : metrics.split("\n")) {
+                if (line.isBlank() || line.startsWith("# HELP ") || line.startsWith("# TYPE ")) continue;
+                assertTrue(SAMPLE.matcher(line).matches(), "not Prometheus text: " + line);
+            }
+            for (String name : List.of("ttpipe_rank_up{rank=\"1\"} 1", "ttpipe_rank_actions_total{rank=\"0\"}",
+                    "ttpipe_rank_bubble_ratio{rank=\"1\"}", "ttpipe_rank_sent_bytes{peer=\"1\",rank=\"0\"}",
+                    "ttpipe_rank_device_memory_bytes{rank=\"0\"}", "ttpipe_loss ", "ttpipe_tokens_per_second ",
+                    "ttpipe_learning_rate ", "ttpipe_grad_norm ", "# TYPE ttpipe_rank_actions_total counter")) {
+                assertTrue(metrics.contains(name), name + " not in\n" + metrics);
+            }
+            HttpResponse<String> status = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/status")).build(),
+                    HttpResponse.BodyHandlers.ofString());
+            Map<?, ?> s = (Map<?, ?>) MiniJson.parse(status.body());
+            List<?> ranks = (List<?>) s.get("ranks");
+            assertEquals(2, ranks.size(), status.body());
+            for (Object o : ranks) {
+                Map<?, ?> r = (Map<?, ?>) o;
+                assertEquals(Boolean.TRUE, r.get("up"), status.body());
+                assertTrue(r.containsKey("running") && r.containsKey("waiting_for") && r.containsKey("row_position"), status.body());
+            }
+            run.get(120, TimeUnit.SECONDS);
+        }
+        String record = Files.readString(dir.resolve("run/run.json"));
+        assertTrue(record.contains("\"telemetry_url\": \"http://127.0.0.1:" + port + "\""), record);
+    }
+}
