@@ -26,6 +26,7 @@ import java.io.PrintWriter;
                 WorkerCommand.class,
                 LaunchCommand.class,
                 SimulateCommand.class,
+                TopCommand.class,
                 BenchCommand.class,
                 CommandLine.HelpCommand.class,
         },

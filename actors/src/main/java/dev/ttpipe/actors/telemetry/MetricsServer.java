@@ -78,6 +78,13 @@ public final class MetricsServer implements AutoCloseable {
         return "http://" + a.getHostString() + ":" + a.getPort();
     }
 
+    private volatile int totalSteps;
+
+    /** The run's length, for /status. */
+    public void totalSteps(int steps) {
+        totalSteps = steps;
+    }
+
     /** The training loop reports each finished step. */
     public void stepped(Coordinator.StepReport r, StepAnalysis a) {
         lastStep = r;
@@ -199,8 +206,15 @@ public final class MetricsServer implements AutoCloseable {
     private void status(HttpExchange ex) throws IOException {
         List<StageActor.StageStats> stats = stats();
         Coordinator.StepReport step = lastStep;
+        StepAnalysis a = lastAnalysis;
         StringBuilder sb = new StringBuilder("{\"step\":").append(step == null ? 0 : step.step() + 1)
-                .append(",\"loss\":").append(step == null ? "null" : Json.num(step.loss())).append(",\"ranks\":[");
+                .append(",\"steps\":").append(totalSteps)
+                .append(",\"loss\":").append(step == null ? "null" : Json.num(step.loss()))
+                .append(",\"tokens_per_second\":").append(step == null ? "null" : Json.num(step.tokens() / Math.max(1e-9, step.seconds())))
+                .append(",\"step_seconds\":").append(step == null ? "null" : Json.num(step.seconds()))
+                .append(",\"bubble\":").append(a == null ? "null" : Json.num(a.bubble()))
+                .append(",\"predicted_bubble\":").append(a == null || a.predicted() == null ? "null" : Json.num(a.predicted().bubbleFraction()))
+                .append(",\"ranks\":[");
         for (int r = 0; r < stats.size(); r++) {
             StageActor.StageStats s = stats.get(r);
             sb.append(r == 0 ? "" : ",").append("{\"rank\":").append(r);
@@ -215,7 +229,8 @@ public final class MetricsServer implements AutoCloseable {
                     .append(",\"since_finished_ms\":").append(w.sinceFinishedMs()).append(",\"row_position\":").append(s.rowPosition())
                     .append(",\"row_length\":").append(s.rowLength()).append(",\"queue_depth\":").append(s.queuedActions())
                     .append(",\"buffered_arrivals\":").append(s.bufferedArrivals()).append(",\"stashed\":").append(s.stashedMicrobatches())
-                    .append(",\"memory_bytes\":").append(s.memoryInUse()).append(",\"actions_run\":").append(s.actionsRun()).append('}');
+                    .append(",\"memory_bytes\":").append(s.memoryInUse()).append(",\"actions_run\":").append(s.actionsRun())
+                    .append(",\"bubble\":").append(a == null ? "null" : Json.num(a.bubble(r))).append('}');
         }
         byte[] body = sb.append("]}\n").toString().getBytes(StandardCharsets.UTF_8);
         ex.getResponseHeaders().set("Content-Type", "application/json; charset=utf-8");

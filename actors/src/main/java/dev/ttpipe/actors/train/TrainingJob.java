@@ -274,6 +274,7 @@ public final class TrainingJob {
         if (cfg.telemetry.port > 0) {
             try {
                 metricsServer = MetricsServer.start(runtime, cfg.telemetry.bindHost, cfg.telemetry.port);
+                metricsServer.totalSteps(steps());
                 out.println("telemetry: " + metricsServer.url() + "/metrics (Prometheus), " + metricsServer.url() + "/status (JSON)");
                 if (st.record != null) st.record.telemetry(metricsServer.url());
             } catch (IOException e) {

@@ -92,6 +92,25 @@ class MetricsServerTest {
                 assertEquals(Boolean.TRUE, r.get("up"), status.body());
                 assertTrue(r.containsKey("running") && r.containsKey("waiting_for") && r.containsKey("row_position"), status.body());
             }
+            // ttpipe top --once: one snapshot with every rank's current action, at 80 columns
+            java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream();
+            java.io.PrintStream old = System.out;
+            int code;
+            try {
+                System.setOut(new java.io.PrintStream(buf, true, java.nio.charset.StandardCharsets.UTF_8));
+                code = dev.ttpipe.actors.cli.Main.run("top", "--url", "127.0.0.1:" + port, "--once");
+            } finally {
+                System.setOut(old);
+            }
+            String top = buf.toString(java.nio.charset.StandardCharsets.UTF_8);
+            assertEquals(0, code, top);
+            String[] lines = top.split("\n");
+            assertTrue(lines[0].startsWith("ttpipe top http://127.0.0.1:" + port + " | step "), top);
+            for (String line : lines) assertTrue(line.length() <= 80, "wider than 80 columns: " + line);
+            for (int r = 0; r < 2; r++) {
+                Pattern row = Pattern.compile("(?m)^" + r + " +(\\d[A-Z_]+\\d* (running|waiting) |idle).*");
+                assertTrue(row.matcher(top).find(), "rank " + r + " without its action:\n" + top);
+            }
             run.get(120, TimeUnit.SECONDS);
         }
         String record = Files.readString(dir.resolve("run/run.json"));

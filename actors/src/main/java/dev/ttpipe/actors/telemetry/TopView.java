@@ -1,0 +1,109 @@
+package dev.ttpipe.actors.telemetry;
+
+import dev.ttpipe.actors.config.Sizes;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * What {@code ttpipe top} draws from a job's {@code /status}: a header with the step, the loss and a
+ * sparkline of the losses seen, tokens/s and the measured against the simulated bubble; then a row per
+ * rank with what it does in the schedule notation ({@code 2RECV_F5 waiting 1.2 s}), a bar of busy
+ * against idle over the last step, memory and queue depth. Fits {@code width} columns (at least 80).
+ */
+public final class TopView {
+    private static final String SPARKS = "▁▂▃▄▅▆▇█";
+    private final List<Double> losses = new ArrayList<>();
+    private int lastStep = -1;
+
+    /** Adds what {@code status} says to the history (the loss of each new step). */
+    public void observe(Map<?, ?> status) {
+        int step = ((Number) status.get("step")).intValue();
+        Object loss = status.get("loss");
+        if (step != lastStep && loss instanceof Number n) {
+            losses.add(n.doubleValue());
+            if (losses.size() > 200) losses.remove(0);
+            lastStep = step;
+        }
+    }
+
+    public String render(String url, Map<?, ?> status, int width) {
+        int w = Math.max(80, width);
+        StringBuilder sb = new StringBuilder();
+        String head = String.format(Locale.ROOT, "ttpipe top %s | step %s/%s | loss %s %s | %s tok/s | bubble %s (sim %s)", url,
+                status.get("step"), status.get("steps"), num(status.get("loss"), "%.4f"), sparkline(20),
+                human(status.get("tokens_per_second")), pct(status.get("bubble")), pct(status.get("predicted_bubble")));
+        sb.append(cut(head, w)).append('\n');
+        sb.append(cut(String.format(Locale.ROOT, "%-4s %-34s %-22s %10s %5s", "rank", "doing", "busy|idle (last step)", "memory",
+                "queue"), w)).append('\n');
+        for (Object o : (List<?>) status.get("ranks")) {
+            Map<?, ?> r = (Map<?, ?>) o;
+            if (!Boolean.TRUE.equals(r.get("up"))) {
+                sb.append(cut(String.format(Locale.ROOT, "%-4s %s", r.get("rank"), "no answer"), w)).append('\n');
+                continue;
+            }
+            sb.append(cut(String.format(Locale.ROOT, "%-4s %-34s %-22s %10s %5s", r.get("rank"), doing(r), bar(r.get("bubble")),
+                    Sizes.format(((Number) r.get("memory_bytes")).longValue()), r.get("queue_depth")), w)).append('\n');
+        }
+        return sb.toString();
+    }
+
+    /** {@code 1F5 running 0.3 s}, {@code 2RECV_F5 waiting 1.2 s from rank 1}, or idle since the last finished action. */
+    static String doing(Map<?, ?> r) {
+        if (r.get("running") != null) {
+            return r.get("running") + " running " + seconds(r.get("running_ms"));
+        }
+        if (r.get("waiting_for") != null) {
+            return r.get("waiting_for") + " waiting " + seconds(r.get("waiting_ms")) + " from " + r.get("waiting_from_rank");
+        }
+        Object last = r.get("last_finished");
+        return last == null ? "idle" : "idle since " + last + " (" + seconds(r.get("since_finished_ms")) + ")";
+    }
+
+    private String sparkline(int n) {
+        if (losses.isEmpty()) return "";
+        List<Double> tail = losses.subList(Math.max(0, losses.size() - n), losses.size());
+        double lo = Double.MAX_VALUE, hi = -Double.MAX_VALUE;
+        for (double v : tail) {
+            lo = Math.min(lo, v);
+            hi = Math.max(hi, v);
+        }
+        StringBuilder sb = new StringBuilder();
+        for (double v : tail) {
+            int k = hi > lo ? (int) Math.round((v - lo) / (hi - lo) * (SPARKS.length() - 1)) : 0;
+            sb.append(SPARKS.charAt(k));
+        }
+        return sb.toString();
+    }
+
+    private static String bar(Object bubble) {
+        if (!(bubble instanceof Number b)) return "";
+        int width = 14;
+        int busy = (int) Math.round((1 - b.doubleValue()) * width);
+        return "[" + "#".repeat(busy) + ".".repeat(width - busy) + "] " + String.format(Locale.ROOT, "%3.0f%%", 100 * (1 - b.doubleValue()));
+    }
+
+    private static String seconds(Object ms) {
+        return ms instanceof Number n ? String.format(Locale.ROOT, "%.1f s", n.doubleValue() / 1e3) : "?";
+    }
+
+    private static String num(Object v, String fmt) {
+        return v instanceof Number n ? String.format(Locale.ROOT, fmt, n.doubleValue()) : "n/a";
+    }
+
+    private static String pct(Object v) {
+        return v instanceof Number n ? String.format(Locale.ROOT, "%.0f%%", 100 * n.doubleValue()) : "n/a";
+    }
+
+    private static String human(Object v) {
+        if (!(v instanceof Number n)) return "n/a";
+        double d = n.doubleValue();
+        return d >= 1e3 ? String.format(Locale.ROOT, "%.1fk", d / 1e3) : String.format(Locale.ROOT, "%.0f", d);
+    }
+
+    private static String cut(String s, int w) {
+        return s.length() <= w ? s : s.substring(0, w);
+    }
+}
