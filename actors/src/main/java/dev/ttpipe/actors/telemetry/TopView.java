@@ -32,9 +32,10 @@ public final class TopView {
     public String render(String url, Map<?, ?> status, int width) {
         int w = Math.max(80, width);
         StringBuilder sb = new StringBuilder();
-        String head = String.format(Locale.ROOT, "ttpipe top %s | step %s/%s | loss %s %s | %s tok/s | bubble %s (sim %s)", url,
-                status.get("step"), status.get("steps"), num(status.get("loss"), "%.4f"), sparkline(20),
+        String head = String.format(Locale.ROOT, "step %s/%s | loss %s %s | %s tok/s | bubble %s (sim %s)",
+                status.get("step"), status.get("steps"), num(status.get("loss"), "%.4f"), sparkline(16),
                 human(status.get("tokens_per_second")), pct(status.get("bubble")), pct(status.get("predicted_bubble")));
+        sb.append(cut("ttpipe top " + url, w)).append('\n');
         sb.append(cut(head, w)).append('\n');
         sb.append(cut(String.format(Locale.ROOT, "%-4s %-34s %-22s %10s %5s", "rank", "doing", "busy|idle (last step)", "memory",
                 "queue"), w)).append('\n');

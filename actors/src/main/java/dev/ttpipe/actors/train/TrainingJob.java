@@ -276,7 +276,10 @@ public final class TrainingJob {
                 metricsServer = MetricsServer.start(runtime, cfg.telemetry.bindHost, cfg.telemetry.port);
                 metricsServer.totalSteps(steps());
                 out.println("telemetry: " + metricsServer.url() + "/metrics (Prometheus), " + metricsServer.url() + "/status (JSON)");
-                if (st.record != null) st.record.telemetry(metricsServer.url());
+                if (st.record != null) {
+                    st.record.telemetry(metricsServer.url());
+                    st.record.write("running", st.done, Double.NaN);        // so `ttpipe top RUN_DIR` finds it now
+                }
             } catch (IOException e) {
                 out.println("telemetry: no endpoint (" + cfg.origins.where("telemetry.port") + ": " + e.getMessage()
                         + "; set telemetry.port to a free port, or 0)");

@@ -105,7 +105,8 @@ class MetricsServerTest {
             String top = buf.toString(java.nio.charset.StandardCharsets.UTF_8);
             assertEquals(0, code, top);
             String[] lines = top.split("\n");
-            assertTrue(lines[0].startsWith("ttpipe top http://127.0.0.1:" + port + " | step "), top);
+            assertEquals("ttpipe top http://127.0.0.1:" + port, lines[0], top);
+            assertTrue(lines[1].startsWith("step ") && lines[1].contains(" tok/s | bubble "), top);
             for (String line : lines) assertTrue(line.length() <= 80, "wider than 80 columns: " + line);
             for (int r = 0; r < 2; r++) {
                 Pattern row = Pattern.compile("(?m)^" + r + " +(\\d[A-Z_]+\\d* (running|waiting) |idle).*");
