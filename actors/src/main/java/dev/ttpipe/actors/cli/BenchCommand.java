@@ -11,6 +11,7 @@ import picocli.CommandLine.Command;
                 BenchMatmulCommand.class,
                 BenchStepCommand.class,
                 BenchCheckpointCommand.class,
+                BenchTelemetryCommand.class,
                 BenchScheduleCommand.class,
                 BenchTransportCommand.class,
                 BenchBridgeCommand.class,
