@@ -77,9 +77,22 @@ public final class WorkerCommand implements Callable<Integer> {
         PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout));
         if (rank != 0) {
             String failure;
+            dev.ttpipe.actors.telemetry.MetricsServer telemetry = null;
+            if (cfg.telemetry.port > 0) {
+                // this worker's own rank, on telemetry.port + rank (rank 0 serves the whole job on telemetry.port)
+                try {
+                    telemetry = dev.ttpipe.actors.telemetry.MetricsServer.start(runtime, cfg.telemetry.bindHost,
+                            cfg.telemetry.port + rank, java.util.List.of(rank));
+                } catch (java.io.IOException e) {
+                    System.out.println("telemetry: no endpoint for rank " + rank + " (" + e.getMessage() + ")");
+                }
+            }
             try (runtime) {
-                System.out.println("rank " + rank + " joined; serving until rank 0 ends the job");
+                System.out.println("rank " + rank + " joined; serving until rank 0 ends the job"
+                        + (telemetry == null ? "" : "; telemetry " + telemetry.url() + "/metrics"));
                 failure = runtime.awaitEnd();
+            } finally {
+                if (telemetry != null) telemetry.close();
             }
             if (failure != null) {
                 System.err.println("ttpipe: rank " + rank + ": the job ended: " + failure);

@@ -41,9 +41,12 @@ public final class MetricsServer implements AutoCloseable {
     private volatile Coordinator.StepReport lastStep;
     private volatile StepAnalysis lastAnalysis;
 
-    private MetricsServer(HttpServer server, PipelineRuntime runtime) {
+    private final List<Integer> ranks;
+
+    private MetricsServer(HttpServer server, PipelineRuntime runtime, List<Integer> ranks) {
         this.server = server;
         this.runtime = runtime;
+        this.ranks = ranks;
     }
 
     /**
@@ -52,13 +55,20 @@ public final class MetricsServer implements AutoCloseable {
      * @throws IOException when the address cannot be bound (the message names it)
      */
     public static MetricsServer start(PipelineRuntime runtime, String host, int port) throws IOException {
+        List<Integer> all = new ArrayList<>();
+        for (int r = 0; r < runtime.plan().ranks(); r++) all.add(r);
+        return start(runtime, host, port, all);
+    }
+
+    /** As {@link #start(PipelineRuntime, String, int)}, reporting only {@code ranks} (a worker's own). */
+    public static MetricsServer start(PipelineRuntime runtime, String host, int port, List<Integer> ranks) throws IOException {
         HttpServer http;
         try {
             http = HttpServer.create(new InetSocketAddress(host, port), 16);
         } catch (BindException e) {
             throw new IOException(host + ":" + port + " is in use (" + e.getMessage() + ")", e);
         }
-        MetricsServer m = new MetricsServer(http, runtime);
+        MetricsServer m = new MetricsServer(http, runtime, List.copyOf(ranks));
         PrometheusRegistry registry = new PrometheusRegistry();
         registry.register(m.new Collector());
         http.createContext("/metrics", new MetricsHandler(registry));
@@ -91,9 +101,10 @@ public final class MetricsServer implements AutoCloseable {
         lastAnalysis = a;
     }
 
+    /** Each reported rank's live state, null where it did not answer; indexed by position in {@link #ranks}. */
     private List<StageActor.StageStats> stats() {
         List<StageActor.StageStats> out = new ArrayList<>();
-        for (int r = 0; r < runtime.plan().ranks(); r++) {
+        for (int r : ranks) {
             try {
                 out.add(runtime.stats(r, Duration.ofSeconds(2)));
             } catch (PipelineFailure e) {
@@ -126,7 +137,7 @@ public final class MetricsServer implements AutoCloseable {
             CounterSnapshot.Builder actions = CounterSnapshot.builder().name("ttpipe_rank_actions").help("Compute actions run");
             for (int r = 0; r < stats.size(); r++) {
                 if (stats.get(r) == null) continue;
-                actions.dataPoint(CounterSnapshot.CounterDataPointSnapshot.builder().labels(rank(r))
+                actions.dataPoint(CounterSnapshot.CounterDataPointSnapshot.builder().labels(rank(stats.get(r).rank()))
                         .value(stats.get(r).actionsRun()).build());
             }
             out.add(actions.build());
@@ -192,13 +203,14 @@ public final class MetricsServer implements AutoCloseable {
                 .build();
     }
 
-    private static GaugeSnapshot perRank(String name, String help, List<StageActor.StageStats> stats,
+    private GaugeSnapshot perRank(String name, String help, List<StageActor.StageStats> stats,
                                          java.util.function.ToDoubleFunction<StageActor.StageStats> f, boolean withDown) {
         GaugeSnapshot.Builder b = GaugeSnapshot.builder().name(name).help(help);
         for (int r = 0; r < stats.size(); r++) {
             StageActor.StageStats s = stats.get(r);
             if (s == null && !withDown) continue;
-            b.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(r)).value(s == null ? 0 : f.applyAsDouble(s)).build());
+            b.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(ranks.get(r)))
+                    .value(s == null ? 0 : f.applyAsDouble(s)).build());
         }
         return b.build();
     }
@@ -217,7 +229,7 @@ public final class MetricsServer implements AutoCloseable {
                 .append(",\"ranks\":[");
         for (int r = 0; r < stats.size(); r++) {
             StageActor.StageStats s = stats.get(r);
-            sb.append(r == 0 ? "" : ",").append("{\"rank\":").append(r);
+            sb.append(r == 0 ? "" : ",").append("{\"rank\":").append(ranks.get(r));
             if (s == null) {
                 sb.append(",\"up\":false}");
                 continue;
@@ -230,7 +242,7 @@ public final class MetricsServer implements AutoCloseable {
                     .append(",\"row_length\":").append(s.rowLength()).append(",\"queue_depth\":").append(s.queuedActions())
                     .append(",\"buffered_arrivals\":").append(s.bufferedArrivals()).append(",\"stashed\":").append(s.stashedMicrobatches())
                     .append(",\"memory_bytes\":").append(s.memoryInUse()).append(",\"actions_run\":").append(s.actionsRun())
-                    .append(",\"bubble\":").append(a == null ? "null" : Json.num(a.bubble(r))).append('}');
+                    .append(",\"bubble\":").append(a == null ? "null" : Json.num(a.bubble(ranks.get(r)))).append('}');
         }
         byte[] body = sb.append("]}\n").toString().getBytes(StandardCharsets.UTF_8);
         ex.getResponseHeaders().set("Content-Type", "application/json; charset=utf-8");
