@@ -338,6 +338,11 @@ public final class TrainingJob {
             }
         } catch (RuntimeException e) {
             if (st.record != null) st.record.write("failed: " + e.getMessage(), st.done, Double.NaN);
+            try {
+                st.writeTrace();                                       // the timeline up to the failure
+            } catch (IOException | RuntimeException ignored) {
+                // the failure is what gets reported
+            }
             throw e;
         } finally {
             if (metrics != null) metrics.close();

@@ -81,4 +81,23 @@ class InterruptTest {
         assertTrue(lines.get(0).startsWith("{\"step\":1,\"time\":\"20"), lines.get(0));
         assertTrue(Files.readString(run.resolve("stdout.log")).contains("validation loss"));
     }
+
+    @Test
+    void aFailedRunKeepsItsTimelineAndSaysWhy(@TempDir Path dir) throws Exception {
+        Path cfg = Files.writeString(dir.resolve("job.yaml"), CONFIG.replace("max_steps: 5000,", "max_steps: 50, step_timeout_s: 2,"));
+        Path run = dir.resolve("run");
+        dev.ttpipe.actors.runtime.StageActor.delayForTests(
+                new dev.ttpipe.schedules.Action(1, dev.ttpipe.schedules.ActionKind.F, 1), 4000);   // every 1F1 stalls
+        CliTest.Result r;
+        try {
+            r = CliTest.run("train", cfg.toString(), "--run-dir", run.toString());
+        } finally {
+            dev.ttpipe.actors.runtime.StageActor.delayForTests(null, 0);
+        }
+        assertEquals(Main.EXIT_FAILURE, r.code(), r.out() + r.err());
+        assertTrue(r.err().contains("took longer than training_config.step_timeout_s = 2") && r.err().contains("running 1F1"), r.err());
+        Map<?, ?> record = (Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("run.json")));
+        assertTrue(String.valueOf(record.get("status")).startsWith("failed: step 0 failed: step 0 took longer"), record.toString());
+        MiniJson.parse(Files.readString(run.resolve("trace.json")));                 // loadable, even with no step done
+    }
 }
