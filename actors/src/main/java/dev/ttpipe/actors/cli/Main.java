@@ -27,6 +27,7 @@ import java.io.PrintWriter;
                 LaunchCommand.class,
                 SimulateCommand.class,
                 TopCommand.class,
+                ReportCommand.class,
                 BenchCommand.class,
                 CommandLine.HelpCommand.class,
         },

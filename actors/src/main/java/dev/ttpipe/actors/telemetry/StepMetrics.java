@@ -31,11 +31,27 @@ public final class StepMetrics {
         sb.append(",\"tokens_per_second\":").append(Json.num(r.tokens() / Math.max(1e-9, r.seconds())));
         sb.append(",\"bubble\":").append(Json.num(a.bubble()));
         sb.append(",\"bubble_per_rank\":").append(Json.nums(a.bubblePerRank()));
+        double[] busy = new double[a.ranks()];
+        for (int k = 0; k < busy.length; k++) busy[k] = a.busySeconds(k);
+        sb.append(",\"busy_seconds_per_rank\":").append(Json.nums(busy));
         SimResult p = a.predicted();
         if (p != null) {
             sb.append(",\"predicted_bubble\":").append(Json.num(p.bubbleFraction()));
             sb.append(",\"predicted_pass_seconds\":").append(Json.num(p.makespan()));
+            double[] pb = new double[a.ranks()];
+            for (int k = 0; k < pb.length; k++) pb[k] = p.bubbleFraction(k);
+            sb.append(",\"predicted_bubble_per_rank\":").append(Json.nums(pb));
         }
+        double[] sent = new double[a.ranks()], waited = new double[a.ranks()];
+        for (ActionEvent e : r.events()) {
+            if (e.kind() == dev.ttpipe.schedules.ActionKind.SEND_F || e.kind() == dev.ttpipe.schedules.ActionKind.SEND_B) {
+                sent[e.rank()] += e.bytes();
+            } else if (e.kind() == dev.ttpipe.schedules.ActionKind.RECV_F || e.kind() == dev.ttpipe.schedules.ActionKind.RECV_B) {
+                waited[e.rank()] += e.waitNs() / 1e9;
+            }
+        }
+        sb.append(",\"sent_bytes_per_rank\":").append(Json.nums(sent));
+        sb.append(",\"recv_wait_seconds_per_rank\":").append(Json.nums(waited));
         sb.append(",\"pass_seconds\":").append(Json.num(a.wallSeconds() / r.passStartNs().length));
         sb.append(",\"memory_peak_bytes\":").append(Json.nums(r.memoryPeak()));
         StepAnalysis.Overhead o = a.overhead();

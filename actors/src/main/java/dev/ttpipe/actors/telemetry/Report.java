@@ -1,0 +1,320 @@
+package dev.ttpipe.actors.telemetry;
+
+import dev.ttpipe.actors.config.ConfigLoader;
+import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.schedules.Action;
+import dev.ttpipe.schedules.ActionKind;
+import dev.ttpipe.schedules.CostModel;
+import dev.ttpipe.schedules.Lowering;
+import dev.ttpipe.schedules.Schedule;
+import dev.ttpipe.schedules.Schedules;
+import dev.ttpipe.schedules.SimResult;
+import dev.ttpipe.schedules.Simulator;
+import dev.ttpipe.schedules.SvgTimeline;
+import dev.ttpipe.schedules.TimedAction;
+import dev.ttpipe.stages.checkpoint.MiniJson;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * {@code ttpipe report}: one self-contained HTML page (inline SVG and CSS, no script, nothing fetched)
+ * from a run directory: the loss and validation curves, tokens/s and the bubble per step, the measured
+ * timeline of one traced step drawn like {@code simulate --svg} beside the simulator's prediction for
+ * the same step's measured costs, the per-rank table averaged over the steps after the first, the
+ * F/I/B/W cost per stage, and the run's metadata. With two run directories they stand side by side.
+ */
+public final class Report {
+    /** One run directory, read. */
+    public record Run(Path dir, List<Map<?, ?>> steps, Map<?, ?> record, TtpipeConfig config, Map<?, ?> trace) {
+        public static Run read(Path dir) {
+            Path metrics = dir.resolve("metrics.jsonl");
+            if (!Files.isRegularFile(metrics)) {
+                throw new IllegalArgumentException(dir + ": no metrics.jsonl, expected the run directory of a `ttpipe train` run");
+            }
+            try {
+                List<Map<?, ?>> steps = new ArrayList<>();
+                for (String line : Files.readAllLines(metrics, StandardCharsets.UTF_8)) {
+                    if (!line.isBlank()) steps.add((Map<?, ?>) MiniJson.parse(line));
+                }
+                if (steps.isEmpty()) throw new IllegalArgumentException(metrics + ": no step recorded yet");
+                Path rec = dir.resolve("run.json");
+                Map<?, ?> record = Files.isRegularFile(rec) ? (Map<?, ?>) MiniJson.parse(Files.readString(rec)) : Map.of();
+                Path cfg = dir.resolve("config.yaml");
+                TtpipeConfig config = Files.isRegularFile(cfg) ? ConfigLoader.load(cfg) : null;
+                Path tr = dir.resolve("trace.json");
+                Map<?, ?> trace = Files.isRegularFile(tr) ? (Map<?, ?>) MiniJson.parse(Files.readString(tr)) : null;
+                return new Run(dir, steps, record, config, trace);
+            } catch (IOException e) {
+                throw new IllegalArgumentException(dir + ": cannot be read (" + e.getMessage() + ")");
+            }
+        }
+
+        double[] series(String key) {
+            double[] out = new double[steps.size()];
+            for (int i = 0; i < out.length; i++) out[i] = num(steps.get(i).get(key));
+            return out;
+        }
+
+        /** The mean of a per-rank array over the steps after the first (all of them when there is one). */
+        double[] perRankMean(String key) {
+            int from = steps.size() > 1 ? 1 : 0;
+            double[] sum = null;
+            int n = 0;
+            for (int i = from; i < steps.size(); i++) {
+                if (!(steps.get(i).get(key) instanceof List<?> v)) continue;
+                if (sum == null) sum = new double[v.size()];
+                for (int k = 0; k < sum.length; k++) sum[k] += num(v.get(k));
+                n++;
+            }
+            if (sum == null) return new double[0];
+            for (int k = 0; k < sum.length; k++) sum[k] /= n;
+            return sum;
+        }
+
+        /** The mean per-stage cost of one kind (f, b, i, w) in ms over the steps after the first. */
+        double[] stageMean(String kind) {
+            int from = steps.size() > 1 ? 1 : 0;
+            double[] sum = null;
+            int n = 0;
+            for (int i = from; i < steps.size(); i++) {
+                if (!(steps.get(i).get("stage_ms") instanceof Map<?, ?> c) || !(c.get(kind) instanceof List<?> v)) continue;
+                if (sum == null) sum = new double[v.size()];
+                for (int k = 0; k < sum.length; k++) sum[k] += num(v.get(k));
+                n++;
+            }
+            if (sum == null) return new double[0];
+            for (int k = 0; k < sum.length; k++) sum[k] /= n;
+            return sum;
+        }
+    }
+
+    private Report() {
+    }
+
+    static double num(Object o) {
+        return o instanceof Number n ? n.doubleValue() : Double.NaN;
+    }
+
+    /** The HTML page for one run, or two side by side. */
+    public static String html(List<Run> runs) {
+        StringBuilder h = new StringBuilder();
+        h.append("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ttpipe report</title>\n<style>")
+                .append("body{font-family:Helvetica,Arial,sans-serif;margin:20px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}")
+                .append("table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}")
+                .append("th{background:#f3f3f3}td.l,th.l{text-align:left}.runs{display:flex;gap:24px}.run{flex:1;min-width:0}")
+                .append("svg{max-width:100%;height:auto}details{margin-top:8px}pre{font-size:12px;background:#f7f7f7;padding:8px}")
+                .append("</style></head><body>\n<h1>ttpipe report</h1>\n");
+        if (runs.size() > 1) {
+            h.append("<h2>Loss, both runs</h2>\n<div id=\"loss-compare\">").append(chart(runs, "loss", "loss per step", true))
+                    .append("</div>\n");
+        }
+        h.append("<div class=\"runs\">\n");
+        for (Run r : runs) h.append("<div class=\"run\">\n").append(section(r)).append("</div>\n");
+        return h.append("</div>\n</body></html>\n").toString();
+    }
+
+    private static String section(Run r) {
+        StringBuilder h = new StringBuilder();
+        h.append("<h2>").append(esc(r.dir().getFileName().toString())).append("</h2>\n");
+        h.append("<div id=\"loss-curve\">").append(chart(List.of(r), "loss", "loss per step (dots: validation)", false)).append("</div>\n");
+        h.append("<div id=\"tokens\">").append(chart(List.of(r), "tokens_per_second", "tokens/s per step", false)).append("</div>\n");
+        h.append("<div id=\"bubble\">").append(chart(List.of(r), "bubble", "bubble per step (measured; grey: simulated)", false))
+                .append("</div>\n");
+        h.append(timeline(r));
+        h.append(rankTable(r));
+        h.append(stageTable(r));
+        h.append("<h2>Run</h2>\n<table id=\"metadata\">");
+        for (Map.Entry<?, ?> e : r.record().entrySet()) {
+            h.append("<tr><th class=\"l\">").append(esc(String.valueOf(e.getKey()))).append("</th><td class=\"l\">")
+                    .append(esc(String.valueOf(e.getValue()))).append("</td></tr>");
+        }
+        h.append("</table>\n");
+        try {
+            Path cfg = r.dir().resolve("config.yaml");
+            if (Files.isRegularFile(cfg)) {
+                h.append("<details><summary>config.yaml</summary><pre>").append(esc(Files.readString(cfg))).append("</pre></details>\n");
+            }
+        } catch (IOException ignored) {
+            // metadata only
+        }
+        return h.toString();
+    }
+
+    /** A line chart of {@code key} per step for each run (validation loss as dots; predicted bubble in grey). */
+    static String chart(List<Run> runs, String key, String title, boolean legend) {
+        int w = 560, hgt = 200, left = 50, top = 24, pw = w - left - 12, ph = hgt - top - 28;
+        double lo = Double.MAX_VALUE, hi = -Double.MAX_VALUE;
+        int maxSteps = 1;
+        for (Run r : runs) {
+            for (double v : r.series(key)) if (Double.isFinite(v)) {
+                lo = Math.min(lo, v);
+                hi = Math.max(hi, v);
+            }
+            if (key.equals("bubble")) for (double v : r.series("predicted_bubble")) if (Double.isFinite(v)) {
+                lo = Math.min(lo, v);
+                hi = Math.max(hi, v);
+            }
+            maxSteps = Math.max(maxSteps, r.steps().size());
+        }
+        if (lo > hi) {
+            lo = 0;
+            hi = 1;
+        }
+        if (hi == lo) hi = lo + 1;
+        StringBuilder s = new StringBuilder("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + hgt
+                + "\" font-size=\"11\"><text x=\"" + left + "\" y=\"14\" font-weight=\"bold\">" + esc(title) + "</text>");
+        s.append("<rect x=\"").append(left).append("\" y=\"").append(top).append("\" width=\"").append(pw).append("\" height=\"")
+                .append(ph).append("\" fill=\"none\" stroke=\"#ccc\"/>");
+        s.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", left - 4, top + 10, fmt(hi)));
+        s.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", left - 4, top + ph, fmt(lo)));
+        s.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\">step 1</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\">step %d</text>",
+                left, top + ph + 16, left + pw, top + ph + 16, maxSteps));
+        String[] colours = {"#1f77b4", "#d62728"};
+        for (int k = 0; k < runs.size(); k++) {
+            Run r = runs.get(k);
+            s.append(polyline(r.series(key), lo, hi, maxSteps, left, top, pw, ph, colours[k % 2]));
+            if (key.equals("bubble")) s.append(polyline(r.series("predicted_bubble"), lo, hi, maxSteps, left, top, pw, ph, "#999"));
+            if (key.equals("loss")) {
+                double[] val = r.series("val_loss");
+                for (int i = 0; i < val.length; i++) {
+                    if (!Double.isFinite(val[i])) continue;
+                    s.append(String.format(Locale.ROOT, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", x(i, maxSteps, left, pw),
+                            y(val[i], lo, hi, top, ph), colours[k % 2]));
+                }
+            }
+            if (legend) {
+                s.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s</text>", left + pw - 200, top + 14 + 14 * k,
+                        colours[k % 2], esc(r.dir().getFileName().toString())));
+            }
+        }
+        return s.append("</svg>").toString();
+    }
+
+    private static String polyline(double[] v, double lo, double hi, int n, int left, int top, int pw, int ph, String colour) {
+        StringBuilder p = new StringBuilder();
+        for (int i = 0; i < v.length; i++) {
+            if (!Double.isFinite(v[i])) continue;
+            p.append(String.format(Locale.ROOT, "%.1f,%.1f ", x(i, n, left, pw), y(v[i], lo, hi, top, ph)));
+        }
+        return p.length() == 0 ? "" : "<polyline fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"1.5\" points=\"" + p.toString().trim() + "\"/>";
+    }
+
+    private static double x(int i, int n, int left, int pw) {
+        return left + (n <= 1 ? 0 : (double) i / (n - 1) * pw);
+    }
+
+    private static double y(double v, double lo, double hi, int top, int ph) {
+        return top + ph - (v - lo) / (hi - lo) * ph;
+    }
+
+    /** The last traced step's first pass as measured, and the simulator's prediction for that step's measured costs. */
+    static String timeline(Run r) {
+        if (r.trace() == null || r.config() == null) return "<h2>Timeline</h2><p>(no trace.json or config.yaml)</p>\n";
+        TtpipeConfig.PipelineConfig pc = r.config().pipeline();
+        Schedule schedule = Lowering.lower(Schedules.generate(pc.schedule, pc.ranks(), pc.numMicrobatches, pc.effectiveVirtualStages(), null));
+        List<?> events = (List<?>) r.trace().get("traceEvents");
+        int lastPass = -1;
+        for (Object o : events) {
+            Map<?, ?> e = (Map<?, ?>) o;
+            if ("X".equals(e.get("ph")) && e.get("args") instanceof Map<?, ?> a && num(a.get("pass")) >= 0) {
+                lastPass = Math.max(lastPass, (int) num(a.get("pass")));
+            }
+        }
+        if (lastPass < 0) return "<h2>Timeline</h2><p>(no traced pass)</p>\n";
+        List<TimedAction> measured = new ArrayList<>();
+        double t0 = Double.MAX_VALUE;
+        for (Object o : events) {
+            Map<?, ?> e = (Map<?, ?>) o;
+            if (!"X".equals(e.get("ph")) || !(e.get("args") instanceof Map<?, ?> a) || (int) num(a.get("pass")) != lastPass) continue;
+            Action action = Action.parse((String) e.get("name"));
+            if (!action.kind().isCompute()) continue;
+            double start = num(e.get("ts")) / 1e3, end = start + num(e.get("dur")) / 1e3;
+            t0 = Math.min(t0, start);
+            measured.add(new TimedAction((int) num(e.get("pid")), action, start, end));
+        }
+        List<TimedAction> shifted = new ArrayList<>();
+        for (TimedAction t : measured) shifted.add(new TimedAction(t.rank(), t.action(), t.start() - t0, t.end() - t0));
+        shifted.sort(java.util.Comparator.comparingDouble(TimedAction::start));
+        StringBuilder h = new StringBuilder("<h2>Timeline of pass " + lastPass + " (ms)</h2>\n<div id=\"timeline\">");
+        h.append(SvgTimeline.render(SimResult.of(schedule, shifted), "measured"));
+        Map<?, ?> step = r.steps().get(r.steps().size() - 1);
+        if (step.get("stage_ms") instanceof Map<?, ?> c) {
+            try {
+                CostModel costs = CostModel.builder().forward(arr(c.get("f"))).backward(arr(c.get("b"))).backwardInput(arr(c.get("i")))
+                        .backwardWeight(arr(c.get("w"))).comm(num(c.get("comm"))).build();
+                h.append("</div>\n<div id=\"prediction\">")
+                        .append(SvgTimeline.render(Simulator.simulate(schedule, costs), "simulated, same measured costs"));
+            } catch (RuntimeException e) {
+                h.append("<p>(no prediction: ").append(esc(String.valueOf(e.getMessage()))).append(")</p>");
+            }
+        }
+        return h.append("</div>\n").toString();
+    }
+
+    private static double[] arr(Object o) {
+        List<?> v = (List<?>) o;
+        double[] out = new double[v.size()];
+        for (int i = 0; i < out.length; i++) out[i] = num(v.get(i));
+        return out;
+    }
+
+    static String rankTable(Run r) {
+        double[] busy = r.perRankMean("busy_seconds_per_rank"), bubble = r.perRankMean("bubble_per_rank");
+        double[] sim = r.perRankMean("predicted_bubble_per_rank"), mem = r.perRankMean("memory_peak_bytes");
+        double[] sent = r.perRankMean("sent_bytes_per_rank"), wait = r.perRankMean("recv_wait_seconds_per_rank");
+        StringBuilder h = new StringBuilder("<h2>Per rank (mean over the steps after the first)</h2>\n<table id=\"rank-table\"><tr>"
+                + "<th>rank</th><th>busy</th><th>bubble</th><th>sim bubble</th><th>peak memory</th><th>sent per step</th>"
+                + "<th>waiting on receives</th></tr>");
+        for (int k = 0; k < bubble.length; k++) {
+            h.append(String.format(Locale.ROOT, "<tr><td>%d</td><td>%s</td><td>%.1f%%</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
+                    k, k < busy.length ? String.format(Locale.ROOT, "%.1f ms", busy[k] * 1e3) : "",
+                    100 * bubble[k], k < sim.length ? String.format(Locale.ROOT, "%.1f%%", 100 * sim[k]) : "n/a",
+                    k < mem.length ? dev.ttpipe.actors.config.Sizes.format((long) mem[k]) : "",
+                    k < sent.length ? dev.ttpipe.actors.config.Sizes.format((long) sent[k]) : "",
+                    k < wait.length ? String.format(Locale.ROOT, "%.1f ms", wait[k] * 1e3) : ""));
+        }
+        return h.append("</table>\n").toString();
+    }
+
+    static String stageTable(Run r) {
+        double[] f = r.stageMean("f"), i = r.stageMean("i"), b = r.stageMean("b"), w = r.stageMean("w");
+        StringBuilder h = new StringBuilder("<h2>Cost per stage (ms, mean over the steps after the first)</h2>\n"
+                + "<table id=\"stage-table\"><tr><th>stage</th><th>F</th><th>I</th><th>B</th><th>W</th></tr>");
+        for (int s = 0; s < f.length; s++) {
+            h.append(String.format(Locale.ROOT, "<tr><td>%d</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td></tr>", s, f[s],
+                    s < i.length ? i[s] : Double.NaN, s < b.length ? b[s] : Double.NaN, s < w.length ? w[s] : Double.NaN));
+        }
+        return h.append("</table>\n").toString();
+    }
+
+    /** The figures of each run as JSON (for scripts). */
+    public static String json(List<Run> runs) {
+        StringBuilder j = new StringBuilder("{\"runs\":[");
+        for (int k = 0; k < runs.size(); k++) {
+            Run r = runs.get(k);
+            double[] loss = r.series("loss");
+            j.append(k == 0 ? "" : ",").append("{\"dir\":").append(Json.str(r.dir().toString())).append(",\"steps\":").append(loss.length)
+                    .append(",\"first_loss\":").append(Json.num(loss[0])).append(",\"last_loss\":").append(Json.num(loss[loss.length - 1]))
+                    .append(",\"bubble_per_rank\":").append(Json.nums(r.perRankMean("bubble_per_rank")))
+                    .append(",\"predicted_bubble_per_rank\":").append(Json.nums(r.perRankMean("predicted_bubble_per_rank")))
+                    .append(",\"stage_ms\":{\"f\":").append(Json.nums(r.stageMean("f"))).append(",\"b\":").append(Json.nums(r.stageMean("b")))
+                    .append("}}");
+        }
+        return j.append("]}").toString();
+    }
+
+    private static String fmt(double v) {
+        return Math.abs(v) >= 1000 ? String.format(Locale.ROOT, "%.0f", v) : String.format(Locale.ROOT, "%.3g", v);
+    }
+
+    static String esc(String s) {
+        return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\"", "&quot;");
+    }
+}

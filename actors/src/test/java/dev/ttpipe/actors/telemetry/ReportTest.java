@@ -1,0 +1,79 @@
+package dev.ttpipe.actors.telemetry;
+
+import dev.ttpipe.actors.cli.Main;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * `ttpipe report` on real runs: the page holds the loss curve, the measured and simulated timelines,
+ * the per-rank table and the per-stage costs; two runs stand side by side; headless Chromium opens it
+ * with no console error (skipped, with a message, where Chromium is not installed).
+ */
+class ReportTest {
+    static final String CONFIG = String.join("\n",
+            "training_config: {batch_size: 8, max_steps: 6, learning_rate: 0.003, eval_every: 3}",
+            "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 3, max_sequence_length: 16}",
+            "multihost_config:",
+            "  pipeline_parallel_config: {num_blocks: 3, blocks_per_rank: {0: 1, 1: 2}, num_microbatches: 4, schedule: 1f1b}",
+            "telemetry: {port: 0}",
+            "");
+
+    static int run(String... args) {
+        PrintStream old = System.out;
+        try {
+            System.setOut(new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8));
+            return Main.run(args);
+        } finally {
+            System.setOut(old);
+        }
+    }
+
+    @Test
+    void aReportShowsTheCurvesTheTimelinesAndTheTables(@TempDir Path dir) throws Exception {
+        Path cfg = Files.writeString(dir.resolve("job.yaml"), CONFIG);
+        assertEquals(0, run("train", cfg.toString(), "--run-dir", dir.resolve("a").toString()));
+        assertEquals(0, run("train", cfg.toString(), "--run-dir", dir.resolve("b").toString(), "--schedule", "gpipe"));
+        assertEquals(0, run("report", dir.resolve("a").toString()));
+        String html = Files.readString(dir.resolve("a/report.html"));
+        assertTrue(html.matches("(?s).*<div id=\"loss-curve\"><svg.*<polyline.*<circle.*</svg></div>.*"), "loss curve with validation dots");
+        assertTrue(html.matches("(?s).*<div id=\"timeline\"><svg.*measured.*<rect.*</svg>.*"), "measured timeline");
+        assertTrue(html.matches("(?s).*<div id=\"prediction\"><svg.*simulated, same measured costs.*</svg>.*"), "prediction");
+        assertTrue(html.matches("(?s).*<table id=\"rank-table\">.*<td>0</td>.*<td>1</td>.*</table>.*"), "per-rank table");
+        assertTrue(html.contains("<table id=\"stage-table\">") && html.contains("<table id=\"metadata\">"));
+        assertFalse(html.contains("http://") && html.matches("(?s).*(src|href)=\"http.*"), "self-contained: fetches nothing");
+        assertEquals(0, run("report", dir.resolve("a").toString(), dir.resolve("b").toString(), "--out", dir.resolve("ab.html").toString()));
+        String both = Files.readString(dir.resolve("ab.html"));
+        assertTrue(both.contains("<div id=\"loss-compare\">") && both.contains(">a</h2>") && both.contains(">b</h2>"), "side by side");
+        assertEquals(2, run("report", dir.resolve("nothing").toString()));
+
+        Path chromium = List.of(Path.of("/usr/bin/chromium"), Path.of("/usr/bin/chromium-browser")).stream()
+                .filter(Files::isExecutable).findFirst().orElse(null);
+        Assumptions.assumeTrue(chromium != null, "skipped the browser check: Chromium is not installed (.ci/run installs it)");
+        List<String> cmd = new ArrayList<>(List.of(chromium.toString(), "--headless", "--no-sandbox", "--disable-gpu",
+                "--enable-logging=stderr", "--v=0", "--dump-dom", dir.resolve("a/report.html").toUri().toString()));
+        Process p = new ProcessBuilder(cmd).redirectOutput(dir.resolve("dom.html").toFile()).redirectError(dir.resolve("log.txt").toFile())
+                .start();
+        assertTrue(p.waitFor(90, TimeUnit.SECONDS), "chromium did not finish");
+        String dom = Files.readString(dir.resolve("dom.html"));
+        String log = Files.readString(dir.resolve("log.txt"));
+        assertTrue(dom.contains("id=\"loss-curve\"") && dom.contains("id=\"timeline\"") && dom.contains("id=\"rank-table\""),
+                "the page as Chromium loaded it:\n" + dom.substring(0, Math.min(500, dom.length())));
+        for (String line : log.split("\n")) {
+            assertFalse(line.contains("CONSOLE") || line.contains("Uncaught"), "console error: " + line);
+        }
+    }
+}
