@@ -148,7 +148,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
      */
     public record StageStats(int rank, String currentAction, boolean busy, int queuedActions, int rowPosition, int rowLength,
                              int bufferedArrivals, int stashedMicrobatches, long memoryInUse, long memoryPeak,
-                             long actionsRun, Waiting waiting) implements ClusterMessage {
+                             long actionsRun, Waiting waiting, long[] actionsByKind) implements ClusterMessage {
     }
 
     /**
@@ -243,6 +243,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private final Map<Integer, LossOutput> losses = new HashMap<>();
     private int stashed;
     private long actionsRun;
+    /** Compute actions run, by {@link ActionKind} ordinal. */
+    private final long[] actionsByKind = new long[ActionKind.values().length];
     private Action lastFinished;
     private long lastFinishedNs;
     /** When the device thread started its current compute action (written there, read by the actor). */
@@ -534,6 +536,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         Action a = m.action();
         queued.pollFirst();
         actionsRun++;
+        actionsByKind[a.kind().ordinal()]++;
         lastFinished = a;
         lastFinishedNs = System.nanoTime();
         int s = a.stage(), mb = a.microbatch();
@@ -708,7 +711,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private Behavior<Command> onGetStats(GetStats m) {
         Action running = queued.peekFirst();
         m.replyTo().tell(new StageStats(rank, running == null ? null : running.toString(), running != null, queued.size(), position, row.size(),
-                forwardIn.size() + backwardIn.size(), stashed, submesh.maxInUse(), submesh.maxPeak(), actionsRun, waiting()));
+                forwardIn.size() + backwardIn.size(), stashed, submesh.maxInUse(), submesh.maxPeak(), actionsRun, waiting(),
+                actionsByKind.clone()));
         return this;
     }
 

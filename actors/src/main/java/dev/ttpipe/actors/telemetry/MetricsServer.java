@@ -134,11 +134,16 @@ public final class MetricsServer implements AutoCloseable {
                     s -> (double) s.memoryPeak(), false));
             out.add(perRank("ttpipe_rank_waiting_seconds", "How long the rank's row has waited on its current RECV", stats,
                     s -> s.waiting().waitingMs() / 1e3, false));
-            CounterSnapshot.Builder actions = CounterSnapshot.builder().name("ttpipe_rank_actions").help("Compute actions run");
+            CounterSnapshot.Builder actions = CounterSnapshot.builder().name("ttpipe_rank_actions").help("Compute actions run, by kind");
             for (int r = 0; r < stats.size(); r++) {
-                if (stats.get(r) == null) continue;
-                actions.dataPoint(CounterSnapshot.CounterDataPointSnapshot.builder().labels(rank(stats.get(r).rank()))
-                        .value(stats.get(r).actionsRun()).build());
+                StageActor.StageStats st = stats.get(r);
+                if (st == null) continue;
+                for (ActionKind k : ActionKind.values()) {
+                    if (!k.isCompute()) continue;
+                    actions.dataPoint(CounterSnapshot.CounterDataPointSnapshot.builder()
+                            .labels(Labels.of("rank", Integer.toString(st.rank()), "kind", k.name()))
+                            .value(st.actionsByKind()[k.ordinal()]).build());
+                }
             }
             out.add(actions.build());
             if (step != null && analysis != null) {

@@ -76,7 +76,7 @@ class MetricsServerTest {
                 if (line.isBlank() || line.startsWith("# HELP ") || line.startsWith("# TYPE ")) continue;
                 assertTrue(SAMPLE.matcher(line).matches(), "not Prometheus text: " + line);
             }
-            for (String name : List.of("ttpipe_rank_up{rank=\"1\"} 1", "ttpipe_rank_actions_total{rank=\"0\"}",
+            for (String name : List.of("ttpipe_rank_up{rank=\"1\"} 1", "ttpipe_rank_actions_total{kind=\"F\",rank=\"0\"}",
                     "ttpipe_rank_bubble_ratio{rank=\"1\"}", "ttpipe_rank_sent_bytes{peer=\"1\",rank=\"0\"}",
                     "ttpipe_rank_device_memory_bytes{rank=\"0\"}", "ttpipe_loss ", "ttpipe_tokens_per_second ",
                     "ttpipe_learning_rate ", "ttpipe_grad_norm ", "# TYPE ttpipe_rank_actions_total counter")) {
