@@ -64,27 +64,21 @@ public final class Report {
 
         /** The mean of a per-rank array over the steps after the first (all of them when there is one). */
         double[] perRankMean(String key) {
-            int from = steps.size() > 1 ? 1 : 0;
-            double[] sum = null;
-            int n = 0;
-            for (int i = from; i < steps.size(); i++) {
-                if (!(steps.get(i).get(key) instanceof List<?> v)) continue;
-                if (sum == null) sum = new double[v.size()];
-                for (int k = 0; k < sum.length; k++) sum[k] += num(v.get(k));
-                n++;
-            }
-            if (sum == null) return new double[0];
-            for (int k = 0; k < sum.length; k++) sum[k] /= n;
-            return sum;
+            return meanOverSteps(step -> step.get(key));
         }
 
         /** The mean per-stage cost of one kind (f, b, i, w) in ms over the steps after the first. */
         double[] stageMean(String kind) {
+            return meanOverSteps(step -> step.get("stage_ms") instanceof Map<?, ?> c ? c.get(kind) : null);
+        }
+
+        /** Element-wise mean of the array {@code pick} finds in each step after the first (empty when none has one). */
+        private double[] meanOverSteps(java.util.function.Function<Map<?, ?>, Object> pick) {
             int from = steps.size() > 1 ? 1 : 0;
             double[] sum = null;
             int n = 0;
             for (int i = from; i < steps.size(); i++) {
-                if (!(steps.get(i).get("stage_ms") instanceof Map<?, ?> c) || !(c.get(kind) instanceof List<?> v)) continue;
+                if (!(pick.apply(steps.get(i)) instanceof List<?> v)) continue;
                 if (sum == null) sum = new double[v.size()];
                 for (int k = 0; k < sum.length; k++) sum[k] += num(v.get(k));
                 n++;
