@@ -18,7 +18,8 @@ import java.util.concurrent.Callable;
 /** {@code ttpipe bench checkpoint CONFIG}: the step time with and without a checkpoint after every step. */
 @Command(name = "checkpoint",
         mixinStandardHelpOptions = true,
-        description = {"Time training steps without saving and with a checkpoint after every step (the pipeline waits for",
+        description = {"Time training steps with and without a checkpoint after each.",
+                "Steps without saving and with a checkpoint after every step (the pipeline waits for",
                 "the host copy only; files are written in the background), and compare the writers' bandwidth with the disk's."},
         footer = {"", "Examples:",
                 "  ttpipe bench checkpoint configs/nanogpt-pp4-1f1b.yaml",

@@ -6,7 +6,7 @@ import picocli.CommandLine.Command;
 /** {@code ttpipe bench ...}: programs that measure and print figures (never pass/fail on time). */
 @Command(name = "bench",
         mixinStandardHelpOptions = true,
-        description = "Measure and print figures: matmul, training step, checkpoints, schedule engine, transport, bridge.",
+        description = "Measure and print figures: matmul, training step, checkpoints, telemetry, schedule engine, transport, bridge.",
         subcommands = {
                 BenchMatmulCommand.class,
                 BenchStepCommand.class,

@@ -32,8 +32,9 @@ import java.util.concurrent.Callable;
  */
 @Command(name = "step",
         mixinStandardHelpOptions = true,
-        description = {"Time training steps of the reference trainer (no pipeline) and, for a config with P > 1 ranks, of the",
-                "pipeline; report ms/step, tokens/s and MFU for each: model FLOPs per step (6 x parameters x tokens +",
+        description = {"Time training steps of the reference trainer and of the pipeline.",
+                "The reference trainer runs without a pipeline; for a config with P > 1 ranks the pipeline's steps are timed too.",
+                "Reports ms/step, tokens/s and MFU for each: model FLOPs per step (6 x parameters x tokens +",
                 "attention) / (step time x this machine's measured FMA peak)."},
         footer = {"", "Examples:",
                 "  ttpipe bench step configs/bench/gpt-s.yaml",

@@ -32,8 +32,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 @Command(name = "telemetry",
         mixinStandardHelpOptions = true,
-        description = {"Time training steps with /metrics scraped every second against not scraped (alternating blocks of",
-                "steps on one pipeline) and report the medians and their ratio."},
+        description = {"Time training steps with and without /metrics scraped every second.",
+                "Scraped against not scraped, in alternating blocks of steps on one pipeline; reports the medians and their ratio."},
         footer = {"", "Examples:",
                 "  ttpipe bench telemetry configs/nanogpt-pp4-1f1b.yaml",
                 "  ttpipe bench telemetry configs/nanogpt-pp4-1f1b.yaml --blocks 6 --block-steps 10 --json"})

@@ -15,7 +15,8 @@ import java.util.concurrent.Callable;
 /** {@code ttpipe report RUN_DIR [RUN_DIR2]}: one self-contained HTML page about a run, or two side by side. */
 @Command(name = "report",
         mixinStandardHelpOptions = true,
-        description = {"Write report.html (one self-contained file, no network): loss and validation curves, tokens/s and",
+        description = {"Write an HTML report of a run, or of two side by side.",
+                "report.html is one self-contained file (no network): loss and validation curves, tokens/s and",
                 "bubble per step, the measured timeline of the last traced pass beside the simulator's prediction for its",
                 "measured costs, the per-rank table averaged over steps, F/I/B/W cost per stage, and the run's metadata.",
                 "With two run directories, they stand side by side."},

@@ -26,7 +26,8 @@ import java.util.regex.Pattern;
 /** {@code ttpipe top}: a live terminal view of a running job, from its /status endpoint. */
 @Command(name = "top",
         mixinStandardHelpOptions = true,
-        description = {"Watch a running job: per rank the action it runs or the RECV it waits for (in the schedule notation),",
+        description = {"Watch a running job live, rank by rank.",
+                "Per rank the action it runs or the RECV it waits for (in the schedule notation),",
                 "busy against idle, memory and queue depth; the step, a loss sparkline, tokens/s, measured and simulated bubble.",
                 "Refreshes about twice a second; q quits. --once prints one snapshot (for scripts and logs)."},
         footer = {"", "Examples:",
