@@ -76,8 +76,14 @@ public final class ConfigLoader {
         cfg.origins = problems;
         Node root = compose(new StringReader(yamlText), sourceName);
         if (root == null) {
-            return cfg; // an empty file: all defaults
+            throw new ConfigException(sourceName + ": the file is empty (or only comments), expected a YAML config with at least"
+                    + " one of training_config, transformer_config, device_config, multihost_config; see configs/ for examples");
         }
+        if (!(root instanceof MappingNode)) {
+            throw new ConfigException(sourceName + ":" + YamlSection.line(root) + ": " + YamlSection.describe(root)
+                    + " given, expected a mapping of sections (training_config: ..., device_config: ...)");
+        }
+        duplicateKeys(root, "", problems);
         YamlSection top = new YamlSection("", root, problems);
         YamlSection training = top.section("training_config");
         readTraining(training, cfg.training, baseDir);
@@ -109,9 +115,32 @@ public final class ConfigLoader {
         return cfg;
     }
 
+    /**
+     * Every key given twice in one mapping, each as {@code file:line: key.path: given twice (first at line N),
+     * expected each key once}: YAML keeps the last silently, and SnakeYAML's own check names only one.
+     */
+    private static void duplicateKeys(Node node, String path, ConfigProblems problems) {
+        if (node instanceof MappingNode m) {
+            Map<String, Integer> seen = new java.util.HashMap<>();
+            for (NodeTuple t : m.getValue()) {
+                String key = t.getKeyNode() instanceof ScalarNode k ? k.getValue() : String.valueOf(t.getKeyNode());
+                String keyPath = path.isEmpty() ? key : path + "." + key;
+                int line = YamlSection.line(t.getKeyNode());
+                Integer first = seen.putIfAbsent(key, line);
+                if (first != null) {
+                    problems.addRaw(problems.file() + ":" + line + ": " + keyPath + ": given twice (first at line " + first
+                            + "), expected each key once");
+                }
+                duplicateKeys(t.getValueNode(), keyPath, problems);
+            }
+        } else if (node instanceof org.yaml.snakeyaml.nodes.SequenceNode sq) {
+            for (int i = 0; i < sq.getValue().size(); i++) duplicateKeys(sq.getValue().get(i), path + "[" + i + "]", problems);
+        }
+    }
+
     private static Node compose(Reader reader, String sourceName) {
         LoaderOptions options = new LoaderOptions();
-        options.setAllowDuplicateKeys(false);
+        options.setAllowDuplicateKeys(true);           // reported by duplicateKeys, every one with both lines
         try {
             return new Yaml(options).compose(reader);
         } catch (MarkedYAMLException e) {
@@ -174,6 +203,7 @@ public final class ConfigLoader {
             String text = Files.readString(p, StandardCharsets.UTF_8);
             ConfigProblems sub = new ConfigProblems(p.toString());
             Node root = compose(new StringReader(text), p.toString());
+            if (root != null) duplicateKeys(root, "", sub);
             YamlSection top = new YamlSection("", root, sub);
             readTransformer(top.section("transformer_config"), cfg.transformer);
             top.rejectUnknownKeys();

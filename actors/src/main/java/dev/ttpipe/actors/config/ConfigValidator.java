@@ -22,7 +22,17 @@ public final class ConfigValidator {
         checkBatch(cfg, p);
         checkRankBindings(cfg, p);
         checkNotSupportedYet(cfg, p);
+        checkContradictions(cfg, p);
         p.throwIfAny();
+    }
+
+    /** Keys that each make sense alone but not together: the problem names both. */
+    private static void checkContradictions(TtpipeConfig cfg, ConfigProblems p) {
+        if (cfg.multihost.enabled && cfg.multihost.socketType == SocketType.LOCAL) {
+            p.add("multihost_config.enabled", "true given with " + cfg.origins.where("multihost_config.socket_type")
+                    + ": local (an in-process hand-over cannot cross processes), expected socket_type: aeron for ranks in"
+                    + " separate processes, or enabled: false");
+        }
     }
 
     /**

@@ -182,10 +182,34 @@ class ConfigLoaderTest {
     }
 
     @Test
-    void anEmptyFileIsAllDefaults() {
-        TtpipeConfig cfg = load("");
+    void anEmptyFileIsAnErrorAndTheDefaultsComeFromTheEmbeddedConfig() {
+        ConfigException e = assertThrows(ConfigException.class, () -> load("# nothing but a comment\n"));
+        assertTrue(e.getMessage().startsWith("job.yaml: the file is empty"), e.getMessage());
+        TtpipeConfig cfg = load("training_config: {seed: 1}\n");
         assertEquals(Backend.CPU, cfg.device.backend);
         assertFalse(cfg.pipeline().schedule.isEmpty());
+    }
+
+    @Test
+    void duplicateKeysAreErrorsNamingBothLinesEveryOneAtOnce() {
+        List<String> p = problems(String.join("\n",
+                "training_config:",
+                "  seed: 1",
+                "  batch_size: 8",
+                "  seed: 2",
+                "device_config: {backend: cpu, backend: sim}",
+                "training_config: {max_steps: 3}",
+                ""));
+        assertTrue(p.contains("job.yaml:4: training_config.seed: given twice (first at line 2), expected each key once"), p.toString());
+        assertTrue(p.contains("job.yaml:5: device_config.backend: given twice (first at line 5), expected each key once"), p.toString());
+        assertTrue(p.contains("job.yaml:6: training_config: given twice (first at line 1), expected each key once"), p.toString());
+    }
+
+    @Test
+    void contradictoryKeysNameBoth() {
+        List<String> p = problems(TTML.replace("socket_type: fabric", "socket_type: local"));
+        assertTrue(p.stream().anyMatch(l -> l.startsWith("job.yaml:29: multihost_config.enabled: true given with job.yaml:31:"
+                + " multihost_config.socket_type: local")), p.toString());
     }
 
     @Test
