@@ -264,6 +264,8 @@ public final class AeronTransport implements Transport {
 
     /** Starts the embedded driver and the receive thread. */
     public static AeronTransport start(Config config) {
+        java.util.List<Path> stale = StaleDirectories.clean();        // what SIGKILLed ttpipe processes left in /dev/shm
+        if (!stale.isEmpty()) log.info("removed {} Aeron directories of ttpipe processes that no longer exist", stale.size());
         Path dir = config.directory() != null ? config.directory() : defaultDirectory();
         int ipcMtu = Math.min(MAX_IPC_MTU, config.termLength() / 8);
         EmbeddedDriver driver = null;
