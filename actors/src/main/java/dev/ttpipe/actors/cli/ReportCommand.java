@@ -23,6 +23,7 @@ import java.util.concurrent.Callable;
         footer = {"", "Examples:",
                 "  ttpipe report runs/20261123-101500-arithmetic",
                 "  ttpipe report runs/a runs/b --out compare.html",
+                "  ttpipe report runs/a --step 3",
                 "  ttpipe report runs/a --json"})
 public final class ReportCommand implements Callable<Integer> {
     @Parameters(arity = "1..2", paramLabel = "RUN_DIR", description = "One or two run directories.")
@@ -30,6 +31,10 @@ public final class ReportCommand implements Callable<Integer> {
 
     @Option(names = "--out", paramLabel = "FILE", description = "Where to write (default: RUN_DIR/report.html).")
     Path out;
+
+    @Option(names = "--step", paramLabel = "N", description = "Draw the timeline of step N (one of the traced: the first 10 and the"
+            + " last; default the last).")
+    Integer step;
 
     @Option(names = "--json", description = "Print the figures as JSON instead of writing HTML.")
     boolean json;
@@ -49,7 +54,13 @@ public final class ReportCommand implements Callable<Integer> {
             return Main.EXIT_OK;
         }
         Path file = out != null ? out : runDirs.get(0).resolve("report.html");
-        Files.writeString(file, Report.html(runs), StandardCharsets.UTF_8);
+        String html;
+        try {
+            html = Report.html(runs, step);
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException(e.getMessage());
+        }
+        Files.writeString(file, html, StandardCharsets.UTF_8);
         System.out.println("wrote " + file + " (open it in a browser; it needs no network)");
         return Main.EXIT_OK;
     }

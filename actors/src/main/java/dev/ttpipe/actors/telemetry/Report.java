@@ -96,8 +96,13 @@ public final class Report {
         return o instanceof Number n ? n.doubleValue() : Double.NaN;
     }
 
-    /** The HTML page for one run, or two side by side. */
+    /** The HTML page for one run, or two side by side, the timeline of the last traced step. */
     public static String html(List<Run> runs) {
+        return html(runs, null);
+    }
+
+    /** As {@link #html(List)}, the timeline of step {@code step} (1-based; null: the last traced). */
+    public static String html(List<Run> runs, Integer step) {
         StringBuilder h = new StringBuilder();
         h.append("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>ttpipe report</title>\n<style>")
                 .append("body{font-family:Helvetica,Arial,sans-serif;margin:20px;color:#222}h1{font-size:20px}h2{font-size:16px;margin-top:28px}")
@@ -110,18 +115,18 @@ public final class Report {
                     .append("</div>\n");
         }
         h.append("<div class=\"runs\">\n");
-        for (Run r : runs) h.append("<div class=\"run\">\n").append(section(r)).append("</div>\n");
+        for (Run r : runs) h.append("<div class=\"run\">\n").append(section(r, step)).append("</div>\n");
         return h.append("</div>\n</body></html>\n").toString();
     }
 
-    private static String section(Run r) {
+    private static String section(Run r, Integer chosenStep) {
         StringBuilder h = new StringBuilder();
         h.append("<h2>").append(esc(r.dir().getFileName().toString())).append("</h2>\n");
         h.append("<div id=\"loss-curve\">").append(chart(List.of(r), "loss", "loss per step (dots: validation)", false)).append("</div>\n");
         h.append("<div id=\"tokens\">").append(chart(List.of(r), "tokens_per_second", "tokens/s per step", false)).append("</div>\n");
         h.append("<div id=\"bubble\">").append(chart(List.of(r), "bubble", "bubble per step (measured; grey: simulated)", false))
                 .append("</div>\n");
-        h.append(timeline(r));
+        h.append(timeline(r, chosenStep));
         h.append(rankTable(r));
         h.append(stageTable(r));
         h.append("<h2>Run</h2>\n<table id=\"metadata\">");
@@ -208,8 +213,13 @@ public final class Report {
         return top + ph - (v - lo) / (hi - lo) * ph;
     }
 
-    /** The last traced step's first pass as measured, and the simulator's prediction for that step's measured costs. */
-    static String timeline(Run r) {
+    /**
+     * A traced step's first pass as measured (the last traced step, or {@code chosenStep}), and the
+     * simulator's prediction for that step's measured costs.
+     *
+     * @throws IllegalArgumentException when the chosen step is not in trace.json
+     */
+    static String timeline(Run r, Integer chosenStep) {
         if (r.trace() == null || r.config() == null) return "<h2>Timeline</h2><p>(no trace.json or config.yaml)</p>\n";
         TtpipeConfig.PipelineConfig pc = r.config().pipeline();
         Schedule schedule = Lowering.lower(Schedules.generate(pc.schedule, pc.ranks(), pc.numMicrobatches, pc.effectiveVirtualStages(), null));
@@ -222,6 +232,24 @@ public final class Report {
             }
         }
         if (lastPass < 0) return "<h2>Timeline</h2><p>(no traced pass)</p>\n";
+        int accumulation = Math.max(1, r.config().training.gradientAccumulationSteps);
+        if (chosenStep != null) {
+            int pass = (chosenStep - 1) * accumulation;
+            boolean traced = false;
+            for (Object o : events) {
+                Map<?, ?> e = (Map<?, ?>) o;
+                if ("X".equals(e.get("ph")) && e.get("args") instanceof Map<?, ?> a && (int) num(a.get("pass")) == pass) {
+                    traced = true;
+                    break;
+                }
+            }
+            if (!traced) {
+                throw new IllegalArgumentException("--step: " + chosenStep + " is not in " + r.dir().resolve("trace.json")
+                        + ", expected one of the traced steps (the first 10 and the last)");
+            }
+            lastPass = pass;
+        }
+        int stepIndex = lastPass / accumulation;
         List<TimedAction> measured = new ArrayList<>();
         double t0 = Double.MAX_VALUE;
         for (Object o : events) {
@@ -236,9 +264,11 @@ public final class Report {
         List<TimedAction> shifted = new ArrayList<>();
         for (TimedAction t : measured) shifted.add(new TimedAction(t.rank(), t.action(), t.start() - t0, t.end() - t0));
         shifted.sort(java.util.Comparator.comparingDouble(TimedAction::start));
-        StringBuilder h = new StringBuilder("<h2>Timeline of pass " + lastPass + " (ms)</h2>\n<div id=\"timeline\">");
+        StringBuilder h = new StringBuilder("<h2>Timeline of step " + (stepIndex + 1) + (accumulation > 1 ? ", its first pass" : "")
+                + " (ms)</h2>\n<div id=\"timeline\">");
         h.append(SvgTimeline.render(SimResult.of(schedule, shifted), "measured"));
         Map<?, ?> step = r.steps().get(r.steps().size() - 1);
+        for (Map<?, ?> m : r.steps()) if ((int) num(m.get("step")) == stepIndex + 1) step = m;
         if (step.get("stage_ms") instanceof Map<?, ?> c) {
             try {
                 CostModel costs = CostModel.builder().forward(arr(c.get("f"))).backward(arr(c.get("b"))).backwardInput(arr(c.get("i")))
@@ -263,15 +293,17 @@ public final class Report {
         double[] busy = r.perRankMean("busy_seconds_per_rank"), bubble = r.perRankMean("bubble_per_rank");
         double[] sim = r.perRankMean("predicted_bubble_per_rank"), mem = r.perRankMean("memory_peak_bytes");
         double[] sent = r.perRankMean("sent_bytes_per_rank"), wait = r.perRankMean("recv_wait_seconds_per_rank");
+        double[] received = r.perRankMean("received_bytes_per_rank");
         StringBuilder h = new StringBuilder("<h2>Per rank (mean over the steps after the first)</h2>\n<table id=\"rank-table\"><tr>"
                 + "<th>rank</th><th>busy</th><th>bubble</th><th>sim bubble</th><th>peak memory</th><th>sent per step</th>"
-                + "<th>waiting on receives</th></tr>");
+                + "<th>received per step</th><th>waiting on receives</th></tr>");
         for (int k = 0; k < bubble.length; k++) {
-            h.append(String.format(Locale.ROOT, "<tr><td>%d</td><td>%s</td><td>%.1f%%</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
+            h.append(String.format(Locale.ROOT, "<tr><td>%d</td><td>%s</td><td>%.1f%%</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
                     k, k < busy.length ? String.format(Locale.ROOT, "%.1f ms", busy[k] * 1e3) : "",
                     100 * bubble[k], k < sim.length ? String.format(Locale.ROOT, "%.1f%%", 100 * sim[k]) : "n/a",
                     k < mem.length ? dev.ttpipe.actors.config.Sizes.format((long) mem[k]) : "",
                     k < sent.length ? dev.ttpipe.actors.config.Sizes.format((long) sent[k]) : "",
+                    k < received.length ? dev.ttpipe.actors.config.Sizes.format((long) received[k]) : "",
                     k < wait.length ? String.format(Locale.ROOT, "%.1f ms", wait[k] * 1e3) : ""));
         }
         return h.append("</table>\n").toString();

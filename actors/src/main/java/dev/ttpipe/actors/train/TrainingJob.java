@@ -322,7 +322,7 @@ public final class TrainingJob {
                     val = validationLoss(runtime);
                 }
                 if (metrics != null) {
-                    metrics.write(StepMetrics.jsonLine(r, a, val));
+                    metrics.write(StepMetrics.jsonLine(r, a, val, plan.schedule()));
                     metrics.newLine();
                     metrics.flush();
                 }

@@ -59,6 +59,9 @@ class ReportTest {
         String both = Files.readString(dir.resolve("ab.html"));
         assertTrue(both.contains("<div id=\"loss-compare\">") && both.contains(">a</h2>") && both.contains(">b</h2>"), "side by side");
         assertEquals(2, run("report", dir.resolve("nothing").toString()));
+        assertEquals(0, run("report", dir.resolve("a").toString(), "--step", "2", "--out", dir.resolve("s2.html").toString()));
+        assertTrue(Files.readString(dir.resolve("s2.html")).contains("Timeline of step 2 (ms)"));
+        assertTrue(html.contains("Timeline of step 6 (ms)") && html.contains("<th>received per step</th>"), "the last step by default");
 
         Path chromium = List.of(Path.of("/usr/bin/chromium"), Path.of("/usr/bin/chromium-browser")).stream()
                 .filter(Files::isExecutable).findFirst().orElse(null);
