@@ -136,6 +136,18 @@ public final class JobOptions {
         }
     }
 
+    /**
+     * {@code training_config.max_restarts} is carried out by `ttpipe launch` only: any other command given
+     * a value above 0 refuses it by name rather than ignore it.
+     */
+    static void refuseRestarts(TtpipeConfig cfg, String command) {
+        if (cfg.training.maxRestarts > 0) {
+            throw new UserInputException(cfg.origins.where("training_config.max_restarts") + ": " + cfg.training.maxRestarts
+                    + " given for `" + command + "`: only `ttpipe launch` restarts a job (from its latest checkpoint), expected 0"
+                    + " or the key left out");
+        }
+    }
+
     private static void positive(String flag, int v) {
         if (v < 1) throw new UserInputException(flag + ": " + v + " given, expected a positive integer");
     }

@@ -60,6 +60,7 @@ public final class TrainCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         TtpipeConfig cfg = job.resolve(config, DEFAULT_CONFIG);
+        JobOptions.refuseRestarts(cfg, "ttpipe train");
         if (config == null && job.data != null) {
             // the embedded default names its runs after its corpus; with --data, after the data file
             String stem = job.data.getFileName().toString().replaceFirst("\\.[^.]*$", "");

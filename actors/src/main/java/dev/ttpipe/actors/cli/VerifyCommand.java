@@ -52,6 +52,7 @@ public final class VerifyCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         if (steps < 1) throw new UserInputException("--steps: " + steps + " given, expected a positive integer");
         TtpipeConfig cfg = job.resolve(config, null);
+        JobOptions.refuseRestarts(cfg, "ttpipe verify");
         if (cfg.device.backend == Backend.SIM) {
             throw new UserInputException(cfg.origins.where("device_config.backend")
                     + ": 'sim' given, expected cpu or ttnn (the sim backend models time and carries no values to compare)");

@@ -63,11 +63,7 @@ public final class WorkerCommand implements Callable<Integer> {
         if (rank < 0 || rank >= ranks) {
             throw new UserInputException("--rank: " + rank + " given, expected 0.." + (ranks - 1) + " (the job has " + ranks + " ranks)");
         }
-        if (cfg.training.maxRestarts > 0 && System.getenv(Launcher.LAUNCHED_ENV) == null) {
-            throw new UserInputException(cfg.origins.where("training_config.max_restarts") + ": " + cfg.training.maxRestarts
-                    + " given for workers started by hand: not supported yet (`ttpipe launch` restarts a job from its latest"
-                    + " checkpoint; a bare worker job cannot restart one rank), expected 0 or the key left out");
-        }
+        if (System.getenv(Launcher.LAUNCHED_ENV) == null) JobOptions.refuseRestarts(cfg, "ttpipe worker");   // launch restarts
         TrainingJob training = TrainingJob.fromConfig(cfg);
         if (resume != null && rank == 0) {
             training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);

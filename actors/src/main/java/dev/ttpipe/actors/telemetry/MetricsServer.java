@@ -26,7 +26,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 import java.util.concurrent.Executors;
 
 /**
@@ -169,31 +168,24 @@ public final class MetricsServer implements AutoCloseable {
         }
 
         private List<MetricSnapshot> traffic(Coordinator.StepReport step) {
-            Map<String, double[]> perPeer = new TreeMap<>();          // "rank>peer" -> {sent, received}
-            double[] waited = new double[runtime.plan().ranks()];
-            JobPlan plan = runtime.plan();
-            for (ActionEvent e : step.events()) {
-                if (e.kind() == ActionKind.SEND_F || e.kind() == ActionKind.SEND_B) {
-                    int peer = plan.schedule().rankOfStage(e.kind() == ActionKind.SEND_F ? e.stage() + 1 : e.stage() - 1);
-                    perPeer.computeIfAbsent(e.rank() + ">" + peer, k -> new double[2])[0] += e.bytes();
-                    perPeer.computeIfAbsent(peer + ">" + e.rank(), k -> new double[2])[1] += e.bytes();
-                } else if (e.kind() == ActionKind.RECV_F || e.kind() == ActionKind.RECV_B) {
-                    waited[e.rank()] += e.waitNs() / 1e9;
-                }
-            }
+            Traffic t = Traffic.of(step.events(), runtime.plan().schedule());
             GaugeSnapshot.Builder sent = GaugeSnapshot.builder().name("ttpipe_rank_sent_bytes").help("Bytes sent to a peer in the last step");
             GaugeSnapshot.Builder received = GaugeSnapshot.builder().name("ttpipe_rank_received_bytes")
                     .help("Bytes received from a peer in the last step");
-            for (Map.Entry<String, double[]> e : perPeer.entrySet()) {
-                String[] rp = e.getKey().split(">");
-                Labels l = Labels.of("rank", rp[0], "peer", rp[1]);
-                if (e.getValue()[0] > 0) sent.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(l).value(e.getValue()[0]).build());
-                if (e.getValue()[1] > 0) received.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(l).value(e.getValue()[1]).build());
+            for (int from = 0; from < t.bytes().length; from++) {
+                for (int to = 0; to < t.bytes().length; to++) {
+                    double b = t.bytes()[from][to];
+                    if (b <= 0) continue;
+                    sent.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder()
+                            .labels(Labels.of("rank", Integer.toString(from), "peer", Integer.toString(to))).value(b).build());
+                    received.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder()
+                            .labels(Labels.of("rank", Integer.toString(to), "peer", Integer.toString(from))).value(b).build());
+                }
             }
             GaugeSnapshot.Builder wait = GaugeSnapshot.builder().name("ttpipe_rank_recv_wait_seconds")
                     .help("Time the rank waited on receives in the last step");
-            for (int r = 0; r < waited.length; r++) {
-                wait.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(r)).value(waited[r]).build());
+            for (int r = 0; r < t.recvWaitSeconds().length; r++) {
+                wait.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(r)).value(t.recvWaitSeconds()[r]).build());
             }
             return List.of(sent.build(), received.build(), wait.build());
         }

@@ -18,11 +18,7 @@ public final class StepMetrics {
     }
 
     /** {@code val} is the validation loss when it was measured after this step, else null. */
-    public static String jsonLine(Coordinator.StepReport r, StepAnalysis a, Double val) {
-        return jsonLine(r, a, val, null);
-    }
-
-    /** As above; {@code schedule} (non-null) adds the bytes each rank received, by the SENDs addressed to it. */
+    /** {@code val} is the validation loss when it was measured after this step, else null; {@code schedule} the job's. */
     public static String jsonLine(Coordinator.StepReport r, StepAnalysis a, Double val, dev.ttpipe.schedules.Schedule schedule) {
         StringBuilder sb = new StringBuilder("{");
         sb.append("\"step\":").append(r.step() + 1);                   // counted from 1, as the progress line
@@ -47,21 +43,10 @@ public final class StepMetrics {
             for (int k = 0; k < pb.length; k++) pb[k] = p.bubbleFraction(k);
             sb.append(",\"predicted_bubble_per_rank\":").append(Json.nums(pb));
         }
-        double[] sent = new double[a.ranks()], received = new double[a.ranks()], waited = new double[a.ranks()];
-        for (ActionEvent e : r.events()) {
-            if (e.kind() == dev.ttpipe.schedules.ActionKind.SEND_F || e.kind() == dev.ttpipe.schedules.ActionKind.SEND_B) {
-                sent[e.rank()] += e.bytes();
-                if (schedule != null) {
-                    int to = e.kind() == dev.ttpipe.schedules.ActionKind.SEND_F ? e.stage() + 1 : e.stage() - 1;
-                    received[schedule.rankOfStage(to)] += e.bytes();
-                }
-            } else if (e.kind() == dev.ttpipe.schedules.ActionKind.RECV_F || e.kind() == dev.ttpipe.schedules.ActionKind.RECV_B) {
-                waited[e.rank()] += e.waitNs() / 1e9;
-            }
-        }
-        sb.append(",\"sent_bytes_per_rank\":").append(Json.nums(sent));
-        if (schedule != null) sb.append(",\"received_bytes_per_rank\":").append(Json.nums(received));
-        sb.append(",\"recv_wait_seconds_per_rank\":").append(Json.nums(waited));
+        Traffic t = Traffic.of(r.events(), schedule);
+        sb.append(",\"sent_bytes_per_rank\":").append(Json.nums(t.sent()));
+        sb.append(",\"received_bytes_per_rank\":").append(Json.nums(t.received()));
+        sb.append(",\"recv_wait_seconds_per_rank\":").append(Json.nums(t.recvWaitSeconds()));
         sb.append(",\"pass_seconds\":").append(Json.num(a.wallSeconds() / r.passStartNs().length));
         sb.append(",\"memory_peak_bytes\":").append(Json.nums(r.memoryPeak()));
         StepAnalysis.Overhead o = a.overhead();

@@ -23,10 +23,6 @@ public final class Progress {
     private long lastPrintNs = Long.MIN_VALUE;
     private int width;
 
-    public Progress(PrintStream out, int total) {
-        this(out, total, 0, 0);
-    }
-
     /**
      * @param first    steps already done before this run (a resumed run)
      * @param logEvery when not a terminal, print every this many steps (0: about every 10 s)

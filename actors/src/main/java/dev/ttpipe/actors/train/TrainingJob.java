@@ -239,6 +239,19 @@ public final class TrainingJob {
         if (s != null) s.interrupted();
     }
 
+    /**
+     * Turns on the hang watchdog of {@code runtime} as the config says ({@code telemetry.stall_warning_s},
+     * {@code training_config.step_timeout_s}); its diagnoses go to {@code out}.
+     */
+    public void watchdog(PipelineRuntime runtime, PrintStream out) {
+        if (cfg.telemetry.stallWarningS <= 0 && cfg.training.stepTimeoutS <= 0) return;
+        runtime.watchdog(java.time.Duration.ofSeconds(cfg.telemetry.stallWarningS > 0 ? cfg.telemetry.stallWarningS : 1L << 30),
+                java.time.Duration.ofSeconds(cfg.training.stepTimeoutS), diagnosis -> {
+                    out.println();
+                    out.println("ttpipe watchdog: " + diagnosis);                 // also in the run's stdout.log
+                });
+    }
+
     /** The command line that started the job, for run.json. */
     public void invocation(List<String> commandLine) {
         this.invocation = List.copyOf(commandLine);
@@ -253,7 +266,6 @@ public final class TrainingJob {
     }
 
     private Result runLogged(PipelineRuntime runtime, Path runDir, PrintStream out) throws IOException {
-        int steps = steps();
         Session st = new Session(runDir, out);
         out.println(describe());
         if (runDir != null) {
@@ -269,7 +281,6 @@ public final class TrainingJob {
             out.println("resumed from " + resumeFrom.dir() + " at step " + st.first);
         }
         session = st;
-        int first = st.first;
         MetricsServer metricsServer = null;
         if (cfg.telemetry.port > 0) {
             try {
@@ -296,14 +307,7 @@ public final class TrainingJob {
         int steps = steps();
         int first = st.first;
         Path runDir = st.runDir;
-        if (cfg.telemetry.stallWarningS > 0 || cfg.training.stepTimeoutS > 0) {
-            PrintStream o = out;
-            runtime.watchdog(java.time.Duration.ofSeconds(cfg.telemetry.stallWarningS > 0 ? cfg.telemetry.stallWarningS : 1L << 30),
-                    java.time.Duration.ofSeconds(cfg.training.stepTimeoutS), diagnosis -> {
-                        o.println();
-                        o.println("ttpipe watchdog: " + diagnosis);          // also in the run's stdout.log
-                    });
-        }
+        watchdog(runtime, out);
         Checkpoints checkpoints = checkpoints(runDir);
         BufferedWriter metrics = runDir == null ? null
                 : Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,

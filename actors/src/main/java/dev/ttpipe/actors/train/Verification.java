@@ -61,6 +61,17 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
         }
         boolean ok = true;
         String failure = null;
+        job.watchdog(runtime, out);
+        dev.ttpipe.actors.telemetry.MetricsServer telemetry = null;
+        var tc = job.config().telemetry;
+        if (tc.port > 0) {
+            try {
+                telemetry = dev.ttpipe.actors.telemetry.MetricsServer.start(runtime, tc.bindHost, tc.port);
+                out.println("telemetry: " + telemetry.url() + "/metrics, " + telemetry.url() + "/status");
+            } catch (IOException e) {
+                out.println("telemetry: no endpoint (" + e.getMessage() + ")");
+            }
+        }
         try (MeshDevice refMesh = singleDevice ? Backends.open(Backend.CPU.id(), new MeshShape(1, 1), MeshOptions.defaults())
                 : Backends.open(plan.backend().id(), plan.rankMesh(), plan.meshOptions());
              ReferenceTrainer ref = new ReferenceTrainer(plan.model(), refMesh.asSubmesh(),
@@ -82,6 +93,7 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
             failure = e.getMessage();
             throw e;
         } finally {
+            if (telemetry != null) telemetry.close();
             runtime.close(failure);
             if (workers != null) workers.finish(20);
         }

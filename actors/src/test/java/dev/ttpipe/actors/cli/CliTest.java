@@ -75,6 +75,14 @@ class CliTest {
     }
 
     @Test
+    void maxRestartsIsRefusedWhereNothingWouldRestart(@TempDir Path dir) throws Exception {
+        Path cfg = config(dir, SMALL.replace("RUNS", dir.toString()).replace("max_steps: 2,", "max_steps: 2, max_restarts: 2,"));
+        assertOneLineBadInput(run("train", cfg.toString()), "training_config.max_restarts: 2 given for `ttpipe train`",
+                "only `ttpipe launch` restarts a job");
+        assertOneLineBadInput(run("verify", cfg.toString()), "given for `ttpipe verify`");
+    }
+
+    @Test
     void verifyPrintsBothLossesPerStepAndAgrees(@TempDir Path dir) throws Exception {
         Result r = run("verify", config(dir, SMALL.replace("RUNS", dir.toString())).toString(), "--steps", "3",
                 "--schedule", "zb-h1", "--mode", "ready-first");

@@ -14,7 +14,6 @@ import java.nio.file.StandardOpenOption;
 import java.security.DigestOutputStream;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
-import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -286,10 +285,5 @@ public final class SafeTensors {
             return sign != 0 ? -v : v;
         }
         return Float.intBitsToFloat(sign | ((exp + 112) << 23) | (mant << 13));
-    }
-
-    /** Names in a file, in order. */
-    public static List<String> names(Reader r) {
-        return new ArrayList<>(r.tensors().keySet());
     }
 }
