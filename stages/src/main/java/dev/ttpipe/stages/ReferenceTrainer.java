@@ -22,8 +22,8 @@ public final class ReferenceTrainer implements AutoCloseable {
     private final double clipMaxNorm;
     private final int microbatches;
 
-    /** Result of one optimizer step. */
-    public record StepResult(int step, double loss, double gradNorm, double lr, long tokens, double seconds) {
+    /** Result of one optimizer step; {@code applied} false when a non-finite loss or gradient kept it from the weights. */
+    public record StepResult(int step, double loss, double gradNorm, double lr, long tokens, double seconds, boolean applied) {
     }
 
     /**
@@ -75,10 +75,12 @@ public final class ReferenceTrainer implements AutoCloseable {
         double sumSq = stage.gradSumSquares();
         double clip = clipMaxNorm > 0 ? Optimizer.clipFactor(sumSq, clipMaxNorm) : 1.0;
         double rate = lr.at(step);
-        optimizer.step(stage, rate, clip);
+        boolean applied = Double.isFinite(lossSum) && Double.isFinite(sumSq);
+        if (applied) optimizer.step(stage, rate, clip);
+        else stage.endStep();               // a non-finite step changes no weight and no optimizer state
         stage.submesh().synchronize();
         return new StepResult(step, lossSum / Math.max(1, counted), Math.sqrt(sumSq), rate, tokens,
-                (System.nanoTime() - t0) / 1e9);
+                (System.nanoTime() - t0) / 1e9, applied);
     }
 
     /** Mean loss over {@code batches} without training (validation). */

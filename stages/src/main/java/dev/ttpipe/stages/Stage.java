@@ -217,15 +217,28 @@ public final class Stage implements AutoCloseable {
         for (Param p : c.params) p.reduce(c.par);
     }
 
-    /** This stage's contribution to the global gradient norm: the sum of squares of its complete gradients. */
+    /**
+     * This stage's contribution to the global gradient norm: the sum of squares of its complete
+     * gradients. Remembers the first parameter whose sum is not finite ({@link #nonFiniteGradient}).
+     */
     public double gradSumSquares() {
         double s = 0;
+        nonFinite = null;
         for (Param p : c.params) {
             if (!p.hasGrad()) continue;
             p.reduce(c.par);
-            s += c.ops.sumSquares(p.fullGrad());
+            double ss = c.ops.sumSquares(p.fullGrad());
+            if (nonFinite == null && !Double.isFinite(ss)) nonFinite = p.name();
+            s += ss;
         }
         return s;
+    }
+
+    private String nonFinite;
+
+    /** The first parameter (in this stage's order) whose gradient was not finite at the last {@link #gradSumSquares}, or null. */
+    public String nonFiniteGradient() {
+        return nonFinite;
     }
 
     /** Ends the step's gradient bookkeeping (the optimizer calls it after updating). */

@@ -163,6 +163,12 @@ final class FrameAssembler implements FragmentHandler {
             in.skipping = true; // the rest of a frame already dropped and reported
             return;
         }
+        if (codec.jobId() != jobId.getAsLong()) {
+            // Another job's frame, usually one sent before a recovery gave this job a fresh id: expected, not an error.
+            drop(in, "frame of job " + Long.toHexString(codec.jobId()) + " on the transport of job "
+                    + Long.toHexString(jobId.getAsLong()), true);
+            return;
+        }
         problem = checkAddress(session);
         if (problem != null) {
             drop(in, problem);
@@ -223,9 +229,6 @@ final class FrameAssembler implements FragmentHandler {
 
     /** Whether the chunk is for this job and rank from the session's rank, and its index is in range; null if so. */
     private String checkAddress(int session) {
-        if (codec.jobId() != jobId.getAsLong()) {
-            return "frame of job " + Long.toHexString(codec.jobId()) + " on the transport of job " + Long.toHexString(jobId.getAsLong());
-        }
         if (codec.toRank() != rank) return "frame for rank " + codec.toRank() + " arrived at rank " + rank;
         if (codec.fromRank() != session) {
             return "frame says it comes from rank " + codec.fromRank() + ", its stream session is " + session;
@@ -440,6 +443,10 @@ final class FrameAssembler implements FragmentHandler {
 
     /** Drops the frame in progress (if any) and what is left of the current message, and reports why. */
     private void drop(Inbound in, String problem) {
+        drop(in, problem, false);
+    }
+
+    private void drop(Inbound in, String problem, boolean foreign) {
         String what = in.inFrame && in.header != null ? "frame " + in.sequence + " (" + in.header + ")" : "frame";
         in.resyncing = true;
         release(in);
@@ -448,7 +455,8 @@ final class FrameAssembler implements FragmentHandler {
         in.inChunk = false;
         in.skipping = true;
         try {
-            receiver.onError(in.channel, what + " dropped: " + problem);
+            if (foreign) receiver.onForeignFrame(in.channel, what + " dropped: " + problem);
+            else receiver.onError(in.channel, what + " dropped: " + problem);
         } catch (RuntimeException e) {
             log.warn("{}: the receiver of rank {} threw on an error report", in.channel, rank, e);
         }

@@ -15,6 +15,7 @@ class Received implements TensorReceiver {
 
     final BlockingQueue<TensorPayload> payloads = new LinkedBlockingQueue<>();
     final BlockingQueue<Error> errors = new LinkedBlockingQueue<>();
+    final BlockingQueue<Error> foreign = new LinkedBlockingQueue<>();
 
     @Override
     public void onTensor(TensorPayload payload) {
@@ -24,6 +25,21 @@ class Received implements TensorReceiver {
     @Override
     public void onError(String channel, String problem) {
         errors.add(new Error(channel, problem));
+    }
+
+    @Override
+    public void onForeignFrame(String channel, String problem) {
+        foreign.add(new Error(channel, problem));
+    }
+
+    Error nextForeign() {
+        try {
+            Error e = foreign.poll(20, TimeUnit.SECONDS);
+            assertNotNull(e, "no foreign frame reported within 20 s");
+            return e;
+        } catch (InterruptedException e) {
+            throw new AssertionError(e);
+        }
     }
 
     TensorPayload next() {

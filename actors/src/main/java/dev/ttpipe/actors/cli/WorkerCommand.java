@@ -65,6 +65,8 @@ public final class WorkerCommand implements Callable<Integer> {
         }
         if (System.getenv(Launcher.LAUNCHED_ENV) == null) JobOptions.refuseRestarts(cfg, "ttpipe worker");   // launch restarts
         TrainingJob training = TrainingJob.fromConfig(cfg);
+        String restarts = System.getenv(Launcher.MAX_RESTARTS_ENV);
+        if (rank == 0 && restarts != null) training.recoverInPlace(Integer.parseInt(restarts));   // launch restarts dead ranks
         if (resume != null && rank == 0) {
             training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
         }

@@ -183,6 +183,7 @@ public final class ConfigLoader {
         t.checkpointKeep = s.integer("checkpoint_keep", t.checkpointKeep, 1, 1 << 20);
         t.stepTimeoutS = s.integer("step_timeout_s", t.stepTimeoutS, 0, 1 << 24);
         if (s.has("max_restarts")) t.maxRestarts = s.integer("max_restarts", 0, 0, 1 << 20);
+        t.maxNonfiniteSteps = s.integer("max_nonfinite_steps", t.maxNonfiniteSteps, 1, 1 << 20);
         t.runsDir = s.string("runs_dir", t.runsDir);
         // TTML keys accepted as they are; ttpipe has no use for them.
         t.modelPath = resolve(baseDir, s.string("model_path", t.modelPath));

@@ -44,6 +44,7 @@ public final class ConfigWriter {
         if (t.checkpointDir != null) kv(y, 2, "checkpoint_dir", quote(t.checkpointDir));
         kv(y, 2, "checkpoint_keep", t.checkpointKeep);
         if (t.maxRestarts >= 0) kv(y, 2, "max_restarts", t.maxRestarts);
+        kv(y, 2, "max_nonfinite_steps", t.maxNonfiniteSteps);
         kv(y, 2, "step_timeout_s", t.stepTimeoutS);
         TtpipeConfig.TransformerConfig m = c.transformer;
         y.append("transformer_config:\n");

@@ -71,6 +71,8 @@ public final class TtpipeConfig {
         public int stepTimeoutS = 0;
         /** Times `ttpipe launch` restarts a job whose worker died (-1: not given; launch then takes 3, worker 0). */
         public int maxRestarts = -1;
+        /** Steps in a row with a non-finite loss or gradient (each not applied) after which the job stops. */
+        public int maxNonfiniteSteps = 3;
         /** TTML's model_path / tokenizer_path: refused when set (no loading of weights or tokenizers yet). */
         public String modelPath = null;
         public String tokenizerPath = null;

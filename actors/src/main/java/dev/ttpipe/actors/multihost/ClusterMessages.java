@@ -12,6 +12,7 @@ public final class ClusterMessages {
             "dev.ttpipe.actors.runtime.StageActor$BeginPass",
             "dev.ttpipe.actors.runtime.StageActor$FinishStep",
             "dev.ttpipe.actors.runtime.StageActor$ApplyOptimizer",
+            "dev.ttpipe.actors.runtime.StageActor$Reinitialize",
             "dev.ttpipe.actors.runtime.StageActor$GetStats",
             "dev.ttpipe.actors.runtime.StageActor$StageStats",
             "dev.ttpipe.actors.runtime.StageActor$Waiting",

@@ -29,6 +29,8 @@ public final class Launcher {
     static final String MAIN_CLASS = "dev.ttpipe.actors.cli.Main";
     /** Set in every worker the launcher starts: such a job can be restarted (training_config.max_restarts). */
     public static final String LAUNCHED_ENV = "TTPIPE_LAUNCHED";
+    /** How many failed steps rank 0 recovers in place (the launcher restarts a dead worker meanwhile). */
+    public static final String MAX_RESTARTS_ENV = "TTPIPE_MAX_RESTARTS";
 
     private final Path config;
     private List<String> extraArgs;
@@ -66,17 +68,24 @@ public final class Launcher {
             Runtime.getRuntime().addShutdownHook(hook);
         }
         for (int r = from; r < to; r++) {
-            ProcessBuilder pb = new ProcessBuilder(workerCommand(r));
-            pb.environment().putAll(deployment.rank(r).env());
-            pb.environment().put("TT_MESH_ID", Integer.toString(deployment.rank(r).meshId()));
-            pb.environment().put("TT_MESH_HOST_RANK", Integer.toString(deployment.rank(r).meshHostRank()));
-            pb.environment().put(LAUNCHED_ENV, "1");
-            Process p = pb.start();
-            children.add(p);
+            children.add(spawn(r));
             childRanks.add(r);
-            pumps.add(pump(p.getInputStream(), "[rank " + r + "] ", out));
-            pumps.add(pump(p.getErrorStream(), "[rank " + r + "] ", err));
         }
+    }
+
+    private int maxRestarts;
+
+    private Process spawn(int r) throws IOException {
+        ProcessBuilder pb = new ProcessBuilder(workerCommand(r));
+        pb.environment().putAll(deployment.rank(r).env());
+        pb.environment().put("TT_MESH_ID", Integer.toString(deployment.rank(r).meshId()));
+        pb.environment().put("TT_MESH_HOST_RANK", Integer.toString(deployment.rank(r).meshHostRank()));
+        pb.environment().put(LAUNCHED_ENV, "1");
+        pb.environment().put(MAX_RESTARTS_ENV, Integer.toString(maxRestarts));
+        Process p = pb.start();
+        pumps.add(pump(p.getInputStream(), "[rank " + r + "] ", out));
+        pumps.add(pump(p.getErrorStream(), "[rank " + r + "] ", err));
+        return p;
     }
 
     /** Waits up to {@code seconds} for the workers to exit by themselves, then stops the rest and cleans up. */
@@ -103,17 +112,19 @@ public final class Launcher {
     }
 
     /**
-     * Runs the job, and restarts it from its latest checkpoint when a worker dies, up to
-     * {@code maxRestarts} times: every worker is stopped at once (the launcher sees the death before the
-     * cluster's failure detector would) and all are started again with {@code --resume RUN_DIR}
-     * (from the beginning when no checkpoint exists yet). Prints the recovery time (from the death to
-     * the first step after it) and the steps redone.
+     * Runs the job and recovers it when a worker dies, up to {@code maxRestarts} times. A worker other
+     * than rank 0: only its process is started again; rank 0 (which recovers up to as many failed
+     * steps in place) has every rank rejoin, the new process too, and roll back to the latest
+     * checkpoint, while the other workers keep running. Rank 0 itself: every worker is stopped at once
+     * and all are started again with {@code --resume RUN_DIR} (from the beginning when no checkpoint
+     * exists yet). Prints the recovery time (from the death to the first step after it) and the steps redone.
      */
     public int runWithRestarts(int n, int maxRestarts, Path runDir) throws IOException, InterruptedException {
         List<String> base = new ArrayList<>(extraArgs);
+        this.maxRestarts = maxRestarts;
         try {
+            start(0, n);
             for (int restarts = 0; ; restarts++) {
-                start(0, n);
                 int exit = waitForAll(restarts < maxRestarts);
                 if (exit != RESTART) {
                     for (Thread t : pumps) t.join(2000);
@@ -121,6 +132,16 @@ public final class Launcher {
                 }
                 long diedNs = System.nanoTime();
                 Recovery recovery = Recovery.at(runDir);
+                int dead = childRanks.get(lastDead);
+                if (dead != 0) {
+                    cleanAeronDirectories(List.of(children.get(lastDead)));
+                    children.set(lastDead, spawn(dead));
+                    err.println("ttpipe launch: restarting rank " + dead + " alone (restart " + (restarts + 1) + " of " + maxRestarts
+                            + "); the other workers keep running and roll back to " + (recovery.checkpointStep() < 0
+                            ? "the initial weights (no checkpoint yet)" : "the checkpoint of step " + recovery.checkpointStep()));
+                    recovery.watch(diedNs, err).start();
+                    continue;
+                }
                 stopAll();
                 cleanAeronDirectories();
                 children.clear();
@@ -131,6 +152,7 @@ public final class Launcher {
                         + " (restart " + (restarts + 1) + " of " + maxRestarts + ")");
                 Thread watcher = recovery.watch(diedNs, err);
                 watcher.start();
+                start(0, n);
             }
         } finally {
             close();
@@ -211,6 +233,8 @@ public final class Launcher {
     }
 
     private static final int RESTART = -1;
+    /** The index in {@link #children} of the worker whose death {@link #waitForAll(boolean)} last returned {@link #RESTART} for. */
+    private int lastDead;
 
     /** Waits for every child; on the first failure stops the rest and returns its exit code. */
     private int waitForAll() throws InterruptedException {
@@ -233,9 +257,10 @@ public final class Launcher {
                     continue;
                 }
                 if (p.exitValue() != 0) {
-                    if (restart && p.exitValue() != ExitCodes.BAD_INPUT) {
+                    if (restart && died(p.exitValue())) {
                         err.println("ttpipe launch: rank " + r + " (" + deployment.rank(r).controlAddress() + ") died (exit code "
                                 + p.exitValue() + (p.exitValue() > 128 ? ", signal " + (p.exitValue() - 128) : "") + ")");
+                        lastDead = i;
                         return RESTART;
                     }
                     err.println("ttpipe launch: rank " + r + " (" + deployment.rank(r).controlAddress() + ") exited with code "
@@ -248,6 +273,15 @@ public final class Launcher {
             if (allDone) return ExitCodes.OK;
             Thread.sleep(100);
         }
+    }
+
+    /**
+     * Whether an exit code means the worker died (a signal, a crash of the JVM) rather than stopped with
+     * ttpipe's own diagnosis (1: a failure rank 0 gave up on, or that a worker was told of; 2: bad input),
+     * which a restart would only repeat.
+     */
+    static boolean died(int exitCode) {
+        return exitCode > 128 || (exitCode != ExitCodes.FAILURE && exitCode != ExitCodes.BAD_INPUT && exitCode != ExitCodes.OK);
     }
 
     List<String> workerCommand(int rank) {
@@ -300,7 +334,11 @@ public final class Launcher {
 
     /** A worker killed with SIGKILL cannot remove its Aeron directory: do it for it. */
     private void cleanAeronDirectories() {
-        for (Process p : children) {
+        cleanAeronDirectories(children);
+    }
+
+    private static void cleanAeronDirectories(List<Process> processes) {
+        for (Process p : processes) {
             String prefix = "ttpipe-aeron-" + p.pid() + "-";
             for (Path base : List.of(Path.of("/dev/shm"), Path.of(System.getProperty("java.io.tmpdir")))) {
                 if (!Files.isDirectory(base)) continue;

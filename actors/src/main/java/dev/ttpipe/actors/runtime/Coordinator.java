@@ -32,7 +32,11 @@ import java.util.TreeMap;
  *   rank to finish its row.</li>
  *   <li><b>gradients</b>: every rank all-reduces its gradients and reports its sum of squares.</li>
  *   <li><b>optimizer</b>: with the clip factor and learning rate, every rank steps its optimizer; the
- *   step ends with the loss, norms and every rank's timings.</li>
+ *   step ends with the loss, norms and every rank's timings. A step whose loss or gradient norm is
+ *   not finite is not applied: every rank drops its gradients instead, and the report says where
+ *   the non-finite value first appeared.</li>
+ *   <li><b>rejoining</b> (after a failed step, when the job recovers): every rank joins again under a
+ *   fresh job id; a rank whose process died is waited for until its replacement registers.</li>
  * </ul>
  * A rank that fails ends the step with an error naming the rank, stage, action and microbatch.
  */
@@ -45,14 +49,31 @@ public final class Coordinator {
     public record RunStep(int step, List<Batch> batches, ActorRef<StatusReply<StepReport>> replyTo) implements Command {
     }
 
-    /** A rank's answer to {@link StageActor.JoinJob}: {@code problem} null when it joined. */
-    public record Joined(int rank, String problem) implements Command, ClusterMessage {
+    /** A rank's answer to {@link StageActor.JoinJob} of job {@code jobId}: {@code problem} null when it joined. */
+    public record Joined(int rank, long jobId, String problem) implements Command, ClusterMessage {
+    }
+
+    /**
+     * A rank's actor was replaced: its process died and a new one registered ({@link HostGuardian}
+     * sees it in the Receptionist). The Coordinator talks to {@code ref} from now on.
+     */
+    public record RankReplaced(int rank, ActorRef<StageActor.Command> ref) implements Command {
+    }
+
+    /**
+     * Between steps, after a failed one: makes every rank join again under a fresh job id (frames of
+     * the failed step, still in flight, carry the old one and are dropped; each rank drops what it
+     * held of that step), waiting for ranks whose process died until their replacement registers.
+     */
+    public record Rejoin(ActorRef<StatusReply<Long>> replyTo) implements Command {
     }
 
     public record PassDone(int rank, int pass, List<ActionEvent> events, Map<Integer, LossOutput> losses) implements Command, ClusterMessage {
     }
 
-    public record GradReport(int rank, double sumSquares, ActionEvent event) implements Command, ClusterMessage {
+    /** {@code nonFinite}: where a non-finite gradient first appeared on this rank ("stage 2, h.3.attn.c_attn.weight"), or null. */
+    public record GradReport(int rank, double sumSquares, String nonFinite, int nonFiniteStage, ActionEvent event)
+            implements Command, ClusterMessage {
     }
 
     public record OptimizerDone(int rank, ActionEvent event, long memoryPeak) implements Command, ClusterMessage {
@@ -64,12 +85,18 @@ public final class Coordinator {
     /**
      * A finished step. {@code passStartNs} holds each pass's start; {@code events} every rank's
      * measured actions; {@code memoryPeak} each rank's device high-water mark during the step.
+     * {@code nonFinite}: null when the step was applied; else why it was not (a non-finite loss or
+     * gradient, and where it first appeared): no weight and no optimizer state changed.
      */
     public record StepReport(int step, double loss, double gradNorm, double lr, double clip, long tokens,
                              long startNs, long endNs, long[] passStartNs, long[] passEndNs, List<ActionEvent> events,
-                             long[] memoryPeak) {
+                             long[] memoryPeak, String nonFinite) {
         public double seconds() {
             return (endNs - startNs) / 1e9;
+        }
+
+        public boolean applied() {
+            return nonFinite == null;
         }
     }
 
@@ -80,35 +107,85 @@ public final class Coordinator {
     private final ActorContext<Command> ctx;
     private final StashBuffer<Command> stash;
     private final JobPlan plan;
+    /** Each rank's actor; a rank whose process was restarted gets its new one ({@link RankReplaced}). */
     private final List<ActorRef<StageActor.Command>> ranks;
+    /** The job id every rank stamps on its frames: the plan's, then a fresh one per {@link Rejoin}. */
+    private long jobId;
 
     private Coordinator(ActorContext<Command> ctx, StashBuffer<Command> stash, JobPlan plan,
                         List<ActorRef<StageActor.Command>> ranks) {
         this.ctx = ctx;
         this.stash = stash;
         this.plan = plan;
-        this.ranks = ranks;
+        this.ranks = new ArrayList<>(ranks);
+        this.jobId = plan.jobId();
     }
 
     // ---- joining ------------------------------------------------------------------------------------
 
     private Behavior<Command> joining() {
         for (ActorRef<StageActor.Command> r : ranks) {
-            r.tell(new StageActor.JoinJob(plan.jobId(), plan.fingerprint(), ctx.getSelf()));
+            r.tell(new StageActor.JoinJob(jobId, plan.fingerprint(), ctx.getSelf()));
         }
-        int[] waiting = {ranks.size()};
+        java.util.Set<Integer> waiting = new java.util.HashSet<>();
+        for (int r = 0; r < ranks.size(); r++) waiting.add(r);
         return Behaviors.receive(Command.class)
                 .onMessage(Joined.class, m -> {
+                    if (m.jobId() != jobId) return Behaviors.same();
                     if (m.problem() != null) return refusing("rank " + m.rank() + " cannot join the job: " + m.problem());
-                    if (--waiting[0] > 0) return Behaviors.same();
-                    return stash.unstashAll(idle());
+                    waiting.remove(m.rank());
+                    return waiting.isEmpty() ? stash.unstashAll(idle()) : Behaviors.same();
                 })
                 .onMessage(RankFailed.class, m -> refusing(m.message()))
+                .onMessage(RankReplaced.class, this::onReplaced)
                 .onMessage(RunStep.class, m -> {
                     stash.stash(m);
                     return Behaviors.same();
                 })
                 .onAnyMessage(m -> Behaviors.same())
+                .build();
+    }
+
+    private Behavior<Command> onReplaced(RankReplaced m) {
+        ranks.set(m.rank(), m.ref());
+        return Behaviors.same();
+    }
+
+    // ---- rejoining after a failed step -------------------------------------------------------------------
+
+    /**
+     * Every rank joins again under a fresh job id; a rank whose process died is waited for until its
+     * replacement registers. Answers {@code replyTo} with the new id once all have joined.
+     */
+    private Behavior<Command> rejoining(Rejoin request) {
+        jobId = new java.security.SecureRandom().nextLong();
+        java.util.Set<Integer> waiting = new java.util.HashSet<>();
+        for (int r = 0; r < ranks.size(); r++) {
+            waiting.add(r);
+            ranks.get(r).tell(new StageActor.JoinJob(jobId, plan.fingerprint(), ctx.getSelf()));
+        }
+        return Behaviors.receive(Command.class)
+                .onMessage(Joined.class, m -> {
+                    if (m.jobId() != jobId) return Behaviors.same();           // a join of an earlier id
+                    if (m.problem() != null) {
+                        request.replyTo().tell(StatusReply.error("rank " + m.rank() + " cannot rejoin the job: " + m.problem()));
+                        return idle();
+                    }
+                    waiting.remove(m.rank());
+                    if (!waiting.isEmpty()) return Behaviors.same();
+                    request.replyTo().tell(StatusReply.success(jobId));
+                    return idle();
+                })
+                .onMessage(RankReplaced.class, m -> {
+                    ranks.set(m.rank(), m.ref());
+                    m.ref().tell(new StageActor.JoinJob(jobId, plan.fingerprint(), ctx.getSelf()));
+                    return Behaviors.same();
+                })
+                .onMessage(RunStep.class, m -> {
+                    m.replyTo().tell(StatusReply.error("the job is recovering from a failed step"));
+                    return Behaviors.same();
+                })
+                .onAnyMessage(m -> Behaviors.same())     // failures and late answers of the failed step
                 .build();
     }
 
@@ -132,6 +209,8 @@ public final class Coordinator {
     private Behavior<Command> idle() {
         return Behaviors.receive(Command.class)
                 .onMessage(RunStep.class, m -> passes(new StepState(m)))
+                .onMessage(Rejoin.class, this::rejoining)
+                .onMessage(RankReplaced.class, this::onReplaced)
                 .onMessage(RankFailed.class, m -> {
                     ctx.getLog().warn("between steps: {}", m.message());
                     return Behaviors.same();
@@ -151,6 +230,8 @@ public final class Coordinator {
         int pass;
         double lossSum;
         double sumSquares;
+        String nonFinite;
+        int nonFiniteStage = -1;
         double clip = 1.0;
         double lr;
 
@@ -169,6 +250,11 @@ public final class Coordinator {
         return Behaviors.receive(Command.class)
                 .onMessage(RankFailed.class, m -> {
                     st.request.replyTo().tell(StatusReply.error(m.message()));
+                    return idle();
+                })
+                .onMessage(RankReplaced.class, m -> {
+                    ranks.set(m.rank(), m.ref());
+                    st.request.replyTo().tell(StatusReply.error("rank " + m.rank() + " was restarted during the step"));
                     return idle();
                 })
                 .onMessage(RunStep.class, m -> {
@@ -233,6 +319,10 @@ public final class Coordinator {
         return during(st)
                 .onMessage(GradReport.class, m -> {
                     st.sumSquares += m.sumSquares();
+                    if (m.nonFinite() != null && m.nonFiniteStage() > st.nonFiniteStage) {
+                        st.nonFinite = m.nonFinite();     // backward runs from the last stage down: the highest saw it first
+                        st.nonFiniteStage = m.nonFiniteStage();
+                    }
                     st.events.add(m.event());
                     if (--waiting[0] > 0) return Behaviors.same();
                     return optimizer(st);
@@ -247,8 +337,16 @@ public final class Coordinator {
         st.clip = plan.clipMaxNorm() > 0 && Double.isFinite(st.sumSquares)
                 ? Optimizer.clipFactor(st.sumSquares, plan.clipMaxNorm()) : 1.0;
         st.lr = plan.lr().at(st.request.step());
+        String skip = null;
+        if (!Double.isFinite(st.lossSum) || !Double.isFinite(st.sumSquares)) {
+            skip = (Double.isFinite(st.lossSum) ? "" : "non-finite loss (" + st.lossSum + ")"
+                    + (Double.isFinite(st.sumSquares) ? "" : " and "))
+                    + (Double.isFinite(st.sumSquares) ? "" : "non-finite gradient"
+                    + (st.nonFinite != null ? ", first at " + st.nonFinite : ""));
+        }
+        st.nonFinite = skip;
         for (ActorRef<StageActor.Command> r : ranks) {
-            r.tell(new StageActor.ApplyOptimizer(st.request.step(), st.lr, st.clip, ctx.getSelf()));
+            r.tell(new StageActor.ApplyOptimizer(st.request.step(), st.lr, st.clip, skip != null, ctx.getSelf()));
         }
         int[] waiting = {ranks.size()};
         return during(st)
@@ -260,7 +358,7 @@ public final class Coordinator {
                     long tokens = (long) plan.batchSize() * plan.seqLen() * done.batches().size();
                     done.replyTo().tell(StatusReply.success(new StepReport(done.step(), st.lossSum / Math.max(1, st.counted),
                             Math.sqrt(st.sumSquares), st.lr, st.clip, tokens, st.startNs, System.nanoTime(), st.passStart,
-                            st.passEnd, List.copyOf(st.events), st.memoryPeak)));
+                            st.passEnd, List.copyOf(st.events), st.memoryPeak, st.nonFinite)));
                     return idle();
                 })
                 .onAnyMessage(m -> Behaviors.same())

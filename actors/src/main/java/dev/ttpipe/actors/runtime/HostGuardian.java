@@ -100,6 +100,8 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     private final List<GetCoordinator> waiting = new ArrayList<>();
     private final Map<Integer, Boolean> local = new HashMap<>();
     private ActorRef<Coordinator.Command> coordinator;
+    /** Ranks whose process was lost and has not been replaced yet. */
+    private final java.util.Set<Integer> lost = new java.util.TreeSet<>();
     private String failure;
     private boolean ending;
 
@@ -166,7 +168,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
                 })
                 .onMessage(GetMissing.class, m -> {
                     List<Integer> missing = new ArrayList<>();
-                    for (int r = 0; r < ranks.length; r++) if (ranks[r] == null) missing.add(r);
+                    for (int r = 0; r < ranks.length; r++) if (ranks[r] == null || lost.contains(r)) missing.add(r);
                     m.replyTo().tell(missing);
                     return this;
                 })
@@ -184,14 +186,22 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         int rank = Integer.parseInt(id.substring(id.lastIndexOf('-') + 1));
         if (id.startsWith("ttpipe-host-")) {
             Set<ActorRef<Command>> refs = m.listing().getServiceInstances(hostKey(rank));
-            if (!refs.isEmpty()) hosts.put(rank, refs.iterator().next());
+            refs.stream().filter(r -> !r.equals(hosts.get(rank))).findFirst().ifPresent(r -> hosts.put(rank, r));
             return this;
         }
         Set<ActorRef<StageActor.Command>> refs = m.listing().getServiceInstances(stageKey(rank));
-        if (!refs.isEmpty() && ranks[rank] == null) {
-            ranks[rank] = refs.iterator().next();
+        ActorRef<StageActor.Command> fresh = refs.stream().filter(r -> !r.equals(ranks[rank])).findFirst().orElse(null);
+        if (fresh == null) return this;
+        if (ranks[rank] == null) {
+            ranks[rank] = fresh;
             getContext().getLog().info("rank {} joined ({})", rank, deployment.rank(rank).controlAddress());
             maybeStartCoordinator();
+        } else if (!refs.contains(ranks[rank]) || refs.size() > 1) {
+            // The rank's process was restarted: a new actor registered under its key.
+            ranks[rank] = fresh;
+            lost.remove(rank);
+            getContext().getLog().info("rank {} rejoined ({})", rank, deployment.rank(rank).controlAddress());
+            if (coordinator != null) coordinator.tell(new Coordinator.RankReplaced(rank, fresh));
         }
         return this;
     }
@@ -220,6 +230,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         if (rank < 0 || ending) return this;
         String msg = "rank " + rank + " (" + deployment.rank(rank).controlAddress() + ") " + what;
         if (failure == null) failure = msg;
+        lost.add(rank);
         if (coordinator != null) coordinator.tell(new Coordinator.RankFailed(rank, msg));
         if (!hostsCoordinator && rank == 0) {
             return end(msg);

@@ -204,7 +204,7 @@ public final class PipelineRuntime implements AutoCloseable {
             if (warnAfter != null) watch(step, f.toCompletableFuture());
             return await(f, coordinator, stepTimeout);
         } catch (PipelineFailure e) {
-            throw new PipelineFailure("step " + step + " failed: " + e.getMessage(), e.getCause());
+            throw new PipelineFailure("step " + (step + 1) + " failed: " + e.getMessage(), e.getCause());
         }
     }
 
@@ -239,7 +239,7 @@ public final class PipelineRuntime implements AutoCloseable {
             if (f.isDone()) return;
             long stalled = dev.ttpipe.actors.telemetry.Watchdog.stalledMs(stats, stepMs);
             if (timedOut) {
-                throw new PipelineFailure("step " + step + " took longer than training_config.step_timeout_s = "
+                throw new PipelineFailure("step " + (step + 1) + " took longer than training_config.step_timeout_s = "
                         + watchdogStepTimeout.toSeconds() + "; " + dev.ttpipe.actors.telemetry.Watchdog.diagnose(stats, stalled));
             }
             if (stalled >= warnAfter.toMillis() && (lastWarn == 0 || now - lastWarn >= warnAfter.toNanos())) {
@@ -313,6 +313,32 @@ public final class PipelineRuntime implements AutoCloseable {
                 if (e.getCause() instanceof dev.ttpipe.stages.checkpoint.CheckpointException c) throw c;
                 throw e;
             }
+        }
+    }
+
+    /**
+     * After a failed step: every rank joins again under a fresh job id, dropping what it held of that
+     * step; a rank whose process died is waited for (up to {@code timeout}) until its replacement
+     * registers. The weights are as the failed step left them: load a checkpoint or
+     * {@link #reinitialize} next.
+     */
+    public void rejoin(Duration timeout) {
+        CompletionStage<Long> f = AskPattern.askWithStatus(coordinator, Coordinator.Rejoin::new, timeout, system.scheduler());
+        try {
+            await(f, coordinator, timeout);
+        } catch (PipelineFailure e) {
+            List<Integer> missing = deployment == null ? List.of() : ask(system, HostGuardian.GetMissing::new, Duration.ofSeconds(5));
+            throw new PipelineFailure("recovery: " + (missing.isEmpty() ? e.getMessage()
+                    : "rank(s) " + missing + " did not come back within " + timeout.toSeconds() + " s"), e);
+        }
+    }
+
+    /** Every rank rebuilds its stages as at the job's start (initial weights, no optimizer state). */
+    public void reinitialize() {
+        for (int r = 0; r < plan.ranks(); r++) {
+            ActorRef<StageActor.Command> ref = rank(r);
+            await(AskPattern.askWithStatus(ref, (ActorRef<org.apache.pekko.pattern.StatusReply<Integer>> reply) ->
+                    new StageActor.Reinitialize(reply), Duration.ofMinutes(10), system.scheduler()), ref, Duration.ofMinutes(10));
         }
     }
 

@@ -80,8 +80,19 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     public record FinishStep(int step, ActorRef<Coordinator.Command> replyTo) implements Command, ClusterMessage {
     }
 
-    /** Step every local stage's optimizer with this learning rate and clip factor. */
-    public record ApplyOptimizer(int step, double lr, double clip, ActorRef<Coordinator.Command> replyTo) implements Command, ClusterMessage {
+    /**
+     * Step every local stage's optimizer with this learning rate and clip factor; {@code skip}: the
+     * step had a non-finite loss or gradient, so drop the gradients and change nothing.
+     */
+    public record ApplyOptimizer(int step, double lr, double clip, boolean skip, ActorRef<Coordinator.Command> replyTo)
+            implements Command, ClusterMessage {
+    }
+
+    /**
+     * Rebuilds this rank's stages and optimizers as at the job's start (the seed's initial weights,
+     * no optimizer state): a recovery before the first checkpoint starts over from there.
+     */
+    public record Reinitialize(ActorRef<StatusReply<Integer>> replyTo) implements Command, ClusterMessage {
     }
 
     /** Answered at once, even while a kernel runs. */
@@ -126,15 +137,23 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             implements Command {
     }
 
-    private record ComputeDone(Action action, Tensor output, LossOutput loss, long startNs, long endNs, int queueDepth)
+    private record ComputeDone(int generation, Action action, Tensor output, LossOutput loss, long startNs, long endNs, int queueDepth)
             implements Command {
     }
 
-    private record ComputeFailed(Action action, Throwable error) implements Command {
+    private record ComputeFailed(int generation, Action action, Throwable error) implements Command {
     }
 
-    private record StepWorkDone(ActionKind what, double value, long startNs, long endNs, ActorRef<Coordinator.Command> replyTo)
-            implements Command {
+    private record StepWorkDone(ActionKind what, double value, String nonFinite, int nonFiniteStage, long startNs, long endNs,
+                                ActorRef<Coordinator.Command> replyTo) implements Command {
+    }
+
+    /** The transport dropped a frame meant for this rank (checksum, a chunk missing or out of order). */
+    private record FrameDropped(String channel, String problem) implements Command {
+    }
+
+    /** A send of job {@code jobId} failed (ignored once the job has moved on to a fresh id). */
+    private record SendFailed(Action action, Throwable error, long jobId) implements Command {
     }
 
     private record Initialized(Throwable error) implements Command {
@@ -185,7 +204,12 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
 
             @Override
             public void onError(String channel, String problem) {
-                log.error("rank {}: dropped a frame on {}: {}", rank, channel, problem);
+                actor.tell(new FrameDropped(channel, problem));
+            }
+
+            @Override
+            public void onForeignFrame(String channel, String problem) {
+                log.debug("rank {}: {}: {}", rank, channel, problem);
             }
         };
     }
@@ -250,6 +274,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     /** When the device thread started its current compute action (written there, read by the actor). */
     private volatile long deviceStartNs;
     private boolean failed;
+    /** Bumped when the rank (re)joins under a new job id: kernel results of an earlier generation are stale. */
+    private int generation;
     private Throwable initError;
 
     private StageActor(ActorContext<Command> ctx, JobPlan plan, int rank, Submesh submesh, Transport transport) {
@@ -295,6 +321,9 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                 .onMessage(Arrived.class, this::onArrived)
                 .onMessage(ComputeDone.class, this::onComputeDone)
                 .onMessage(ComputeFailed.class, this::onComputeFailed)
+                .onMessage(SendFailed.class, m -> m.jobId() == jobId ? onComputeFailed(new ComputeFailed(generation, m.action(), m.error())) : this)
+                .onMessage(FrameDropped.class, this::onFrameDropped)
+                .onMessage(Reinitialize.class, this::onReinitialize)
                 .onMessage(FinishStep.class, this::onFinishStep)
                 .onMessage(ApplyOptimizer.class, this::onApplyOptimizer)
                 .onMessage(StepWorkDone.class, this::onStepWorkDone)
@@ -319,17 +348,27 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private Behavior<Command> onJoinJob(JoinJob m) {
         String mine = plan.fingerprint();
         if (!mine.equals(m.fingerprint())) {
-            m.replyTo().tell(new Coordinator.Joined(rank, "it was started with a different plan (config or flags) than rank 0;"
+            m.replyTo().tell(new Coordinator.Joined(rank, m.jobId(), "it was started with a different plan (config or flags) than rank 0;"
                     + " start every worker with the same config and flags\n  rank 0: " + m.fingerprint() + "\n  rank " + rank
                     + ": " + mine));
             return this;
+        }
+        if (m.jobId() != jobId) {
+            // Joining (again, after a failed step): what this rank held of that step is dropped, its
+            // gradients too; results of its kernels still on the device queue are ignored (generation),
+            // and its frames still in flight carry the old job id, so the transport drops them.
+            generation++;
+            queued.clear();
+            failed = false;
+            dropPassState();
         }
         jobId = m.jobId();
         transport.adoptJob(m.jobId());
         // Behind the stages' construction on the device queue: answer once they exist (or failed).
         device.execute(() -> {
             Throwable t = deviceInitError;
-            m.replyTo().tell(new Coordinator.Joined(rank, t == null ? null : "building its stages failed: " + Coordinator.describe(t)));
+            m.replyTo().tell(new Coordinator.Joined(rank, m.jobId(), t == null ? null
+                    : "building its stages failed: " + Coordinator.describe(t)));
         });
         return this;
     }
@@ -357,7 +396,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
 
     private Behavior<Command> onArrived(Arrived m) {
         FrameHeader h = m.payload().header();
-        if (failed) {
+        if (failed || h.jobId() != jobId) {
             m.payload().discard();
             return this;
         }
@@ -490,6 +529,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         done[index] = true;
         if (a.kind() == ActionKind.F) inFlight[s]++;
         ActorRef<Command> self = getContext().getSelf();
+        int gen = generation;
         device.execute(() -> {
             long start = System.nanoTime();
             deviceStartNs = start;
@@ -525,14 +565,18 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                         throw new IllegalStateException("not a compute action: " + a);
                 }
                 submesh.synchronize();
-                self.tell(new ComputeDone(a, output, loss, start, System.nanoTime(), buffered));
+                self.tell(new ComputeDone(gen, a, output, loss, start, System.nanoTime(), buffered));
             } catch (Throwable t) {
-                self.tell(new ComputeFailed(a, t));
+                self.tell(new ComputeFailed(gen, a, t));
             }
         });
     }
 
     private Behavior<Command> onComputeDone(ComputeDone m) {
+        if (m.generation() != generation) {                 // a kernel of a step abandoned by a rejoin
+            if (m.output() != null) m.output().close();
+            return this;
+        }
         Action a = m.action();
         queued.pollFirst();
         actionsRun++;
@@ -599,9 +643,10 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         long bytes = t.bytesPerDevice() * t.submesh().devices().size();
         TensorChannel ch = transport.channel(rank, plan.schedule().rankOfStage(to));
         ActorRef<Command> self = getContext().getSelf();
+        long job = jobId;
         ch.send(h, t).whenComplete((v, err) -> {
-            if (err != null) self.tell(new ComputeFailed(new Action(from, kind == TensorKind.ACTIVATION ? ActionKind.SEND_F
-                    : ActionKind.SEND_B, mb), err));
+            if (err != null) self.tell(new SendFailed(new Action(from, kind == TensorKind.ACTIVATION ? ActionKind.SEND_F
+                    : ActionKind.SEND_B, mb), err, job));
         });
         return bytes;
     }
@@ -627,6 +672,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     }
 
     private Behavior<Command> onComputeFailed(ComputeFailed m) {
+        if (m.generation() != generation) return this;
         if (m.action().kind().isCompute()) queued.pollFirst();
         if (failed) return this;
         failed = true;
@@ -636,6 +682,24 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         ActorRef<Coordinator.Command> replyTo = pass != null ? pass.replyTo() : null;
         dropPassState();
         if (replyTo != null) replyTo.tell(new Coordinator.RankFailed(rank, where + ": " + Coordinator.describe(m.error())));
+        return this;
+    }
+
+    /**
+     * A frame meant for this rank was dropped: the tensor it carried will not come, so the pass fails
+     * now, naming the channel (and so the peer rank), the tensor and what was wrong, instead of
+     * waiting for it until the step times out.
+     */
+    private Behavior<Command> onFrameDropped(FrameDropped m) {
+        String what = "rank " + rank + ": a frame on " + m.channel() + " was dropped, " + m.problem();
+        if (pass == null || failed) {
+            getContext().getLog().error("{} (between passes)", what);
+            return this;
+        }
+        failed = true;
+        ActorRef<Coordinator.Command> replyTo = pass.replyTo();
+        dropPassState();
+        replyTo.tell(new Coordinator.RankFailed(rank, what));
         return this;
     }
 
@@ -664,12 +728,20 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             long start = System.nanoTime();
             try {
                 double sumSq = 0;
+                String nonFinite = null;
+                int nonFiniteStage = -1;
                 for (Stage s : stages.values()) {
                     s.reduceGradients();
                     sumSq += s.gradSumSquares();
+                    // Backward runs from the last stage down: the highest stage with a non-finite gradient saw it first.
+                    if (s.nonFiniteGradient() != null && s.index() > nonFiniteStage) {
+                        nonFiniteStage = s.index();
+                        nonFinite = "stage " + s.index() + " (rank " + rank + "), parameter " + s.nonFiniteGradient();
+                    }
                 }
                 submesh.synchronize();
-                self.tell(new StepWorkDone(ActionKind.REDUCE_GRAD, sumSq, start, System.nanoTime(), m.replyTo()));
+                self.tell(new StepWorkDone(ActionKind.REDUCE_GRAD, sumSq, nonFinite, nonFiniteStage, start, System.nanoTime(),
+                        m.replyTo()));
             } catch (Throwable t) {
                 m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ", gradient reduction: " + Coordinator.describe(t)));
             }
@@ -683,10 +755,11 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             long start = System.nanoTime();
             try {
                 for (Map.Entry<Integer, Stage> e : stages.entrySet()) {
-                    optimizers.get(e.getKey()).step(e.getValue(), m.lr(), m.clip());
+                    if (m.skip()) e.getValue().endStep();         // no weight, no moment, no step count changes
+                    else optimizers.get(e.getKey()).step(e.getValue(), m.lr(), m.clip());
                 }
                 submesh.synchronize();
-                self.tell(new StepWorkDone(ActionKind.OPTIMIZER_STEP, 0, start, System.nanoTime(), m.replyTo()));
+                self.tell(new StepWorkDone(ActionKind.OPTIMIZER_STEP, 0, null, -1, start, System.nanoTime(), m.replyTo()));
             } catch (Throwable t) {
                 m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ", optimizer step: " + Coordinator.describe(t)));
             }
@@ -698,7 +771,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         ActionEvent e = new ActionEvent(rank, new Action(mySlices.get(0).index(), m.what()), -1, m.startNs(), m.endNs(), 0, 0,
                 0, stashed, submesh.maxInUse());
         if (m.what() == ActionKind.REDUCE_GRAD) {
-            m.replyTo().tell(new Coordinator.GradReport(rank, m.value(), e));
+            m.replyTo().tell(new Coordinator.GradReport(rank, m.value(), m.nonFinite(), m.nonFiniteStage(), e));
         } else {
             m.replyTo().tell(new Coordinator.OptimizerDone(rank, e, submesh.maxPeak()));
             submesh.devices().forEach(d -> d.resetPeak());
@@ -775,6 +848,22 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         }
         f.whenComplete((files, err) -> m.replyTo().tell(err == null ? StatusReply.success(files)
                 : StatusReply.error("rank " + rank + ": writing the checkpoint failed: " + Coordinator.describe(err))));
+        return this;
+    }
+
+    private Behavior<Command> onReinitialize(Reinitialize m) {
+        device.execute(() -> {
+            try {
+                for (StageSlice s : mySlices) {
+                    Stage old = stages.put(s.index(), new Stage(plan.model(), s, submesh, plan.parallelism(), plan.seed()));
+                    if (old != null) old.close();
+                    optimizers.put(s.index(), new Optimizer(plan.optimizer()));
+                }
+                m.replyTo().tell(StatusReply.success(rank));
+            } catch (Throwable t) {
+                m.replyTo().tell(StatusReply.error("rank " + rank + ": rebuilding its stages failed: " + Coordinator.describe(t)));
+            }
+        });
         return this;
     }
 

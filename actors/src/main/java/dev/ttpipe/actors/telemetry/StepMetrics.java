@@ -25,6 +25,7 @@ public final class StepMetrics {
         sb.append(",\"time\":").append(Json.str(java.time.Instant.now().toString()));
         sb.append(",\"loss\":").append(Json.num(r.loss()));
         sb.append(",\"grad_norm\":").append(Json.num(r.gradNorm()));
+        if (!r.applied()) sb.append(",\"not_applied\":").append(Json.str(r.nonFinite()));
         sb.append(",\"lr\":").append(Json.num(r.lr()));
         sb.append(",\"clip\":").append(Json.num(r.clip()));
         sb.append(",\"tokens\":").append(r.tokens());

@@ -190,6 +190,27 @@ public final class Checkpoints implements AutoCloseable {
         return List.copyOf(done);
     }
 
+    /**
+     * After a failed step, before rolling back: waits briefly for the saves being written and gives up
+     * on those that cannot finish (a rank that died never writes its files; such a checkpoint never
+     * becomes complete, so {@code latest} keeps naming the one before). Returns the newest complete
+     * checkpoint, or null when there is none yet.
+     */
+    Found abandonPending() {
+        for (Future<Saved> f : pending) {
+            try {
+                done.add(f.get(2, java.util.concurrent.TimeUnit.SECONDS));
+            } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+                f.cancel(true);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                f.cancel(true);
+            }
+        }
+        pending.clear();
+        return Files.isRegularFile(root.resolve(LATEST)) ? find(root.toString(), root) : null;
+    }
+
     /** One line: how many saves, their size, and the write bandwidth. */
     public static String summary(List<Saved> saves) {
         if (saves.isEmpty()) return "no checkpoint saved";

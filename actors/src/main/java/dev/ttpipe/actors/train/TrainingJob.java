@@ -5,6 +5,7 @@ import dev.ttpipe.actors.config.ConfigWriter;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.PipelineFailure;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.telemetry.ActionEvent;
 import dev.ttpipe.actors.telemetry.ChromeTrace;
@@ -115,6 +116,20 @@ public final class TrainingJob {
                     + checkpoint.step() + ", expected fewer than max_steps " + steps() + " (raise --max-steps to train further)");
         }
         this.resumeFrom = checkpoint;
+    }
+
+    /** How long a recovery waits for a dead rank's replacement to join. */
+    static final java.time.Duration RECOVERY_TIMEOUT = java.time.Duration.ofSeconds(120);
+
+    private int maxRecoveries;
+
+    /**
+     * Recover from up to {@code n} failed steps in place (rank 0 of a job that `ttpipe launch` started,
+     * which restarts a dead worker): the ranks rejoin under a fresh job id, a dead rank's replacement
+     * included, roll back to the latest checkpoint (or the start) and the loop goes on from there.
+     */
+    public void recoverInPlace(int n) {
+        this.maxRecoveries = n;
     }
 
     /** Where this run's checkpoints go, or null when it saves none (no run directory and no checkpoint_dir). */
@@ -316,8 +331,31 @@ public final class TrainingJob {
         double secondsTotal = 0;
         try {
             Progress progress = new Progress(out, steps, first, logEvery);
+            int recoveries = 0, nonFiniteInARow = 0;
             for (int step = first; step < steps; step++) {
-                Coordinator.StepReport r = runtime.step(step, batches(step));
+                Coordinator.StepReport r;
+                try {
+                    r = runtime.step(step, batches(step));
+                } catch (PipelineFailure e) {
+                    if (recoveries >= maxRecoveries) throw e;
+                    step = recover(runtime, checkpoints, e, ++recoveries, step, out) - 1;
+                    nonFiniteInARow = 0;
+                    continue;
+                }
+                if (!r.applied()) {
+                    nonFiniteInARow++;
+                    out.println();
+                    out.printf(Locale.ROOT, "step %d: %s; not applied (%d in a row; training_config.max_nonfinite_steps = %d)%n",
+                            step + 1, r.nonFinite(), nonFiniteInARow, cfg.training.maxNonfiniteSteps);
+                    if (nonFiniteInARow >= cfg.training.maxNonfiniteSteps) {
+                        throw new PipelineFailure(nonFiniteInARow + " steps in a row (" + (step + 2 - nonFiniteInARow) + ".." + (step + 1)
+                                + ") had non-finite values, none applied; the last: " + r.nonFinite() + " (training_config"
+                                + ".max_nonfinite_steps = " + cfg.training.maxNonfiniteSteps + "; lower the learning rate or set"
+                                + " training_config.clip_grad_norm_max_norm)");
+                    }
+                } else {
+                    nonFiniteInARow = 0;
+                }
                 StepAnalysis a = StepAnalysis.of(plan.schedule(), r);
                 st.stepped(step, r, a);
                 if (metricsServer != null) metricsServer.stepped(r, a);
@@ -389,6 +427,35 @@ public final class TrainingJob {
                     + " (open in https://ui.perfetto.dev), run.json, stdout.log");
         }
         return new Result(losses, tokensPerSecond, val, last);
+    }
+
+    /**
+     * After step {@code step} failed: every rank rejoins (a dead rank's replacement included), the
+     * weights and optimizer state roll back to the newest checkpoint (this run's, else the one it
+     * resumed from, else the initial weights), and the step to go on from is returned.
+     */
+    private int recover(PipelineRuntime runtime, Checkpoints checkpoints, PipelineFailure failure, int recovery, int step,
+                        PrintStream out) {
+        long t0 = System.nanoTime();
+        out.println();
+        out.println(failure.getMessage());
+        out.println("recovering (" + recovery + " of " + maxRecoveries + ", training_config.max_restarts): every rank rejoins the job,"
+                + " a restarted one too, and rolls back");
+        runtime.rejoin(RECOVERY_TIMEOUT);
+        Checkpoints.Found ck = checkpoints == null ? null : checkpoints.abandonPending();
+        if (ck == null) ck = resumeFrom;
+        int back;
+        if (ck != null) {
+            runtime.loadState(ck.dir(), ck.optimizerSteps());
+            back = ck.step();
+        } else {
+            runtime.reinitialize();
+            back = 0;
+        }
+        out.printf(Locale.ROOT, "recovered in %.1f s: every rank back at %s; steps %d..%d are redone%n", (System.nanoTime() - t0) / 1e9,
+                ck != null ? "the checkpoint of step " + back + " (" + ck.dir() + ")" : "the initial weights (no checkpoint yet)",
+                back + 1, step + 1);
+        return back;
     }
 
     /** Writes to two streams (the console and the run's stdout.log). */

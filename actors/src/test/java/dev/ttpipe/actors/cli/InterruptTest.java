@@ -97,7 +97,7 @@ class InterruptTest {
         assertEquals(Main.EXIT_FAILURE, r.code(), r.out() + r.err());
         assertTrue(r.err().contains("took longer than training_config.step_timeout_s = 2") && r.err().contains("running 1F1"), r.err());
         Map<?, ?> record = (Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("run.json")));
-        assertTrue(String.valueOf(record.get("status")).startsWith("failed: step 0 failed: step 0 took longer"), record.toString());
+        assertTrue(String.valueOf(record.get("status")).startsWith("failed: step 1 failed: step 1 took longer"), record.toString());
         MiniJson.parse(Files.readString(run.resolve("trace.json")));                 // loadable, even with no step done
     }
 }
