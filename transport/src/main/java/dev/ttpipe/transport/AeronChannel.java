@@ -242,6 +242,11 @@ final class AeronChannel implements TensorChannel {
             payloadCrc.update(bytes);
             sealHeader(index, payloadOffset, len);
             term.putBytes(at, header, 0, FrameCodec.LENGTH);
+            java.util.function.Predicate<FrameHeader> corrupt = AeronTransport.corruptForTests;
+            if (corrupt != null && len > 0 && corrupt.test(h)) {
+                AeronTransport.corruptForTests = null;
+                term.putByte(at + FrameCodec.LENGTH, (byte) (term.getByte(at + FrameCodec.LENGTH) ^ 0x40));   // after the checksum
+            }
             claim.commit();
         } catch (RuntimeException | Error e) {
             claim.abort();

@@ -289,6 +289,17 @@ public final class AeronTransport implements Transport {
         }
     }
 
+    /**
+     * Tests only: flips a bit in the payload of the next chunk sent (after its checksum is taken) of the
+     * first frame {@code which} accepts, as a faulty link or memory would; null clears it. The receiver's
+     * CRC32C check then drops the frame and reports it.
+     */
+    public static void corruptNextFrameForTests(java.util.function.Predicate<FrameHeader> which) {
+        corruptForTests = which;
+    }
+
+    static volatile java.util.function.Predicate<FrameHeader> corruptForTests;
+
     /** {@code /dev/shm} (memory) where it exists, else java.io.tmpdir, plus {@code ttpipe-aeron-<pid>-<random>}. */
     static Path defaultDirectory() {
         Path shm = Path.of("/dev/shm");

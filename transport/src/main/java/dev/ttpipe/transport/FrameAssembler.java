@@ -447,7 +447,7 @@ final class FrameAssembler implements FragmentHandler {
     }
 
     private void drop(Inbound in, String problem, boolean foreign) {
-        String what = in.inFrame && in.header != null ? "frame " + in.sequence + " (" + in.header + ")" : "frame";
+        String what = in.inFrame && in.header != null ? "frame " + in.sequence + " (" + in.header.action() + ": " + in.header + ")" : "frame";
         in.resyncing = true;
         release(in);
         in.header = null;

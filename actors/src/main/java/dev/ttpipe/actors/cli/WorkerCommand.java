@@ -86,7 +86,8 @@ public final class WorkerCommand implements Callable<Integer> {
                 }
             }
             try (runtime) {
-                System.out.println("rank " + rank + " joined; serving until rank 0 ends the job"
+                System.out.println("rank " + rank + " joined " + String.format(java.util.Locale.ROOT, "%.1f s after its process started",
+                        java.lang.management.ManagementFactory.getRuntimeMXBean().getUptime() / 1e3) + "; serving until rank 0 ends the job"
                         + (telemetry == null ? "" : "; telemetry " + telemetry.url() + "/metrics"));
                 failure = runtime.awaitEnd();
             } finally {

@@ -191,6 +191,17 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private static volatile java.util.Map.Entry<Action, Long> testDelay;
 
     /**
+     * Tests only: from optimizer step {@code fromStep} (counted from 0) on, stage {@code stage}'s first
+     * parameter with a gradient gets a NaN gradient before the reduction, as an overflow in its
+     * backward would leave it. A negative stage clears it.
+     */
+    public static void poisonGradientForTests(int stage, int fromStep) {
+        testPoison = stage < 0 ? null : new int[]{stage, fromStep};
+    }
+
+    private static volatile int[] testPoison;
+
+    /**
      * What the transport delivers to for {@code rank}: arrivals become {@link Arrived} messages. The
      * guardian binds it as soon as the actor is spawned, before any rank can send.
      */
@@ -691,7 +702,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
      * waiting for it until the step times out.
      */
     private Behavior<Command> onFrameDropped(FrameDropped m) {
-        String what = "rank " + rank + ": a frame on " + m.channel() + " was dropped, " + m.problem();
+        String what = "rank " + rank + ": on " + m.channel() + ", " + m.problem();
         if (pass == null || failed) {
             getContext().getLog().error("{} (between passes)", what);
             return this;
@@ -730,7 +741,12 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                 double sumSq = 0;
                 String nonFinite = null;
                 int nonFiniteStage = -1;
+                int[] poison = testPoison;
                 for (Stage s : stages.values()) {
+                    if (poison != null && poison[0] == s.index() && m.step() >= poison[1]) {
+                        s.parameters().stream().filter(p -> p.grad() != null).findFirst()
+                                .ifPresent(p -> submesh.ops().scaleInPlace(p.grad(), Float.NaN));
+                    }
                     s.reduceGradients();
                     sumSq += s.gradSumSquares();
                     // Backward runs from the last stage down: the highest stage with a non-finite gradient saw it first.

@@ -81,6 +81,14 @@ public final class Checkpoints implements AutoCloseable {
 
     /** Saves the state after {@code stepsDone} steps; returns once the host copies are taken (milliseconds). */
     void save(PipelineRuntime runtime, int stepsDone) throws IOException {
+        save(runtime, stepsDone, stepsDone);
+    }
+
+    /**
+     * Saves the state after {@code stepsDone} steps of which {@code optimizerSteps} were applied (a
+     * step with a non-finite loss or gradient is not); returns once the host copies are taken.
+     */
+    void save(PipelineRuntime runtime, int stepsDone, int optimizerSteps) throws IOException {
         Files.createDirectories(root);
         Path tmp = root.resolve(dirName(stepsDone) + ".tmp");
         deleteTree(tmp);
@@ -88,10 +96,10 @@ public final class Checkpoints implements AutoCloseable {
         long t0 = System.nanoTime();
         runtime.saveState(stepsDone, tmp);
         double copy = (System.nanoTime() - t0) / 1e9;
-        pending.add(finisher.submit(() -> finish(runtime, stepsDone, tmp, copy)));
+        pending.add(finisher.submit(() -> finish(runtime, stepsDone, optimizerSteps, tmp, copy)));
     }
 
-    private Saved finish(PipelineRuntime runtime, int stepsDone, Path tmp, double copySeconds) throws IOException {
+    private Saved finish(PipelineRuntime runtime, int stepsDone, int optimizerSteps, Path tmp, double copySeconds) throws IOException {
         List<StageActor.SavedFiles> files = runtime.awaitSaved(stepsDone);
         long bytes = 0;
         double write = 0;
@@ -105,7 +113,7 @@ public final class Checkpoints implements AutoCloseable {
                         .append(",\"rank\":").append(f.rank()).append('}');
             }
         }
-        writeDurably(tmp.resolve(STATE), trainerState(stepsDone, list.append('}').toString()));
+        writeDurably(tmp.resolve(STATE), trainerState(stepsDone, optimizerSteps, list.append('}').toString()));
         Path dir = root.resolve(dirName(stepsDone));
         deleteTree(dir);
         Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
@@ -118,7 +126,7 @@ public final class Checkpoints implements AutoCloseable {
         return new Saved(stepsDone, dir, bytes, copySeconds, write);
     }
 
-    private String trainerState(int stepsDone, String files) {
+    private String trainerState(int stepsDone, int optimizerSteps, String files) {
         JobPlan plan = job.plan();
         StringBuilder layout = new StringBuilder("[");
         for (StageSlice s : plan.slices()) {
@@ -130,7 +138,7 @@ public final class Checkpoints implements AutoCloseable {
         return "{\n  \"format\": " + FORMAT
                 + ",\n  \"ttpipe_version\": " + Json.str(version())
                 + ",\n  \"step\": " + stepsDone
-                + ",\n  \"optimizer_steps\": " + stepsDone
+                + ",\n  \"optimizer_steps\": " + optimizerSteps
                 + ",\n  \"lr_schedule_step\": " + stepsDone
                 + ",\n  \"data\": {\"seed\": " + plan.seed() + ", \"next_batch\": " + (long) stepsDone * plan.accumulation() + "}"
                 + ",\n  \"rng\": {\"seed\": " + plan.seed() + ", \"next_pass\": " + (long) stepsDone * plan.accumulation()

@@ -332,13 +332,16 @@ public final class TrainingJob {
         try {
             Progress progress = new Progress(out, steps, first, logEvery);
             int recoveries = 0, nonFiniteInARow = 0;
+            int optimizerSteps = resumeFrom != null ? resumeFrom.optimizerSteps() : 0;   // steps applied: not the non-finite ones
             for (int step = first; step < steps; step++) {
                 Coordinator.StepReport r;
                 try {
                     r = runtime.step(step, batches(step));
                 } catch (PipelineFailure e) {
                     if (recoveries >= maxRecoveries) throw e;
-                    step = recover(runtime, checkpoints, e, ++recoveries, step, out) - 1;
+                    Checkpoints.Found back = recover(runtime, checkpoints, e, ++recoveries, step, out);
+                    step = (back == null ? 0 : back.step()) - 1;
+                    optimizerSteps = back == null ? 0 : back.optimizerSteps();
                     nonFiniteInARow = 0;
                     continue;
                 }
@@ -355,6 +358,7 @@ public final class TrainingJob {
                     }
                 } else {
                     nonFiniteInARow = 0;
+                    optimizerSteps++;
                 }
                 StepAnalysis a = StepAnalysis.of(plan.schedule(), r);
                 st.stepped(step, r, a);
@@ -368,7 +372,7 @@ public final class TrainingJob {
                     metrics.newLine();
                     metrics.flush();
                 }
-                if (checkpoints != null && checkpoints.due(step + 1, steps)) checkpoints.save(runtime, step + 1);
+                if (checkpoints != null && checkpoints.due(step + 1, steps)) checkpoints.save(runtime, step + 1, optimizerSteps);
                 if (step > first) {             // the first step includes warm-up (JIT, allocations)
                     tokensTotal += r.tokens();
                     secondsTotal += r.seconds();
@@ -432,9 +436,9 @@ public final class TrainingJob {
     /**
      * After step {@code step} failed: every rank rejoins (a dead rank's replacement included), the
      * weights and optimizer state roll back to the newest checkpoint (this run's, else the one it
-     * resumed from, else the initial weights), and the step to go on from is returned.
+     * resumed from, else the initial weights), which is returned (null: the initial weights).
      */
-    private int recover(PipelineRuntime runtime, Checkpoints checkpoints, PipelineFailure failure, int recovery, int step,
+    private Checkpoints.Found recover(PipelineRuntime runtime, Checkpoints checkpoints, PipelineFailure failure, int recovery, int step,
                         PrintStream out) {
         long t0 = System.nanoTime();
         out.println();
@@ -442,20 +446,17 @@ public final class TrainingJob {
         out.println("recovering (" + recovery + " of " + maxRecoveries + ", training_config.max_restarts): every rank rejoins the job,"
                 + " a restarted one too, and rolls back");
         runtime.rejoin(RECOVERY_TIMEOUT);
+        double rejoined = (System.nanoTime() - t0) / 1e9;
         Checkpoints.Found ck = checkpoints == null ? null : checkpoints.abandonPending();
         if (ck == null) ck = resumeFrom;
-        int back;
-        if (ck != null) {
-            runtime.loadState(ck.dir(), ck.optimizerSteps());
-            back = ck.step();
-        } else {
-            runtime.reinitialize();
-            back = 0;
-        }
-        out.printf(Locale.ROOT, "recovered in %.1f s: every rank back at %s; steps %d..%d are redone%n", (System.nanoTime() - t0) / 1e9,
+        int back = ck == null ? 0 : ck.step();
+        if (ck != null) runtime.loadState(ck.dir(), ck.optimizerSteps());
+        else runtime.reinitialize();
+        out.printf(Locale.ROOT, "recovered in %.1f s (every rank joined after %.1f s): back at %s; steps %d..%d are redone%n",
+                (System.nanoTime() - t0) / 1e9, rejoined,
                 ck != null ? "the checkpoint of step " + back + " (" + ck.dir() + ")" : "the initial weights (no checkpoint yet)",
                 back + 1, step + 1);
-        return back;
+        return ck;
     }
 
     /** Writes to two streams (the console and the run's stdout.log). */

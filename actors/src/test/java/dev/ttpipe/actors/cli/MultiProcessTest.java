@@ -88,8 +88,21 @@ class MultiProcessTest {
 
     @Test
     void aLaunchedJobRecoversFromAKilledWorkerAndEndsBitIdentical(@TempDir Path dir) throws Exception {
-        Path cfg = write(dir, "pp2.yaml", config(2, 26600, "{0: 2, 1: 2}").replace("max_steps: 400",
-                "max_steps: 120, model_save_interval: 10"));
+        killOneWorkerAndCompare(dir, 2, 26600, "{0: 2, 1: 2}", 1, 120);
+    }
+
+    @Test
+    void aFourRankJobRestartsOnlyTheKilledWorkerWhileTheOthersRollBackAndEndsBitIdentical(@TempDir Path dir) throws Exception {
+        killOneWorkerAndCompare(dir, 4, 26620, "{0: 1, 1: 1, 2: 1, 3: 1}", 2, 60);
+    }
+
+    /**
+     * Runs the job whole, then again killing rank {@code victim} (SIGKILL) between checkpoints: only that
+     * worker is started again, the others stay and roll back, and the final checkpoints are bit-identical.
+     */
+    private static void killOneWorkerAndCompare(Path dir, int ranks, int basePort, String split, int victimRank, int steps)
+            throws Exception {
+        Path cfg = write(dir, "job.yaml", config(ranks, basePort, split).replace("max_steps: 400", "max_steps: " + steps + ", model_save_interval: 10"));
         CliTest.Result whole = CliTest.run("launch", cfg.toString(), "--run-dir", dir.resolve("whole").toString());
         assertEquals(0, whole.code(), whole.out() + whole.err());
         Path killed = dir.resolve("killed");
@@ -100,17 +113,26 @@ class MultiProcessTest {
         while (victim == null && System.nanoTime() < deadline) {
             Path metrics = killed.resolve("metrics.jsonl");
             if (Files.isRegularFile(metrics) && Files.readAllLines(metrics).size() >= 25) {
-                victim = ProcessHandle.current().descendants().filter(p -> cmdline(p).contains("--rank 1")).findFirst().orElse(null);
+                victim = ProcessHandle.current().descendants().filter(p -> cmdline(p).contains("--rank " + victimRank + " "))
+                        .findFirst().orElse(null);
             }
             Thread.sleep(20);
         }
-        assertTrue(victim != null, "rank 1 never trained 25 steps");
+        assertTrue(victim != null, "rank " + victimRank + " never trained 25 steps");
         victim.destroyForcibly();                                    // SIGKILL, between checkpoints 20 and 30
-        CliTest.Result r = job.get(180, TimeUnit.SECONDS);
+        CliTest.Result r = job.get(240, TimeUnit.SECONDS);
         assertEquals(0, r.code(), r.out() + r.err());
-        assertTrue(r.err().contains("rank 1 (127.0.0.1:26601) died (exit code 137, signal 9)"), r.err());
+        assertTrue(r.err().contains("rank " + victimRank + " (127.0.0.1:" + (basePort + victimRank)
+                + ") died (exit code 137, signal 9)"), r.err());
+        assertTrue(r.err().contains("restarting rank " + victimRank + " alone"), r.err());
         assertTrue(r.err().contains("recovered in"), r.err());
-        CheckpointTest.assertSameTensors(dir.resolve("whole/checkpoints/step-000120"), killed.resolve("checkpoints/step-000120"));
+        assertTrue(r.out().contains("back at the checkpoint of step 20"), r.out());
+        for (int rank = 0; rank < ranks; rank++) {           // each printed its start line once, the victim twice
+            String start = "[rank " + rank + "] rank " + rank + " of " + ranks + ": control";
+            assertEquals(rank == victimRank ? 2 : 1, r.out().lines().filter(l -> l.startsWith(start)).count(), r.out());
+        }
+        CheckpointTest.assertSameTensors(dir.resolve("whole/checkpoints/" + String.format("step-%06d", steps)),
+                killed.resolve("checkpoints/" + String.format("step-%06d", steps)));
         assertNoLeftovers();
     }
 
