@@ -10,6 +10,7 @@ import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Random;
+import java.util.function.Predicate;
 
 /**
  * A model-level gradient check in fp64: one stage (any slice of a model) on the fp64 mesh, its
@@ -115,10 +116,17 @@ final class GradientCheck {
 
     /** Compares every element; throws an AssertionError naming the first element beyond tolerance. */
     Report run() {
+        return run(tensor -> true);
+    }
+
+    /** {@link #run()} over the tensors named ("input" or a parameter's name) that {@code which} accepts. */
+    Report run(Predicate<String> which) {
         Map<String, double[]> grads = analytic();
         Map<String, double[]> values = new LinkedHashMap<>();
         if (x != null) values.put("input", x);
         for (Param p : stage.parameters()) values.put(p.name(), Fp64Ops.data(p.value()));
+        values.keySet().removeIf(which.negate());
+        if (values.isEmpty()) throw new IllegalArgumentException(name + ": no tensor selected");
         long elements = 0;
         double maxRel = 0, maxAbs = 0, minRms = Double.POSITIVE_INFINITY;
         String worst = "-", minRmsParam = "-";
@@ -178,9 +186,14 @@ final class GradientCheck {
 
     /** Runs one check on a fresh stage and closes it. */
     static Report check(String name, ModelSpec spec, StageSlice slice, Submesh fp64) {
+        return check(name, spec, slice, fp64, tensor -> true);
+    }
+
+    /** {@link #check} of the tensors {@code which} accepts. */
+    static Report check(String name, ModelSpec spec, StageSlice slice, Submesh fp64, Predicate<String> which) {
         GradientCheck c = new GradientCheck(name, spec, slice, fp64);
         try {
-            return c.run();
+            return c.run(which);
         } finally {
             c.close();
         }
