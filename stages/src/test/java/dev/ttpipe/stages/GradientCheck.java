@@ -201,8 +201,9 @@ final class GradientCheck {
 
     // ---- the models and slices the checks use ----------------------------------------------------------
 
+    /** 4 heads of dim 4 (1/sqrt(hd) exact in fp32, the precision the stages pass the scale in). */
     static ModelSpec gpt2(float dropout) {
-        return new ModelSpec(ModelSpec.ModelType.GPT2, 11, 16, 2, 2, 2, 24, 8, dropout, false, 10000f, false);
+        return new ModelSpec(ModelSpec.ModelType.GPT2, 11, 16, 4, 4, 2, 24, 8, dropout, false, 10000f, false);
     }
 
     /** 4 query heads sharing 2 key/value heads (GQA), head dim 4, RoPE. */
