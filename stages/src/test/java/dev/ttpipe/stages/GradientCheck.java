@@ -4,6 +4,7 @@ import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
+import dev.ttpipe.stages.fp64.Fp64MeshDevice;
 import dev.ttpipe.stages.fp64.Fp64Ops;
 
 import java.util.LinkedHashMap;
@@ -26,6 +27,8 @@ final class GradientCheck {
     static final double ATOL = 1e-10;
     static final double STEP = 1e-3;
     static final int B = 2, T = 5;
+    /** The fp64 mesh every check runs on (plain Java arrays: nothing to close). */
+    static final Submesh FP64 = Fp64MeshDevice.open().asSubmesh();
 
     /** What one check found: elements compared, the worst relative error (elements with |g| > 1e-6), the smallest gradient RMS. */
     record Report(String name, long elements, double maxRelative, double maxAbsolute, String worst, double minRms,

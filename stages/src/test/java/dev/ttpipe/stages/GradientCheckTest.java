@@ -1,10 +1,6 @@
 package dev.ttpipe.stages;
 
-import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.Submesh;
-import dev.ttpipe.stages.fp64.Fp64MeshDevice;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -18,19 +14,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * off and on. {@link MutationTest} shows that each of several wrong backward formulas fails them.
  */
 class GradientCheckTest {
-    static MeshDevice mesh;
-    static Submesh fp64;
-
-    @BeforeAll
-    static void open() {
-        mesh = Fp64MeshDevice.open();
-        fp64 = mesh.asSubmesh();
-    }
-
-    @AfterAll
-    static void close() {
-        mesh.close();
-    }
+    static final Submesh fp64 = GradientCheck.FP64;
 
     private static void check(String name, ModelSpec spec, StageSlice slice) {
         GradientCheck.Report r = GradientCheck.check(name + (spec.dropout() > 0 ? " dropout " + spec.dropout() : ""), spec,

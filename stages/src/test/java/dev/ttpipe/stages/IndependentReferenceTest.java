@@ -1,14 +1,10 @@
 package dev.ttpipe.stages;
 
 import dev.ttpipe.device.Layout;
-import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Submesh;
-import dev.ttpipe.stages.fp64.Fp64MeshDevice;
 import dev.ttpipe.stages.fp64.Fp64Ops;
 import dev.ttpipe.stages.independent.PlainTransformer;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
@@ -32,19 +28,7 @@ class IndependentReferenceTest {
     static final double TOLERANCE = 1e-9;
     static final int B = 2, T = 8;
 
-    static MeshDevice mesh;
-    static Submesh fp64;
-
-    @BeforeAll
-    static void open() {
-        mesh = Fp64MeshDevice.open();
-        fp64 = mesh.asSubmesh();
-    }
-
-    @AfterAll
-    static void close() {
-        mesh.close();
-    }
+    static final Submesh fp64 = GradientCheck.FP64;
 
     @ParameterizedTest
     @EnumSource(ModelSpec.ModelType.class)

@@ -1,11 +1,7 @@
 package dev.ttpipe.stages;
 
-import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.Submesh;
-import dev.ttpipe.stages.fp64.Fp64MeshDevice;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
@@ -18,19 +14,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * mutation the same checks pass ({@link GradientCheckTest}).
  */
 class MutationTest {
-    static MeshDevice mesh;
-    static Submesh fp64;
-
-    @BeforeAll
-    static void open() {
-        mesh = Fp64MeshDevice.open();
-        fp64 = mesh.asSubmesh();
-    }
-
-    @AfterAll
-    static void close() {
-        mesh.close();
-    }
+    static final Submesh fp64 = GradientCheck.FP64;
 
     @AfterEach
     void off() {
