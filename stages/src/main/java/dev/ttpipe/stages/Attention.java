@@ -1,5 +1,7 @@
 package dev.ttpipe.stages;
 
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.Ops;
 import dev.ttpipe.device.ReduceOp;
 import dev.ttpipe.device.Shape;
@@ -97,11 +99,12 @@ final class Attention {
             try (dO) {
                 Tensor dS;
                 try (Tensor dA = ops.matmul(dO, s.v, false, true)) {        // [b, H, T, T]
-                    dS = ops.softmaxBackward(s.att, dA, scale);
+                    dS = ops.softmaxBackward(s.att, dA, Mutation.on(Mutation.DROP_SOFTMAX_SCALE) ? 1f : scale);
                 }
                 dV = ops.matmul(s.att, dO, true, false);                    // [b, H, T, hd]
                 try (dS) {
                     dQ = ops.matmul(dS, s.k, false, false);
+                    if (Mutation.on(Mutation.NEGATE_DQ)) ops.scaleInPlace(dQ, -1f);
                     dK = ops.matmul(dS, s.q, true, false);
                 }
             }
@@ -156,7 +159,7 @@ final class Attention {
     /** Gradient [b, n, T, hd] -> [b, T, n*hd], undoing rotary when the forward applied it; closes its input. */
     private Tensor mergeHeadsGrad(Tensor g, int b, int t, int n, boolean rotary) {
         Tensor h;
-        if (rotary && rope) {
+        if (rotary && rope && !Mutation.on(Mutation.DROP_ROPE_INVERSE)) {
             h = c.ops.rope(g, c.spec.ropeTheta(), true);
             g.close();
         } else {
@@ -179,7 +182,21 @@ final class Attention {
     private Tensor collapse(Tensor g) {
         if (kvHeads == heads) return g;
         try (g) {
+            if (Mutation.on(Mutation.SKIP_GQA_SUM)) return firstOfEachGroup(g);
             return c.ops.sumGroups(g, 1, heads / kvHeads);
+        }
+    }
+
+    /** {@link Mutation#SKIP_GQA_SUM}: [b, H, T, hd] -> [b, Hkv, T, hd], the first head of each group. */
+    private Tensor firstOfEachGroup(Tensor g) {
+        int b = g.shape().dim(0), t = g.shape().dim(2), group = heads / kvHeads;
+        float[] first = new float[group];
+        first[0] = 1f;
+        try (Tensor pick = c.ops.fromHost(first, Shape.of(group, 1), Layout.REPLICATED, DType.FP32);
+             Tensor grouped = c.ops.reshape(g, Shape.of(b * kvHeads, group, t * headDim));
+             Tensor picked = c.ops.matmul(grouped, pick, true, false);        // [b*Hkv, T*hd, 1]
+             Tensor view = c.ops.reshape(picked, Shape.of(b, kvHeads, t, headDim))) {
+            return c.ops.copy(view);
         }
     }
 

@@ -75,7 +75,7 @@ final class Block {
         try (Tensor dF = dropBackward(m, dOut, ".mlp_drop");
              Tensor dH2 = mlp.backwardInput(m, dF);
              Tensor dX1n = norm2.backwardInput(m, dH2)) {
-            dX1 = ops.add(dOut, dX1n);
+            dX1 = Mutation.on(Mutation.DROP_RESIDUAL_GRADIENT) ? c.keep(dX1n) : ops.add(dOut, dX1n);
         }
         try (dX1;
              Tensor dA = dropBackward(m, dX1, ".attn_drop");
@@ -103,7 +103,7 @@ final class Block {
 
     /** The dropout backward, or an alias of dy when dropout is off (the caller closes either). */
     private Tensor dropBackward(Micro m, Tensor dy, String site) {
-        if (dropout <= 0f || !m.train()) return c.keep(dy);
+        if (dropout <= 0f || !m.train() || Mutation.on(Mutation.UNMASKED_DROPOUT_BACKWARD)) return c.keep(dy);
         return c.ops.dropoutBackward(dy, dropout, ParamInit.dropoutSeed(c.seed, m.step(), name + site),
                 (long) m.mb() * dy.shape().numel());
     }

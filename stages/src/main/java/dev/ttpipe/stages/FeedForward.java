@@ -64,7 +64,7 @@ final class FeedForward {
             Tensor a = sv[0], u = sv[1], s = sv[2];
             try (Tensor dg = w2.backwardInput(m, dy);
                  Tensor ds = ops.mul(dg, u);
-                 Tensor du = ops.mul(dg, s);
+                 Tensor du = ops.mul(dg, Mutation.on(Mutation.SWIGLU_WRONG_GATE) ? a : s);
                  Tensor da = ops.siluBackward(ds, a)) {
                 Tensor dx = w1.backwardInputPartial(m, da);
                 w3.backwardInputInto(m, du, dx);

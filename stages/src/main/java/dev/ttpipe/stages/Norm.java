@@ -61,6 +61,7 @@ final class Norm {
                 boolean accB = beta.markWritten();
                 if (accG != accB) throw new IllegalStateException("gamma and beta gradients out of step");
                 c.ops.layerNormBackwardWeight(s.dy[0], s.x, s.mean, s.rstd, gamma.grad(), beta.grad(), accG);
+                if (Mutation.on(Mutation.SCALE_LAYERNORM_DGAMMA)) c.ops.scaleInPlace(gamma.grad(), 1.001f);
             }
         } finally {
             s.close();

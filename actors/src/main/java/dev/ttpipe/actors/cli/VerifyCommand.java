@@ -18,7 +18,7 @@ import java.util.concurrent.Callable;
  */
 @Command(name = "verify",
         mixinStandardHelpOptions = true,
-        description = {"Check a pipelined job against the reference trainer: losses and weights, step by step.",
+        description = {"Check a pipelined job against the reference trainer: losses, gradient norms and weights, step by step.",
                 "The reference runs all blocks on one submesh without a pipeline, on the same seed and data.",
                 "Exit code 0 when every step agrees within the tolerance, 1 when one does not."},
         footer = {"", "Examples:",
@@ -36,7 +36,8 @@ public final class VerifyCommand implements Callable<Integer> {
     int steps;
 
     @Option(names = "--tolerance", paramLabel = "X", defaultValue = "1e-5",
-            description = "Largest norm-wise relative weight difference accepted (default ${DEFAULT-VALUE}).")
+            description = "Largest relative difference accepted in the loss, the gradient norm and (norm-wise) each weight "
+                    + "(default ${DEFAULT-VALUE}).")
     double tolerance;
 
     @Option(names = "--single-device", description = {"Run the reference trainer on one cpu device (no DDP/TP) instead of the",

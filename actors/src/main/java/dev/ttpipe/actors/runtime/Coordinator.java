@@ -3,6 +3,7 @@ package dev.ttpipe.actors.runtime;
 import dev.ttpipe.actors.multihost.ClusterMessage;
 import dev.ttpipe.actors.telemetry.ActionEvent;
 import dev.ttpipe.device.LossOutput;
+import dev.ttpipe.stages.Mutation;
 import dev.ttpipe.stages.Optimizer;
 import dev.ttpipe.stages.data.Batch;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -301,7 +302,8 @@ public final class Coordinator {
             inputs[i] = mb.inputs();
             targets[i] = mb.targets();
         }
-        MicrobatchData data = new MicrobatchData(b, batch.seqLen(), inputs, targets, (float) (1.0 / Math.max(1, st.counted)));
+        double lossScale = (Mutation.on(Mutation.PIPELINE_GRADIENT_X2) ? 2.0 : 1.0) / Math.max(1, st.counted);
+        MicrobatchData data = new MicrobatchData(b, batch.seqLen(), inputs, targets, (float) lossScale);
         int pass = st.request.step() * st.request.batches().size() + st.pass;
         st.passStart[st.pass] = System.nanoTime();
         for (int r = 0; r < ranks.size(); r++) {

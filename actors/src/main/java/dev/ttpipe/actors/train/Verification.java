@@ -24,9 +24,11 @@ import java.util.Locale;
 
 /**
  * {@code ttpipe verify}: a training job's pipeline and the non-pipelined reference trainer side by
- * side on the same seed and batches ({@link TrainingJob#batches}); per step both losses and the
- * largest norm-wise relative weight difference. A multi-process config runs rank 0 here and the
- * other ranks as worker processes.
+ * side on the same seed and batches ({@link TrainingJob#batches}); per step both losses, both global
+ * gradient norms (before clipping) and the largest norm-wise relative weight difference, each within
+ * the tolerance. The gradient norms catch what the weights cannot: AdamW's update does not depend on
+ * the gradient's scale, so a pipeline whose gradients are twice too large moves the weights by less
+ * than the tolerance. A multi-process config runs rank 0 here and the other ranks as worker processes.
  *
  * @param singleDevice the reference on one cpu device instead of the job's backend and per-rank mesh
  * @param wholeBatch   the reference takes each batch in one pass instead of the same microbatches
@@ -36,9 +38,10 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
     /** Runs it; {@code configFile} and {@code workerArgs} start the worker processes of a multi-process config. */
     public boolean run(Path configFile, List<String> workerArgs, PrintStream out) throws IOException, InterruptedException {
         JobPlan plan = job.plan();
-        out.printf("verify: %s, %d stages on %d ranks, %s%s, %d microbatches, %s backend, mesh %s per rank; reference: all"
-                        + " blocks on %s, no pipeline%n", configFile, plan.stages(), plan.ranks(), plan.schedule().name(),
-                plan.readyFirst() ? " (ready-first)" : "", plan.microbatches(), plan.backend(), plan.rankMesh(),
+        out.printf("verify: %s, %d stages on %d ranks, %s%s, %d microbatches, %s optimizer, %s backend, mesh %s per rank;"
+                        + " reference: all blocks on %s, no pipeline%n", configFile, plan.stages(), plan.ranks(),
+                plan.schedule().name(), plan.readyFirst() ? " (ready-first)" : "", plan.microbatches(),
+                plan.optimizer().kind().name().toLowerCase(Locale.ROOT), plan.backend(), plan.rankMesh(),
                 singleDevice ? "one cpu device" : "one " + plan.backend() + " submesh " + plan.rankMesh()
                         + (plan.parallelism().ddp() || plan.parallelism().tp() ? " with the same DDP/TP" : ""));
         boolean multiProcess = job.config().multihost.enabled && plan.transport() == SocketType.AERON;
@@ -77,17 +80,20 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
              ReferenceTrainer ref = new ReferenceTrainer(plan.model(), refMesh.asSubmesh(),
                      singleDevice ? Parallelism.NONE : plan.parallelism(), plan.seed(),
                      plan.optimizer(), plan.lr(), plan.clipMaxNorm(), wholeBatch ? 1 : plan.microbatches())) {
-            out.printf("%5s %14s %14s %14s  %s%n", "step", "pipeline loss", "reference loss", "max rel diff", "worst parameter");
+            out.printf("%5s %14s %14s %14s %14s %12s %14s  %s%n", "step", "pipeline loss", "reference loss",
+                    "pipeline |g|", "reference |g|", "|g| rel diff", "max rel diff", "worst parameter");
             for (int step = 0; step < steps; step++) {
                 List<Batch> batches = job.batches(step);
                 Coordinator.StepReport p = runtime.step(step, batches);
                 ReferenceTrainer.StepResult r = ref.step(step, batches);
                 WeightDiff d = WeightDiff.compare(runtime.weights(), ref.weights());
-                boolean stepOk = d.maxRelative() <= tolerance
+                double gradDiff = Math.abs(p.gradNorm() - r.gradNorm()) / Math.max(r.gradNorm(), Double.MIN_NORMAL);
+                boolean stepOk = d.maxRelative() <= tolerance && gradDiff <= tolerance
                         && Math.abs(p.loss() - r.loss()) <= tolerance * Math.max(1.0, Math.abs(r.loss()));
                 ok &= stepOk;
-                out.printf(Locale.ROOT, "%5d %14.6f %14.6f %14.3e  %s%s%n", step, p.loss(), r.loss(), d.maxRelative(),
-                        d.worstParam(), stepOk ? "" : "   <-- beyond tolerance " + tolerance);
+                out.printf(Locale.ROOT, "%5d %14.6f %14.6f %14.6e %14.6e %12.3e %14.3e  %s%s%n", step, p.loss(), r.loss(),
+                        p.gradNorm(), r.gradNorm(), gradDiff, d.maxRelative(), d.worstParam(),
+                        stepOk ? "" : "   <-- beyond tolerance " + tolerance);
             }
         } catch (RuntimeException e) {
             failure = e.getMessage();
