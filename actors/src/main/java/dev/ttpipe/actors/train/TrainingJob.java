@@ -64,10 +64,25 @@ public final class TrainingJob {
         this.plan = plan;
     }
 
-    /** The job a validated config describes: its data (or the generated corpus) and its plan. */
+    /**
+     * The job a validated config describes: its data (or the generated corpus) and its plan, whose
+     * memory is planned before anything starts.
+     *
+     * @throws dev.ttpipe.actors.config.ConfigException also when a device would run out of memory
+     */
     public static TrainingJob fromConfig(TtpipeConfig cfg) {
         TrainingData data = TrainingData.load(cfg);
-        return new TrainingJob(cfg, true, data, JobPlan.from(cfg, data.dataset().tokenizer().vocabSize()));
+        TrainingJob job = new TrainingJob(cfg, true, data, JobPlan.from(cfg, data.dataset().tokenizer().vocabSize()));
+        job.memory = dev.ttpipe.actors.runtime.MemoryPlan.of(job.plan);
+        job.memory.check(cfg.origins.where("device_config.memory_per_device"));
+        return job;
+    }
+
+    private dev.ttpipe.actors.runtime.MemoryPlan memory;
+
+    /** Each device's planned memory (null for a job built in code). */
+    public dev.ttpipe.actors.runtime.MemoryPlan memoryPlan() {
+        return memory;
     }
 
     /** A job built in code: {@code plan} trained for {@code steps} steps on {@code text}, default evaluation. */
@@ -283,6 +298,7 @@ public final class TrainingJob {
     private Result runLogged(PipelineRuntime runtime, Path runDir, PrintStream out) throws IOException {
         Session st = new Session(runDir, out);
         out.println(describe());
+        if (memory != null) out.println(memory.summary());
         if (runDir != null) {
             out.println("run directory: " + runDir);
             if (fromConfig) Files.writeString(runDir.resolve("config.yaml"), configYaml(), StandardCharsets.UTF_8);

@@ -116,4 +116,13 @@ class CliTest {
         assertEquals(0, h.code());
         assertTrue(h.out().contains("Examples:"), h.out());
     }
+
+    @Test
+    void aJobThatWouldOverflowADeviceIsRefusedBeforeItStartsInOneLine(@TempDir Path dir) throws Exception {
+        Path cfg = config(dir, SMALL.replace("RUNS", dir.resolve("runs").toString()) + "device_config: {memory_per_device: 64KiB}\n");
+        Result r = run("train", cfg.toString());
+        assertOneLineBadInput(r, "job.yaml:5: device_config.memory_per_device: rank ", "per device, its devices have 64.0 KiB",
+                "parameters ", "activations of up to ");
+        assertFalse(Files.exists(dir.resolve("runs")), "a run directory was made for a job that cannot start");
+    }
 }

@@ -1,0 +1,261 @@
+package dev.ttpipe.actors.runtime;
+
+import dev.ttpipe.actors.config.Sizes;
+import dev.ttpipe.device.Backends;
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.MeshDevice;
+import dev.ttpipe.device.Ops;
+import dev.ttpipe.device.Shape;
+import dev.ttpipe.device.SimCosts;
+import dev.ttpipe.device.Submesh;
+import dev.ttpipe.device.Tensor;
+import dev.ttpipe.schedules.Action;
+import dev.ttpipe.stages.Inputs;
+import dev.ttpipe.stages.ModelSpec;
+import dev.ttpipe.stages.Optimizer;
+import dev.ttpipe.stages.Stage;
+import dev.ttpipe.stages.StageSlice;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * Each device's memory, planned before a job starts. For every rank it builds the rank's stages on
+ * a {@code sim} mesh of the rank's shape (the same tensors, layouts and per-device accounting as the
+ * real backends, with no math and no modeled time) and replays the rank's row of the schedule for two
+ * steps: F, B, I and W in the row's order with inputs and output gradients of the right shape and
+ * layout, then the gradient reduction and the optimizer step. The second step's peak is the steady
+ * state: parameters, optimizer moments, gradients, the activations the schedule keeps in flight and
+ * the largest transient of one kernel. Received tensors waiting for their action are counted as one
+ * activation per direction in flight (the transport assembles a frame on the device).
+ *
+ * <pre>
+ * MemoryPlan m = MemoryPlan.of(plan);
+ * m.check();      // throws a one-line error naming the rank that would overflow, and what would fit
+ * </pre>
+ */
+public final class MemoryPlan {
+
+    /** One rank's plan (bytes on its fullest device). */
+    public record Rank(int rank, long parameters, long optimizerAndGradients, long activations, long received, long peak,
+                       int inFlight) {
+    }
+
+    private final JobPlan plan;
+    private final List<Rank> ranks;
+    private final double seconds;
+
+    private MemoryPlan(JobPlan plan, List<Rank> ranks, double seconds) {
+        this.plan = plan;
+        this.ranks = ranks;
+        this.seconds = seconds;
+    }
+
+    public List<Rank> ranks() {
+        return ranks;
+    }
+
+    /** Bytes each device has. */
+    public long capacity() {
+        return plan.meshOptions().memoryPerDevice();
+    }
+
+    public Rank largest() {
+        Rank max = ranks.get(0);
+        for (Rank r : ranks) if (r.peak() > max.peak()) max = r;
+        return max;
+    }
+
+    /** Plans every rank of {@code plan}. */
+    public static MemoryPlan of(JobPlan plan) {
+        long t0 = System.nanoTime();
+        List<Rank> out = new ArrayList<>();
+        for (int r = 0; r < plan.ranks(); r++) out.add(planRank(plan, r));
+        return new MemoryPlan(plan, out, (System.nanoTime() - t0) / 1e9);
+    }
+
+    /** No modeled time (nothing waits), no capacity limit (the plan is compared with it afterwards). */
+    private static final SimCosts NO_TIME = new SimCosts(1e9, 1e9, 0, 1e9, 1e-9);
+
+    private static Rank planRank(JobPlan plan, int rank) {
+        try (MeshDevice mesh = Backends.open("sim", plan.rankMesh(),
+                plan.meshOptions().withMemoryPerDevice(Long.MAX_VALUE / 4).withSimCosts(NO_TIME))) {
+            Submesh sub = mesh.asSubmesh();
+            Ops ops = sub.ops();
+            Map<Integer, Stage> stages = new LinkedHashMap<>();
+            Map<Integer, Optimizer> optimizers = new LinkedHashMap<>();
+            try {
+                for (StageSlice s : plan.slicesOfRank(rank)) {
+                    stages.put(s.index(), new Stage(plan.model(), s, sub, plan.parallelism(), plan.seed()));
+                    optimizers.put(s.index(), new Optimizer(plan.optimizer()));
+                }
+                long parameters = sub.maxInUse();
+                int b = plan.microbatchSize(), t = plan.seqLen();
+                int[] ids = new int[b * t];
+                List<Action> full = plan.schedule().row(rank);
+                // Step 0 only brings the optimizer state and gradient buffers into being: one microbatch is enough.
+                List<Action> warm = full.stream().filter(a -> a.microbatch() == 0).toList();
+                long before = 0;
+                for (int step = 0; step < 2; step++) {
+                    if (step == 1) {
+                        before = sub.maxInUse();
+                        sub.devices().forEach(d -> d.resetPeak());
+                    }
+                    for (Action a : step == 0 ? warm : toPeak(full)) {
+                        Stage s = stages.get(a.stage());
+                        int mb = a.microbatch();
+                        switch (a.kind()) {
+                            case F -> {
+                                Tensor x = s.isFirst() ? Inputs.ids(ops, plan.parallelism(), ids, b, t) : activation(plan, ops);
+                                if (s.isLast()) s.setTargets(mb, Inputs.ids(ops, plan.parallelism(), ids, b, t), 1f);
+                                Tensor y = s.forward(step, mb, x);
+                                if (y != null) y.close();
+                            }
+                            case B -> close(s.backward(step, mb, s.isLast() ? null : activation(plan, ops)));
+                            case I -> close(s.backwardInput(step, mb, s.isLast() ? null : activation(plan, ops)));
+                            case W -> s.backwardWeight(step, mb);
+                            default -> {
+                            }
+                        }
+                    }
+                    for (Map.Entry<Integer, Stage> e : stages.entrySet()) {
+                        e.getValue().reduceGradients();
+                        e.getValue().gradSumSquares();
+                        optimizers.get(e.getKey()).step(e.getValue(), 1e-3, 1.0);
+                    }
+                }
+                long received = 2 * activationBytes(plan, sub);     // one inbound activation and one gradient in flight
+                long peak = sub.maxPeak() + received;
+                int inFlight = 0;
+                for (StageSlice s : plan.slicesOfRank(rank)) inFlight = Math.max(inFlight, plan.inFlightLimits()[s.index()]);
+                return new Rank(rank, parameters, before - parameters, sub.maxPeak() - before, received, peak, inFlight);
+            } finally {
+                stages.values().forEach(Stage::close);
+            }
+        }
+    }
+
+    /**
+     * The row's prefix that reaches its memory peak: every microbatch stashes the same bytes, so the
+     * peak comes the first time each stage's count of microbatches in flight is at its most (counted
+     * as a vector over the rank's stages, keeping only the vectors no other one exceeds), with the
+     * backward that follows (its transient on top). The rest of the row repeats states already seen.
+     */
+    static List<Action> toPeak(List<Action> row) {
+        Map<Integer, Integer> live = new java.util.TreeMap<>();
+        List<List<Integer>> states = new ArrayList<>();
+        for (Action a : row) {
+            if (a.kind() == dev.ttpipe.schedules.ActionKind.F) live.merge(a.stage(), 1, Integer::sum);
+            else if (a.kind() == dev.ttpipe.schedules.ActionKind.B || a.kind() == dev.ttpipe.schedules.ActionKind.W) {
+                live.merge(a.stage(), -1, Integer::sum);
+            }
+            live.putIfAbsent(a.stage(), 0);
+            states.add(new ArrayList<>(live.values()));
+        }
+        int end = -1;
+        for (int i = 0; i < states.size(); i++) {
+            List<Integer> v = states.get(i);
+            boolean maximal = true, firstTime = true;
+            for (int j = 0; j < states.size() && maximal; j++) {
+                if (j < i && states.get(j).equals(v)) firstTime = false;
+                if (dominates(states.get(j), v)) maximal = false;
+            }
+            if (!maximal || !firstTime) continue;
+            int k = i + 1;
+            while (k < row.size() && row.get(k).kind() != dev.ttpipe.schedules.ActionKind.B
+                    && row.get(k).kind() != dev.ttpipe.schedules.ActionKind.I) k++;
+            end = Math.max(end, Math.min(k, row.size() - 1));
+        }
+        return row.subList(0, end + 1);
+    }
+
+    /** Whether {@code a} (a later state may have more stages) holds more in flight than {@code b} somewhere and less nowhere. */
+    private static boolean dominates(List<Integer> a, List<Integer> b) {
+        boolean more = a.size() > b.size();
+        for (int i = 0; i < b.size(); i++) {
+            int x = i < a.size() ? a.get(i) : 0;
+            if (x < b.get(i)) return false;
+            if (x > b.get(i)) more = true;
+        }
+        return more;
+    }
+
+    private static Tensor activation(JobPlan plan, Ops ops) {
+        return ops.zeros(Shape.of(plan.microbatchSize(), plan.seqLen(), plan.model().embeddingDim()),
+                plan.parallelism().activations(), DType.FP32);
+    }
+
+    /** Bytes of one activation [b, T, D] on the fullest device of {@code sub}. */
+    private static long activationBytes(JobPlan plan, Submesh sub) {
+        try (Tensor a = activation(plan, sub.ops())) {
+            return a.bytesPerDevice();
+        }
+    }
+
+    private static void close(Tensor t) {
+        if (t != null) t.close();
+    }
+
+    /**
+     * @throws dev.ttpipe.actors.config.ConfigException one line naming the rank whose device would overflow, the plan and the
+     *                         capacity, and what would fit (when a re-plan shows it)
+     */
+    public void check() {
+        check("device_config.memory_per_device");
+    }
+
+    /** {@link #check()}, naming the capacity's key as {@code where} (a config file's {@code file:line: key}). */
+    public void check(String where) {
+        Rank worst = largest();
+        long cap = capacity();
+        if (worst.peak() <= cap) return;
+        throw new dev.ttpipe.actors.config.ConfigException(where + ": rank " + worst.rank() + " would need about "
+                + Sizes.format(worst.peak()) + " per device, its devices have " + Sizes.format(cap) + " (" + breakdown(worst)
+                + "); " + suggestion(worst));
+    }
+
+    /** One line per rank, for the start of a run and for {@code --verbose}. */
+    public String summary() {
+        Rank w = largest();
+        return String.format(Locale.ROOT, "memory plan: at most %s of %s per device (rank %d: %s; planned in %.2f s)",
+                Sizes.format(w.peak()), Sizes.format(capacity()), w.rank(), breakdown(w), seconds);
+    }
+
+    private static String breakdown(Rank r) {
+        return "parameters " + Sizes.format(r.parameters()) + ", gradients and optimizer state " + Sizes.format(r.optimizerAndGradients())
+                + ", activations of up to " + r.inFlight() + " microbatch" + (r.inFlight() == 1 ? "" : "es") + " in flight "
+                + Sizes.format(r.activations()) + ", received tensors " + Sizes.format(r.received());
+    }
+
+    /** What would fit, tried for real: recomputation, then a smaller stash. */
+    private String suggestion(Rank worst) {
+        long cap = capacity();
+        List<String> tries = new ArrayList<>();
+        ModelSpec m = plan.model();
+        if (!m.recompute()) {
+            ModelSpec recompute = new ModelSpec(m.type(), m.vocabSize(), m.embeddingDim(), m.numHeads(), m.numKvHeads(), m.numBlocks(),
+                    m.intermediateDim(), m.maxSequenceLength(), m.dropout(), m.weightTying(), m.ropeTheta(), true);
+            Rank rc = planRank(withModel(plan, recompute), worst.rank());
+            tries.add("runner_type: memory_efficient (recompute in backward) needs about " + Sizes.format(rc.peak())
+                    + (rc.peak() <= cap ? ", which fits" : ", still too much"));
+        }
+        long fixed = worst.parameters() + worst.optimizerAndGradients();
+        if (fixed >= cap) {
+            tries.add("the parameters and optimizer state alone need " + Sizes.format(fixed)
+                    + ": spread the blocks over more ranks (blocks_per_rank) or shard them with enable_tp");
+        } else {
+            tries.add("fewer microbatches in flight (1f1b keeps at most P - r; fewer, larger microbatches; or more ranks) would"
+                    + " shrink the activations");
+        }
+        return String.join("; ", tries);
+    }
+
+    private static JobPlan withModel(JobPlan p, ModelSpec model) {
+        return new JobPlan(p.name(), p.seed(), p.jobId(), model, p.parallelism(), p.rankMesh(), p.slices(), p.schedule(),
+                p.readyFirst(), p.microbatches(), p.microbatchSize(), p.seqLen(), p.accumulation(), p.optimizer(), p.lr(),
+                p.clipMaxNorm(), p.backend(), p.meshOptions(), p.transport());
+    }
+}
