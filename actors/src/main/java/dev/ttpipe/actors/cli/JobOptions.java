@@ -137,13 +137,15 @@ public final class JobOptions {
     }
 
     /**
-     * {@code training_config.max_restarts} is carried out by `ttpipe launch` only: any other command given
-     * a value above 0 refuses it by name rather than ignore it.
+     * {@code training_config.max_restarts} is carried out by `ttpipe launch` and `ttpipe worker` (whose
+     * ranks run in processes of their own, one of which can die and be started again); `train` and
+     * `verify`, one process for all ranks, refuse a value above 0 by name rather than ignore it.
      */
     static void refuseRestarts(TtpipeConfig cfg, String command) {
         if (cfg.training.maxRestarts > 0) {
             throw new UserInputException(cfg.origins.where("training_config.max_restarts") + ": " + cfg.training.maxRestarts
-                    + " given for `" + command + "`: only `ttpipe launch` restarts a job (from its latest checkpoint), expected 0"
+                    + " given for `" + command + "`: only a job of worker processes (`ttpipe launch`, `ttpipe worker`) recovers"
+                    + " from a dead rank, expected 0"
                     + " or the key left out");
         }
     }

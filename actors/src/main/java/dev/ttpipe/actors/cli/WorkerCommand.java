@@ -63,10 +63,12 @@ public final class WorkerCommand implements Callable<Integer> {
         if (rank < 0 || rank >= ranks) {
             throw new UserInputException("--rank: " + rank + " given, expected 0.." + (ranks - 1) + " (the job has " + ranks + " ranks)");
         }
-        if (System.getenv(Launcher.LAUNCHED_ENV) == null) JobOptions.refuseRestarts(cfg, "ttpipe worker");   // launch restarts
         TrainingJob training = TrainingJob.fromConfig(cfg);
-        String restarts = System.getenv(Launcher.MAX_RESTARTS_ENV);
-        if (rank == 0 && restarts != null) training.recoverInPlace(Integer.parseInt(restarts));   // launch restarts dead ranks
+        // Rank 0 recovers failed steps in place: `ttpipe launch` restarts a dead worker (and says how often);
+        // by hand, whatever restarts a worker (SLURM's requeue, Kubernetes) does, and rank 0 waits for it.
+        String launched = System.getenv(Launcher.MAX_RESTARTS_ENV);
+        int restarts = launched != null ? Integer.parseInt(launched) : Math.max(0, cfg.training.maxRestarts);
+        if (rank == 0 && restarts > 0) training.recoverInPlace(restarts);
         if (resume != null && rank == 0) {
             training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
         }

@@ -78,7 +78,7 @@ class CliTest {
     void maxRestartsIsRefusedWhereNothingWouldRestart(@TempDir Path dir) throws Exception {
         Path cfg = config(dir, SMALL.replace("RUNS", dir.toString()).replace("max_steps: 2,", "max_steps: 2, max_restarts: 2,"));
         assertOneLineBadInput(run("train", cfg.toString()), "training_config.max_restarts: 2 given for `ttpipe train`",
-                "only `ttpipe launch` restarts a job");
+                "only a job of worker processes");
         assertOneLineBadInput(run("verify", cfg.toString()), "given for `ttpipe verify`");
     }
 
