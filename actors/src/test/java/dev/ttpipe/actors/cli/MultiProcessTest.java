@@ -88,7 +88,7 @@ class MultiProcessTest {
 
     @Test
     void aLaunchedJobRecoversFromAKilledWorkerAndEndsBitIdentical(@TempDir Path dir) throws Exception {
-        killOneWorkerAndCompare(dir, 2, 26600, "{0: 2, 1: 2}", 1, 120);
+        killOneWorkerAndCompare(dir, 2, 26600, "{0: 2, 1: 2}", 1, 60);
     }
 
     @Test
@@ -96,9 +96,15 @@ class MultiProcessTest {
         killOneWorkerAndCompare(dir, 4, 26620, "{0: 1, 1: 1, 2: 1, 3: 1}", 2, 60);
     }
 
+    @Test
+    void whenRankZeroDiesEveryWorkerIsStartedAgainFromTheCheckpointAndTheRunEndsBitIdentical(@TempDir Path dir) throws Exception {
+        killOneWorkerAndCompare(dir, 2, 26640, "{0: 2, 1: 2}", 0, 60);
+    }
+
     /**
      * Runs the job whole, then again killing rank {@code victim} (SIGKILL) between checkpoints: only that
-     * worker is started again, the others stay and roll back, and the final checkpoints are bit-identical.
+     * worker is started again, the others stay and roll back (rank 0: every worker is started again with
+     * --resume), and the final checkpoints are bit-identical.
      */
     private static void killOneWorkerAndCompare(Path dir, int ranks, int basePort, String split, int victimRank, int steps)
             throws Exception {
@@ -124,12 +130,18 @@ class MultiProcessTest {
         assertEquals(0, r.code(), r.out() + r.err());
         assertTrue(r.err().contains("rank " + victimRank + " (127.0.0.1:" + (basePort + victimRank)
                 + ") died (exit code 137, signal 9)"), r.err());
-        assertTrue(r.err().contains("restarting rank " + victimRank + " alone"), r.err());
         assertTrue(r.err().contains("recovered in"), r.err());
-        assertTrue(r.out().contains("back at the checkpoint of step 20"), r.out());
-        for (int rank = 0; rank < ranks; rank++) {           // each printed its start line once, the victim twice
+        if (victimRank == 0) {
+            assertTrue(r.err().contains("restarting every worker from the checkpoint of step 20"), r.err());
+            assertTrue(r.out().contains("resumed from "), r.out());
+        } else {
+            assertTrue(r.err().contains("restarting rank " + victimRank + " alone"), r.err());
+            assertTrue(r.out().contains("back at the checkpoint of step 20"), r.out());
+        }
+        for (int rank = 0; rank < ranks; rank++) {           // each printed its start line once, the victim twice (rank 0: all)
             String start = "[rank " + rank + "] rank " + rank + " of " + ranks + ": control";
-            assertEquals(rank == victimRank ? 2 : 1, r.out().lines().filter(l -> l.startsWith(start)).count(), r.out());
+            assertEquals(rank == victimRank || victimRank == 0 ? 2 : 1, r.out().lines().filter(l -> l.startsWith(start)).count(),
+                    r.out());
         }
         CheckpointTest.assertSameTensors(dir.resolve("whole/checkpoints/" + String.format("step-%06d", steps)),
                 killed.resolve("checkpoints/" + String.format("step-%06d", steps)));
