@@ -303,17 +303,27 @@ public final class PipelineRuntime implements AutoCloseable {
      * @throws dev.ttpipe.stages.checkpoint.CheckpointException when the checkpoint does not fit this model
      */
     public void loadState(java.nio.file.Path dir, int optimizerSteps) {
+        loadState(dir, -1, optimizerSteps);
+    }
+
+    /**
+     * {@link #loadState(java.nio.file.Path, int)} of the checkpoint of step {@code step}: a rank that
+     * still holds its host copy of that checkpoint restores from memory. Returns how many ranks did.
+     */
+    public int loadState(java.nio.file.Path dir, int step, int optimizerSteps) {
+        int fromMemory = 0;
         for (int r = 0; r < plan.ranks(); r++) {
             ActorRef<StageActor.Command> ref = rank(r);
             try {
-                await(AskPattern.askWithStatus(ref, (ActorRef<org.apache.pekko.pattern.StatusReply<Integer>> reply) ->
-                        new StageActor.LoadState(dir.toString(), optimizerSteps, reply), Duration.ofMinutes(30), system.scheduler()),
+                fromMemory += await(AskPattern.askWithStatus(ref, (ActorRef<org.apache.pekko.pattern.StatusReply<Integer>> reply) ->
+                        new StageActor.LoadState(dir.toString(), step, optimizerSteps, reply), Duration.ofMinutes(30), system.scheduler()),
                         ref, Duration.ofMinutes(30));
             } catch (PipelineFailure e) {
                 if (e.getCause() instanceof dev.ttpipe.stages.checkpoint.CheckpointException c) throw c;
                 throw e;
             }
         }
+        return fromMemory;
     }
 
     /**

@@ -128,7 +128,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
      * Loads this rank's parameters and optimizer moments from the checkpoint in {@code dir}, whatever
      * split wrote it (tensors are found by name), and sets every optimizer to {@code optimizerSteps}.
      */
-    public record LoadState(String dir, int optimizerSteps, ActorRef<StatusReply<Integer>> replyTo) implements Command, ClusterMessage {
+    public record LoadState(String dir, int step, int optimizerSteps, ActorRef<StatusReply<Integer>> replyTo)
+            implements Command, ClusterMessage {
     }
 
 
@@ -843,6 +844,10 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                 return;
             }
             double copySeconds = (System.nanoTime() - t0) / 1e9;
+            synchronized (snapshotsInMemory) {
+                snapshotsInMemory.put(m.step(), snapshots);
+                while (snapshotsInMemory.size() > SNAPSHOTS_KEPT) snapshotsInMemory.pollFirstEntry();
+            }
             m.replyTo().tell(StatusReply.success(rank));
             writer().execute(() -> {
                 try {
@@ -883,12 +888,39 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         return this;
     }
 
+    /**
+     * The host copies of this rank's last checkpoints, by step: a rollback to one of them (a recovery)
+     * restores from memory instead of reading the disk. Two, because the newest may never complete
+     * (a rank died while it was written) and then the one before is the latest. Costs twice this rank's
+     * parameters and optimizer moments in host memory.
+     */
+    private final java.util.TreeMap<Integer, List<dev.ttpipe.stages.checkpoint.StageState.Snapshot>> snapshotsInMemory =
+            new java.util.TreeMap<>();
+    static final int SNAPSHOTS_KEPT = 2;
+
     private Behavior<Command> onLoadState(LoadState m) {
         device.execute(() -> {
+            List<dev.ttpipe.stages.checkpoint.StageState.Snapshot> kept;
+            synchronized (snapshotsInMemory) {
+                kept = snapshotsInMemory.get(m.step());
+            }
+            if (kept != null && kept.size() == stages.size()) {
+                try {
+                    for (dev.ttpipe.stages.checkpoint.StageState.Snapshot s : kept) {
+                        dev.ttpipe.stages.checkpoint.StageState.restore(s, stages.get(s.stage()));
+                    }
+                    for (Optimizer o : optimizers.values()) o.restoreSteps(m.optimizerSteps());
+                    m.replyTo().tell(StatusReply.success(1));              // from memory
+                } catch (Throwable t) {
+                    m.replyTo().tell(StatusReply.error("rank " + rank + ": restoring its snapshot of step " + m.step() + " failed: "
+                            + Coordinator.describe(t)));
+                }
+                return;
+            }
             try {
                 dev.ttpipe.stages.checkpoint.StageState.load(java.nio.file.Path.of(m.dir()), plan.model(), List.copyOf(stages.values()));
                 for (Optimizer o : optimizers.values()) o.restoreSteps(m.optimizerSteps());
-                m.replyTo().tell(StatusReply.success(rank));
+                m.replyTo().tell(StatusReply.success(0));                      // from the disk
             } catch (Throwable t) {
                 m.replyTo().tell(StatusReply.error(t instanceof RuntimeException ? t
                         : new IllegalStateException(Coordinator.describe(t), t)));

@@ -466,10 +466,12 @@ public final class TrainingJob {
         Checkpoints.Found ck = checkpoints == null ? null : checkpoints.abandonPending();
         if (ck == null) ck = resumeFrom;
         int back = ck == null ? 0 : ck.step();
-        if (ck != null) runtime.loadState(ck.dir(), ck.optimizerSteps());
+        int fromMemory = 0;
+        if (ck != null) fromMemory = runtime.loadState(ck.dir(), ck.step(), ck.optimizerSteps());
         else runtime.reinitialize();
-        out.printf(Locale.ROOT, "recovered in %.1f s (every rank joined after %.1f s): back at %s; steps %d..%d are redone%n",
-                (System.nanoTime() - t0) / 1e9, rejoined,
+        out.printf(Locale.ROOT, "recovered in %.1f s (every rank joined after %.1f s; %d of %d ranks restored from their copy in"
+                        + " memory, the others from the disk): back at %s; steps %d..%d are redone%n",
+                (System.nanoTime() - t0) / 1e9, rejoined, fromMemory, plan.ranks(),
                 ck != null ? "the checkpoint of step " + back + " (" + ck.dir() + ")" : "the initial weights (no checkpoint yet)",
                 back + 1, step + 1);
         return ck;

@@ -88,6 +88,7 @@ class FaultRecoveryTest {
         }
         String text = out.toString(StandardCharsets.UTF_8);
         assertTrue(text.contains("step 5 failed: rank 0: on aeron:ipc 1->0, frame "), text);
+        assertTrue(text.contains("2 of 2 ranks restored from their copy in memory"), text);
         assertTrue(text.contains("back at the checkpoint of step 4"), text);
         assertTrue(text.contains("steps 5..5 are redone"), text);
         assertEquals(whole.keySet(), recovered.keySet());

@@ -59,6 +59,20 @@ public final class StageState {
                 optimizer.steps());
     }
 
+    /**
+     * Puts a snapshot of this very stage (same split) back: parameters, moments. The snapshot's arrays
+     * are copied, so it can be restored again.
+     */
+    public static void restore(Snapshot s, Stage stage) {
+        for (Param p : stage.parameters()) {
+            CheckpointNames.HostTensor v = s.tensors().get(p.name());
+            if (v == null) throw new CheckpointException("the snapshot of stage " + s.stage() + " has no tensor for " + p.name());
+            CheckpointNames.HostTensor m = s.tensors().get(p.name() + CheckpointNames.EXP_AVG);
+            CheckpointNames.HostTensor q = s.tensors().get(p.name() + CheckpointNames.EXP_AVG_SQ);
+            p.load(v.values(), m == null ? null : m.values(), q == null ? null : q.values(), true);
+        }
+    }
+
     /** Writes each snapshot into {@code dir} as its stage's file, flushed to the disk. */
     public static Written write(Path dir, List<Snapshot> snapshots) throws IOException {
         long t0 = System.nanoTime();
