@@ -199,6 +199,26 @@ public final class YamlSection {
         return out;
     }
 
+    /** A list of plain values, such as {@code [TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384]}. */
+    List<String> strings(String key, List<String> def) {
+        Node n = node(key);
+        if (n == null || isNull(n)) return def;
+        if (!(n instanceof SequenceNode seq)) {
+            problems.add(keyPath(key), describe(n), "a list of names such as [A, B]");
+            return def;
+        }
+        List<String> out = new ArrayList<>();
+        for (Node item : seq.getValue()) {
+            if (!(item instanceof ScalarNode s)) {
+                problems.addRaw(problems.file() + ":" + line(item) + ": " + keyPath(key) + ": " + describe(item)
+                        + " given, expected a list of names such as [A, B]");
+                return def;
+            }
+            out.add(s.getValue().trim());
+        }
+        return List.copyOf(out);
+    }
+
     Map<String, String> stringMap(String key) {
         Map<String, String> out = new LinkedHashMap<>();
         Node n = node(key);
