@@ -180,43 +180,33 @@ public final class YamlSection {
     }
 
     List<Integer> integers(String key, List<Integer> def) {
-        Node n = node(key);
-        if (n == null || isNull(n)) return def;
-        if (!(n instanceof SequenceNode seq)) {
-            problems.add(keyPath(key), describe(n), "a list of integers such as [1, 4]");
-            return def;
-        }
-        List<Integer> out = new ArrayList<>();
-        for (Node item : seq.getValue()) {
-            try {
-                out.add(Integer.parseInt(((ScalarNode) item).getValue().trim()));
-            } catch (RuntimeException e) {
-                problems.addRaw(problems.file() + ":" + line(item) + ": " + keyPath(key) + ": " + describe(item)
-                        + " given, expected a list of integers such as [1, 4]");
-                return def;
-            }
-        }
-        return out;
+        return list(key, def, Integer::parseInt, "a list of integers such as [1, 4]");
     }
 
     /** A list of plain values, such as {@code [TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384]}. */
     List<String> strings(String key, List<String> def) {
+        return List.copyOf(list(key, def, v -> v, "a list of names such as [A, B]"));
+    }
+
+    /** A list of scalars, each trimmed and parsed; the first that does not parse (or is nested) is reported with its line. */
+    private <T> List<T> list(String key, List<T> def, java.util.function.Function<String, T> parse, String expected) {
         Node n = node(key);
         if (n == null || isNull(n)) return def;
         if (!(n instanceof SequenceNode seq)) {
-            problems.add(keyPath(key), describe(n), "a list of names such as [A, B]");
+            problems.add(keyPath(key), describe(n), expected);
             return def;
         }
-        List<String> out = new ArrayList<>();
+        List<T> out = new ArrayList<>();
         for (Node item : seq.getValue()) {
-            if (!(item instanceof ScalarNode s)) {
+            try {
+                out.add(parse.apply(((ScalarNode) item).getValue().trim()));
+            } catch (RuntimeException e) { // a nested item (ClassCastException) or a value that does not parse
                 problems.addRaw(problems.file() + ":" + line(item) + ": " + keyPath(key) + ": " + describe(item)
-                        + " given, expected a list of names such as [A, B]");
+                        + " given, expected " + expected);
                 return def;
             }
-            out.add(s.getValue().trim());
         }
-        return List.copyOf(out);
+        return out;
     }
 
     Map<String, String> stringMap(String key) {
