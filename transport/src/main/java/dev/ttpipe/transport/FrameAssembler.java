@@ -192,8 +192,10 @@ final class FrameAssembler implements FragmentHandler {
             return;
         }
         if (index == 0) {
-            if (in.inFrame) drop(in, DropReason.CORRUPT, "frame " + in.sequence + " ended after " + in.nextChunk + " of " + in.chunkCount
-                    + " chunks: frame " + sequence + " began");
+            if (in.inFrame) {
+                drop(in, DropReason.CORRUPT, "frame " + in.sequence + " ended after " + in.nextChunk + " of " + in.chunkCount
+                        + " chunks: frame " + sequence + " began");
+            }
             in.skipping = false;
             problem = startFrame(in);
             if (problem != null) {

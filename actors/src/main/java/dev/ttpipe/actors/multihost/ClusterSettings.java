@@ -96,7 +96,8 @@ public final class ClusterSettings {
                 break;
             }
         }
-        String seed = "rank_bindings: the seed, rank 0 at " + d.seed().controlAddress() + ", did not answer within " + timeout.toSeconds() + " s";
+        String seed = "rank_bindings: the seed, rank 0 at " + d.seed().controlAddress() + ", did not answer within "
+                + timeout.toSeconds() + " s";
         String tls = d.tls() == null ? null : d.tls().diagnose(d.seed().host(), d.seed().controlPort());
         if (tls != null) {
             throw new ConfigException(seed + ": the TLS handshake with it fails: " + tls + "; expected every rank's"
