@@ -18,8 +18,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Arrays;
+import java.util.BitSet;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.Locale;
 import java.util.Map;
@@ -79,7 +79,9 @@ public final class AeronTransport implements Transport {
     private final Aeron aeron;
     private final ReceiveBuffers buffers = new ReceiveBuffers();
     private final Map<Long, AeronChannel> channels = new ConcurrentHashMap<>();
-    private final Map<Integer, FrameAssembler> byRank = new HashMap<>();
+    private final Map<Integer, FrameAssembler> byRank = new ConcurrentHashMap<>();
+    /** The job's ranks (every rank with an endpoint): a frame on another stream session is dropped. */
+    private final BitSet ranksOfJob = new BitSet();
     private volatile FrameAssembler[] assemblers = new FrameAssembler[0];
     private final Thread receiveThread;
     private final Thread shutdownHook;
@@ -255,6 +257,7 @@ public final class AeronTransport implements Transport {
     private AeronTransport(Config config, EmbeddedDriver driver, Aeron aeron) {
         this.config = config;
         this.job.set(config.jobId());
+        config.endpoints().keySet().forEach(ranksOfJob::set);
         this.driver = driver;
         this.aeron = aeron;
         this.receiveThread = new Thread(this::receiveLoop, "ttpipe-aeron-receive");
@@ -369,11 +372,21 @@ public final class AeronTransport implements Transport {
                     + ex.getMessage(), ex);
         }
         FrameAssembler a = new FrameAssembler(rank, job::get, MAX_PAYLOAD, sub, buffers,
-                session -> channelName(session, rank), receiver, submesh);
+                session -> channelName(session, rank), ranksOfJob::get, receiver, submesh);
         byRank.put(rank, a);
         FrameAssembler[] next = Arrays.copyOf(assemblers, assemblers.length + 1);
         next[next.length - 1] = a;
         assemblers = next;
+    }
+
+    /**
+     * Frames addressed to local rank {@code rank} that were dropped since the transport started, by
+     * reason (none before {@code rank} is bound). Any thread; the counts only grow.
+     */
+    @Override
+    public DroppedFrames droppedFrames(int rank) {
+        FrameAssembler a = byRank.get(rank);
+        return a == null ? DroppedFrames.NONE : a.dropped();
     }
 
     @Override

@@ -23,7 +23,9 @@ import org.slf4j.LoggerFactory;
 
 import java.nio.ByteBuffer;
 import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.function.IntFunction;
+import java.util.function.IntPredicate;
 import java.util.zip.CRC32C;
 
 /**
@@ -39,7 +41,7 @@ import java.util.zip.CRC32C;
  * {@link AeronPayload}, copied onto the devices when materialized. Anything whose header, layout or
  * checksums do not hold, or that finds no room on the submesh, is dropped (its tensor closed, its
  * buffer given back) and reported through {@link TensorReceiver#onError} with the channel's name,
- * never delivered.
+ * never delivered. Every frame dropped is counted by {@link DropReason} ({@link #dropped()}).
  *
  * <p>Fragments arrive in order within a session (Aeron's guarantee); the checks catch corruption,
  * foreign publishers and bugs. Once a frame is dropped, its remaining chunks are skipped silently.
@@ -57,6 +59,9 @@ final class FrameAssembler implements FragmentHandler {
     private final Subscription subscription;
     private final ReceiveBuffers buffers;
     private final IntFunction<String> channelOfSession;
+    private final IntPredicate isRankOfJob;
+    /** Frames dropped, by {@link DropReason#ordinal()}: written by the receive thread, read by anyone. */
+    private final AtomicLongArray dropped = new AtomicLongArray(DropReason.values().length);
     private volatile TensorReceiver receiver;
     private volatile Submesh submesh;
 
@@ -96,13 +101,14 @@ final class FrameAssembler implements FragmentHandler {
     }
 
     FrameAssembler(int rank, java.util.function.LongSupplier jobId, long maxPayload, Subscription subscription, ReceiveBuffers buffers,
-                   IntFunction<String> channelOfSession, TensorReceiver receiver, Submesh submesh) {
+                   IntFunction<String> channelOfSession, IntPredicate isRankOfJob, TensorReceiver receiver, Submesh submesh) {
         this.rank = rank;
         this.jobId = jobId;
         this.maxPayload = maxPayload;
         this.subscription = subscription;
         this.buffers = buffers;
         this.channelOfSession = channelOfSession;
+        this.isRankOfJob = isRankOfJob;
         this.receiver = receiver;
         this.submesh = submesh;
     }
@@ -111,6 +117,12 @@ final class FrameAssembler implements FragmentHandler {
     void bind(TensorReceiver r, Submesh s) {
         this.submesh = s;
         this.receiver = r;
+    }
+
+    /** Frames dropped so far, by reason (any thread). */
+    DroppedFrames dropped() {
+        return new DroppedFrames(dropped.get(DropReason.FOREIGN_JOB.ordinal()), dropped.get(DropReason.WRONG_PEER.ordinal()),
+                dropped.get(DropReason.CORRUPT.ordinal()), dropped.get(DropReason.NO_ROOM.ordinal()));
     }
 
     int poll() {
@@ -131,7 +143,7 @@ final class FrameAssembler implements FragmentHandler {
         } else if (in.inChunk) {
             appendFragment(in, buffer, offset, length);
         } else if (!in.skipping) {
-            drop(in, "a fragment arrived outside any chunk");
+            drop(in, DropReason.CORRUPT, "a fragment arrived outside any chunk");
         }
         if ((flags & FrameDescriptor.END_FRAG_FLAG) != 0) {
             if (in.inChunk) endChunk(in);
@@ -144,17 +156,17 @@ final class FrameAssembler implements FragmentHandler {
     private void beginChunk(Inbound in, int session, DirectBuffer buffer, int offset, int length) {
         in.skipping = false;
         if (in.inChunk) {
-            drop(in, "chunk " + (in.nextChunk) + " of " + in.chunkCount + " ended before its last fragment");
+            drop(in, DropReason.CORRUPT, "chunk " + (in.nextChunk) + " of " + in.chunkCount + " ended before its last fragment");
             in.skipping = false;
         }
         if (length < FrameCodec.LENGTH) {
-            drop(in, "a message of " + length + " bytes is shorter than the " + FrameCodec.LENGTH + "-byte frame header");
+            drop(in, DropReason.CORRUPT, "a message of " + length + " bytes is shorter than the " + FrameCodec.LENGTH + "-byte frame header");
             return;
         }
         buffer.getBytes(offset, scratch, 0, FrameCodec.LENGTH);
         String problem = checkIntegrity();
         if (problem != null) {
-            drop(in, problem);
+            drop(in, DropReason.CORRUPT, problem);
             return;
         }
         long sequence = codec.sequence();
@@ -165,39 +177,51 @@ final class FrameAssembler implements FragmentHandler {
         }
         if (codec.jobId() != jobId.getAsLong()) {
             // Another job's frame, usually one sent before a recovery gave this job a fresh id: expected, not an error.
-            drop(in, "frame of job " + Long.toHexString(codec.jobId()) + " on the transport of job "
-                    + Long.toHexString(jobId.getAsLong()), true);
+            drop(in, DropReason.FOREIGN_JOB, "frame of job " + Long.toHexString(codec.jobId()) + " on the transport of job "
+                    + Long.toHexString(jobId.getAsLong()));
             return;
         }
-        problem = checkAddress(session);
+        problem = checkPeer(session);
         if (problem != null) {
-            drop(in, problem);
+            drop(in, DropReason.WRONG_PEER, problem);
+            return;
+        }
+        problem = checkChunkIndex();
+        if (problem != null) {
+            drop(in, DropReason.CORRUPT, problem);
             return;
         }
         if (index == 0) {
-            if (in.inFrame) drop(in, "frame " + in.sequence + " ended after " + in.nextChunk + " of " + in.chunkCount
-                    + " chunks: frame " + sequence + " began");
+            if (in.inFrame) {
+                drop(in, DropReason.CORRUPT, "frame " + in.sequence + " ended after " + in.nextChunk + " of " + in.chunkCount
+                        + " chunks: frame " + sequence + " began");
+            }
             in.skipping = false;
             problem = startFrame(in);
             if (problem != null) {
-                drop(in, "frame " + sequence + ": " + problem);
+                drop(in, DropReason.CORRUPT, "frame " + sequence + ": " + problem);
+                return;
+            }
+            problem = placeFrame(in);
+            if (problem != null) {
+                drop(in, DropReason.NO_ROOM, "frame " + sequence + ": " + problem);
                 return;
             }
             in.resyncing = false;
         } else if (!in.inFrame || sequence != in.sequence) {
-            drop(in, "chunk " + index + " of frame " + sequence + " arrived without the frame's first chunk");
+            drop(in, DropReason.CORRUPT, "chunk " + index + " of frame " + sequence + " arrived without the frame's first chunk");
             return;
         } else if (!sameFrame(in)) {
-            drop(in, "chunk " + index + " of frame " + sequence + " changes the frame's header");
+            drop(in, DropReason.CORRUPT, "chunk " + index + " of frame " + sequence + " changes the frame's header");
             return;
         } else if (index != in.nextChunk) {
-            drop(in, "chunk " + index + " of frame " + sequence + " out of order, expected chunk " + in.nextChunk);
+            drop(in, DropReason.CORRUPT, "chunk " + index + " of frame " + sequence + " out of order, expected chunk " + in.nextChunk);
             return;
         }
         int chunkLength = codec.chunkLength();
         long chunkOffset = codec.chunkOffset();
         if (chunkLength < 0 || chunkOffset != in.written || chunkOffset + chunkLength > in.payloadLength) {
-            drop(in, "chunk " + index + " of " + in.chunkCount + " says bytes [" + chunkOffset + ", "
+            drop(in, DropReason.CORRUPT, "chunk " + index + " of " + in.chunkCount + " says bytes [" + chunkOffset + ", "
                     + (chunkOffset + chunkLength) + ") of " + in.payloadLength + ", expected it to start at " + in.written);
             return;
         }
@@ -227,12 +251,18 @@ final class FrameAssembler implements FragmentHandler {
         return null;
     }
 
-    /** Whether the chunk is for this job and rank from the session's rank, and its index is in range; null if so. */
-    private String checkAddress(int session) {
+    /** Whether the chunk is for this rank, from the rank whose stream session it came on, a rank of the job; null if so. */
+    private String checkPeer(int session) {
         if (codec.toRank() != rank) return "frame for rank " + codec.toRank() + " arrived at rank " + rank;
         if (codec.fromRank() != session) {
             return "frame says it comes from rank " + codec.fromRank() + ", its stream session is " + session;
         }
+        if (!isRankOfJob.test(session)) return "frame from stream session " + session + ", which is no rank of this job";
+        return null;
+    }
+
+    /** Whether the chunk's index is in range; null if so. */
+    private String checkChunkIndex() {
         int count = codec.chunkCount();
         int index = codec.chunkIndex();
         if (count < 1 || index < 0 || index >= count) return "chunk index " + index + " of " + count + " chunks";
@@ -290,17 +320,8 @@ final class FrameAssembler implements FragmentHandler {
         if (count > Math.max(1, length)) return count + " chunks for a payload of " + length + " bytes";
 
         TensorKind kind = TensorKind.of(codec.kindCode());
-        FrameHeader header = new FrameHeader(codec.jobId(), codec.pass(), codec.fromStage(), codec.toStage(),
+        in.header = new FrameHeader(codec.jobId(), codec.pass(), codec.fromStage(), codec.toStage(),
                 codec.microbatch(), kind, dtype, shape, layout, length, 0);
-        Submesh target = submesh;
-        if (target != null && mesh.equals(target.shape())) {
-            try {
-                in.tensor = allocateInPlace(in, target, header, length);
-            } catch (RuntimeException | OutOfMemoryError e) { // out of device (or native) memory, a closed mesh
-                return header + " does not fit on rank " + rank + "'s " + target.describe() + ": " + e.getMessage();
-            }
-        }
-        in.header = header;
         in.mesh = mesh;
         in.sequence = codec.sequence();
         in.payloadLength = (int) length;
@@ -308,7 +329,23 @@ final class FrameAssembler implements FragmentHandler {
         in.nextChunk = 0;
         in.written = 0;
         in.crc.reset();
-        if (in.tensor == null) in.bytes = buffers.acquire((int) length);
+        return null;
+    }
+
+    /**
+     * Where the frame checked by {@link #startFrame} is assembled: a tensor on the bound submesh, or
+     * a reassembly buffer; null when there is one, else why not (no room on the submesh).
+     */
+    private String placeFrame(Inbound in) {
+        Submesh target = submesh;
+        if (target != null && in.mesh.equals(target.shape())) {
+            try {
+                in.tensor = allocateInPlace(in, target, in.header, in.payloadLength);
+            } catch (RuntimeException | OutOfMemoryError e) { // out of device (or native) memory, a closed mesh
+                return in.header + " does not fit on rank " + rank + "'s " + target.describe() + ": " + e.getMessage();
+            }
+        }
+        if (in.tensor == null) in.bytes = buffers.acquire(in.payloadLength);
         scratch.getBytes(FrameCodec.FRAME_START, in.frameBytes, 0, in.frameBytes.capacity());
         in.inFrame = true;
         return null;
@@ -357,7 +394,7 @@ final class FrameAssembler implements FragmentHandler {
 
     private void appendFragment(Inbound in, DirectBuffer buffer, int offset, int length) {
         if (in.written + length > in.chunkEnd) {
-            drop(in, "chunk " + in.nextChunk + " carries more than the " + in.chunkLength + " bytes its header says");
+            drop(in, DropReason.CORRUPT, "chunk " + in.nextChunk + " carries more than the " + in.chunkLength + " bytes its header says");
             in.skipping = true;
             return;
         }
@@ -400,19 +437,19 @@ final class FrameAssembler implements FragmentHandler {
         in.inChunk = false;
         int index = in.nextChunk;
         if (in.written != in.chunkEnd) {
-            drop(in, "chunk " + index + " of " + in.chunkCount + " ended " + (in.chunkEnd - in.written)
+            drop(in, DropReason.CORRUPT, "chunk " + index + " of " + in.chunkCount + " ended " + (in.chunkEnd - in.written)
                     + " bytes short of its length");
             return;
         }
         if ((int) in.crc.getValue() != in.chunkCrc) {
-            drop(in, String.format("checksum mismatch in chunk %d of %d: payload CRC32C 0x%08x, the header says 0x%08x",
+            drop(in, DropReason.CORRUPT, String.format("checksum mismatch in chunk %d of %d: payload CRC32C 0x%08x, the header says 0x%08x",
                     index, in.chunkCount, (int) in.crc.getValue(), in.chunkCrc));
             return;
         }
         in.nextChunk++;
         boolean last = in.nextChunk == in.chunkCount;
         if (last != (in.written == in.payloadLength)) {
-            drop(in, "after chunk " + index + " of " + in.chunkCount + ", " + in.written + " of " + in.payloadLength
+            drop(in, DropReason.CORRUPT, "after chunk " + index + " of " + in.chunkCount + ", " + in.written + " of " + in.payloadLength
                     + " payload bytes arrived");
             return;
         }
@@ -441,12 +478,13 @@ final class FrameAssembler implements FragmentHandler {
         }
     }
 
-    /** Drops the frame in progress (if any) and what is left of the current message, and reports why. */
-    private void drop(Inbound in, String problem) {
-        drop(in, problem, false);
-    }
-
-    private void drop(Inbound in, String problem, boolean foreign) {
+    /**
+     * Drops the frame in progress (if any) and what is left of the current message, counts it and
+     * reports why: another job's frame to {@link TensorReceiver#onForeignFrame}, anything else to
+     * {@link TensorReceiver#onError}.
+     */
+    private void drop(Inbound in, DropReason reason, String problem) {
+        dropped.incrementAndGet(reason.ordinal());
         String what = in.inFrame && in.header != null ? "frame " + in.sequence + " (" + in.header.action() + ": " + in.header + ")" : "frame";
         in.resyncing = true;
         release(in);
@@ -455,7 +493,7 @@ final class FrameAssembler implements FragmentHandler {
         in.inChunk = false;
         in.skipping = true;
         try {
-            if (foreign) receiver.onForeignFrame(in.channel, what + " dropped: " + problem);
+            if (reason == DropReason.FOREIGN_JOB) receiver.onForeignFrame(in.channel, what + " dropped: " + problem);
             else receiver.onError(in.channel, what + " dropped: " + problem);
         } catch (RuntimeException e) {
             log.warn("{}: the receiver of rank {} threw on an error report", in.channel, rank, e);

@@ -32,6 +32,15 @@ public interface Transport extends AutoCloseable {
     default void adoptJob(long jobId) {
     }
 
+    /**
+     * Frames addressed to local rank {@code rank} that this transport dropped instead of delivering
+     * (another job's, a wrong peer's, corrupt ones), by reason, since it started. Transports that
+     * never meet such frames (in-process ones) report none.
+     */
+    default DroppedFrames droppedFrames(int rank) {
+        return DroppedFrames.NONE;
+    }
+
     /** The channel from local rank {@code fromRank} to rank {@code toRank} (opened once, then reused). */
     TensorChannel channel(int fromRank, int toRank);
 

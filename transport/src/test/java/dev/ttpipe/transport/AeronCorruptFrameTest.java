@@ -94,6 +94,54 @@ class AeronCorruptFrameTest {
         assertTrue(received.errors.isEmpty(), "a foreign frame was reported as an error: " + received.errors);
     }
 
+    /**
+     * Every frame dropped is counted once by reason, however many chunks it had: another job's,
+     * one that names another receiver or sender than its stream, one on a session that is no rank
+     * of the job, and corrupt ones. Good frames are not counted.
+     */
+    @Test
+    void everyDroppedFrameIsCountedOnceByReason() throws Exception {
+        assertEquals(DroppedFrames.NONE, transport.droppedFrames(1));
+        UnsafeBuffer[] foreign = frame(1);                       // two chunks of job 8: one frame dropped
+        for (UnsafeBuffer c : foreign) {
+            c.putLong(FrameCodec.JOB_ID_OFFSET, 8, ByteOrder.LITTLE_ENDIAN);
+            RawPublisher.seal(c);
+        }
+        publish(foreign);
+        received.nextForeign();
+        UnsafeBuffer[] toRank0 = frame(2);                       // for rank 0, on rank 1's stream
+        for (UnsafeBuffer c : toRank0) {
+            c.putInt(FrameCodec.TO_RANK_OFFSET, 0, ByteOrder.LITTLE_ENDIAN);
+            RawPublisher.seal(c);
+        }
+        publish(toRank0);
+        assertDropped("frame for rank 0 arrived at rank 1");
+        UnsafeBuffer[] posing = frame(3);                        // says rank 0 sent it, on rank 5's session
+        for (UnsafeBuffer c : posing) {
+            c.putInt(FrameCodec.FROM_RANK_OFFSET, 0, ByteOrder.LITTLE_ENDIAN);
+            RawPublisher.seal(c);
+        }
+        publish(posing);
+        assertDropped("frame says it comes from rank 0, its stream session is 5");
+        UnsafeBuffer[] bad = frame(4);
+        bad[1].putByte(FrameCodec.LENGTH + 3, (byte) (bad[1].getByte(FrameCodec.LENGTH + 3) ^ 0x01));
+        publish(bad);
+        assertDropped("checksum mismatch");
+        publish(new UnsafeBuffer(new byte[300]));
+        assertDropped("bad magic");
+        try (RawPublisher stranger = new RawPublisher(transport, JOB, 9, 1)) { // session 9: no rank of this job
+            FrameHeader h = new FrameHeader(JOB, 3, 9, 1, 0, TensorKind.GRADIENT, DType.FP32, SHAPE, Layout.REPLICATED, 0, 0);
+            stranger.publish(stranger.frame(h, MESH, new byte[128], 0, 64, 128));
+            Received.Error e = received.nextError();
+            assertEquals("aeron:ipc session 9->1", e.channel());
+            assertTrue(e.problem().contains("frame from stream session 9, which is no rank of this job"), e.problem());
+        }
+        goodFrameStillArrives(5);
+        assertEquals(new DroppedFrames(1, 3, 2, 0), transport.droppedFrames(1));
+        assertEquals("1 foreign_job, 3 wrong_peer, 2 corrupt", transport.droppedFrames(1).toString());
+        assertEquals(DroppedFrames.NONE, transport.droppedFrames(0), "rank 0 is not bound here");
+    }
+
     @Test
     void corruptedPayloadFailsTheChecksumAndIsDropped() {
         UnsafeBuffer[] f = frame(1);

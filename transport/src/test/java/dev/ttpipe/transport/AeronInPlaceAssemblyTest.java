@@ -159,6 +159,7 @@ class AeronInPlaceAssemblyTest {
                     e.problem());
             assertEquals(before, dst.maxInUse(), "nothing left charged");
             assertTrue(received.payloads.isEmpty());
+            assertEquals(new DroppedFrames(0, 0, 0, 1), transport.droppedFrames(1), "counted as no room, not as corrupt");
         }
         arrivesInPlace(2); // the rest of the dropped frame was skipped, the next one arrives
     }

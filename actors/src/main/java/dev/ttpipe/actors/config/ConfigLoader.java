@@ -98,7 +98,7 @@ public final class ConfigLoader {
             readTransformer(top.section("transformer_config"), cfg.transformer);
         }
         readDevice(top.section("device_config"), cfg.device, baseDir);
-        readMultihost(top.section("multihost_config"), cfg.multihost);
+        readMultihost(top.section("multihost_config"), cfg.multihost, baseDir);
         for (YamlSection b : top.sectionList("rank_bindings")) {
             cfg.rankBindings.add(readRankBinding(b));
         }
@@ -259,7 +259,7 @@ public final class ConfigLoader {
         s.rejectUnknownKeys();
     }
 
-    private static void readMultihost(YamlSection s, TtpipeConfig.MultihostConfig m) {
+    private static void readMultihost(YamlSection s, TtpipeConfig.MultihostConfig m, Path baseDir) {
         m.enabled = s.bool("enabled", m.enabled);
         m.numWorkers = s.integer("num_workers", m.numWorkers, 0, 4096);
         String socket = s.string("socket_type", null);
@@ -274,6 +274,30 @@ public final class ConfigLoader {
         YamlSection p = s.section("pipeline_parallel_config");
         PipelineReader.read(p, m.pipeline);
         p.rejectUnknownKeys();
+        readTls(s.section("tls"), m.tls, baseDir);
+        s.rejectUnknownKeys();
+    }
+
+    /** {@code multihost_config.tls}; the files and passwords are checked by {@link TlsCheck}. */
+    private static void readTls(YamlSection s, TtpipeConfig.TlsConfig t, Path baseDir) {
+        t.enabled = s.bool("enabled", t.enabled);
+        t.keyStore = resolve(baseDir, s.string("key_store", t.keyStore));
+        t.keyStorePassword = s.string("key_store_password", t.keyStorePassword);
+        t.keyStorePasswordEnv = s.string("key_store_password_env", t.keyStorePasswordEnv);
+        t.keyPassword = s.string("key_password", t.keyPassword);
+        t.keyPasswordEnv = s.string("key_password_env", t.keyPasswordEnv);
+        t.trustStore = resolve(baseDir, s.string("trust_store", t.trustStore));
+        t.trustStorePassword = s.string("trust_store_password", t.trustStorePassword);
+        t.trustStorePasswordEnv = s.string("trust_store_password_env", t.trustStorePasswordEnv);
+        String protocol = s.string("protocol", null);
+        if (protocol != null) {
+            if (protocol.trim().equalsIgnoreCase(TtpipeConfig.TlsConfig.TLS13)) t.protocol = TtpipeConfig.TlsConfig.TLS13;
+            else if (protocol.trim().equalsIgnoreCase(TtpipeConfig.TlsConfig.TLS12)) t.protocol = TtpipeConfig.TlsConfig.TLS12;
+            else s.problems().add(s.keyPath("protocol"), protocol, "TLSv1.3 or TLSv1.2");
+        }
+        t.enabledAlgorithms = s.strings("enabled_algorithms", t.enabledAlgorithms);
+        t.requireMutualAuthentication = s.bool("require_mutual_authentication", t.requireMutualAuthentication);
+        t.hostnameVerification = s.bool("hostname_verification", t.hostnameVerification);
         s.rejectUnknownKeys();
     }
 

@@ -23,6 +23,7 @@ public final class ConfigValidator {
         checkRankBindings(cfg, p);
         checkNotSupportedYet(cfg, p);
         checkContradictions(cfg, p);
+        TlsCheck.check(cfg, p);
         p.throwIfAny();
     }
 

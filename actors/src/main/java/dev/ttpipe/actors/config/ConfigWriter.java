@@ -85,6 +85,7 @@ public final class ConfigWriter {
         kv(y, 2, "enabled", h.enabled);
         if (h.numWorkers > 0) kv(y, 2, "num_workers", h.numWorkers);
         kv(y, 2, "socket_type", h.socketType);
+        if (h.tls.enabled) tls(y, h.tls);
         y.append("  pipeline_parallel_config:\n");
         kv(y, 4, "num_blocks", m.numBlocks);
         if (p.autoSplit) {
@@ -123,6 +124,24 @@ public final class ConfigWriter {
         kv(y, 2, "bind_host", quote(c.telemetry.bindHost));
         kv(y, 2, "port", c.telemetry.port);
         return y.toString();
+    }
+
+    /** The TLS settings; of the passwords only the names of their environment variables, never a password itself. */
+    private static void tls(StringBuilder y, TtpipeConfig.TlsConfig t) {
+        y.append("  tls:\n");
+        kv(y, 4, "enabled", true);
+        if (t.keyStore != null) kv(y, 4, "key_store", quote(t.keyStore));
+        if (t.keyStorePasswordEnv != null) kv(y, 4, "key_store_password_env", t.keyStorePasswordEnv);
+        if (t.keyPasswordEnv != null) kv(y, 4, "key_password_env", t.keyPasswordEnv);
+        if (t.trustStore != null) kv(y, 4, "trust_store", quote(t.trustStore));
+        if (t.trustStorePasswordEnv != null) kv(y, 4, "trust_store_password_env", t.trustStorePasswordEnv);
+        if (t.keyStorePassword != null || t.keyPassword != null || t.trustStorePassword != null) {
+            y.append("    # passwords given in the config are not written here\n");
+        }
+        kv(y, 4, "protocol", t.protocol);
+        kv(y, 4, "enabled_algorithms", "[" + String.join(", ", t.algorithms()) + "]");
+        kv(y, 4, "require_mutual_authentication", t.requireMutualAuthentication);
+        kv(y, 4, "hostname_verification", t.hostnameVerification);
     }
 
     private static void kv(StringBuilder y, int indent, String key, Object value) {

@@ -162,6 +162,71 @@ public final class TtpipeConfig {
         /** Pekko Artery / Aeron bind address when rank_bindings give none. */
         public String bindHost = "127.0.0.1";
         public final PipelineConfig pipeline = new PipelineConfig();
+        public final TlsConfig tls = new TlsConfig();
+    }
+
+    /**
+     * {@code multihost_config.tls}: the control plane (Pekko Artery between the worker processes) over
+     * TLS ({@code tls-tcp}). Each password is given either in the file ({@code *_password}) or as the
+     * name of an environment variable that holds it ({@code *_password_env}), never both; see
+     * {@link #keyStorePassword()}. Paths are resolved against the config's folder.
+     */
+    public static final class TlsConfig {
+        public static final String TLS13 = "TLSv1.3";
+        public static final String TLS12 = "TLSv1.2";
+
+        public boolean enabled = false;
+        /** PKCS12 or JKS: this rank's private key and certificate chain. */
+        public String keyStore = null;
+        public String keyStorePassword = null;
+        public String keyStorePasswordEnv = null;
+        /** The private key's own password (null: the key store's). */
+        public String keyPassword = null;
+        public String keyPasswordEnv = null;
+        /** PKCS12 or JKS: the certificates (or their CA) this rank trusts. */
+        public String trustStore = null;
+        public String trustStorePassword = null;
+        public String trustStorePasswordEnv = null;
+        /** TLSv1.3 or TLSv1.2: the one protocol spoken. */
+        public String protocol = TLS13;
+        /** Cipher suites (empty: the protocol's defaults, {@link #algorithms()}). */
+        public List<String> enabledAlgorithms = List.of();
+        /** Both ends present a certificate the other trusts (off: only the side that accepts does). */
+        public boolean requireMutualAuthentication = true;
+        /** The side that connects checks that the other's certificate names the host it connected to. */
+        public boolean hostnameVerification = false;
+
+        /** The key store's password: the literal, or the named environment variable's value (null if neither). */
+        public String keyStorePassword() {
+            return secret(keyStorePassword, keyStorePasswordEnv);
+        }
+
+        /** The private key's password: as given, else the key store's. */
+        public String keyPassword() {
+            String own = secret(keyPassword, keyPasswordEnv);
+            return own != null ? own : keyStorePassword();
+        }
+
+        public String trustStorePassword() {
+            return secret(trustStorePassword, trustStorePasswordEnv);
+        }
+
+        /** The cipher suites spoken: as given, else AES-GCM for the protocol (Pekko's defaults for TLSv1.3). */
+        public List<String> algorithms() {
+            return enabledAlgorithms.isEmpty() ? defaultAlgorithms(protocol) : enabledAlgorithms;
+        }
+
+        public static List<String> defaultAlgorithms(String protocol) {
+            return TLS12.equals(protocol)
+                    ? List.of("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+                    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384")
+                    : List.of("TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384");
+        }
+
+        private static String secret(String literal, String env) {
+            if (literal != null) return literal;
+            return env == null ? null : System.getenv(env);
+        }
     }
 
     /** {@code multihost_config.pipeline_parallel_config}. */

@@ -180,19 +180,29 @@ public final class YamlSection {
     }
 
     List<Integer> integers(String key, List<Integer> def) {
+        return list(key, def, Integer::parseInt, "a list of integers such as [1, 4]");
+    }
+
+    /** A list of plain values, such as {@code [TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384]}. */
+    List<String> strings(String key, List<String> def) {
+        return List.copyOf(list(key, def, v -> v, "a list of names such as [A, B]"));
+    }
+
+    /** A list of scalars, each trimmed and parsed; the first that does not parse (or is nested) is reported with its line. */
+    private <T> List<T> list(String key, List<T> def, java.util.function.Function<String, T> parse, String expected) {
         Node n = node(key);
         if (n == null || isNull(n)) return def;
         if (!(n instanceof SequenceNode seq)) {
-            problems.add(keyPath(key), describe(n), "a list of integers such as [1, 4]");
+            problems.add(keyPath(key), describe(n), expected);
             return def;
         }
-        List<Integer> out = new ArrayList<>();
+        List<T> out = new ArrayList<>();
         for (Node item : seq.getValue()) {
             try {
-                out.add(Integer.parseInt(((ScalarNode) item).getValue().trim()));
-            } catch (RuntimeException e) {
+                out.add(parse.apply(((ScalarNode) item).getValue().trim()));
+            } catch (RuntimeException e) { // a nested item (ClassCastException) or a value that does not parse
                 problems.addRaw(problems.file() + ":" + line(item) + ": " + keyPath(key) + ": " + describe(item)
-                        + " given, expected a list of integers such as [1, 4]");
+                        + " given, expected " + expected);
                 return def;
             }
         }

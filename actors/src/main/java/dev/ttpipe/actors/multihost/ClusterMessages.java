@@ -16,6 +16,7 @@ public final class ClusterMessages {
             "dev.ttpipe.actors.runtime.StageActor$GetStats",
             "dev.ttpipe.actors.runtime.StageActor$StageStats",
             "dev.ttpipe.actors.runtime.StageActor$Waiting",
+            "dev.ttpipe.transport.DroppedFrames",
             "dev.ttpipe.actors.runtime.StageActor$GetWeights",
             "dev.ttpipe.actors.runtime.StageActor$Weights",
             "dev.ttpipe.actors.runtime.StageActor$SaveState",

@@ -13,8 +13,9 @@ import java.net.ServerSocket;
 import java.time.Duration;
 
 /**
- * Pekko settings for one worker of a multi-process job: Cluster over Artery TCP bound to the rank's
- * host and control port (loopback unless rank_bindings say otherwise), rank 0 as the seed, a
+ * Pekko settings for one worker of a multi-process job: Cluster over Artery TCP (TLS with
+ * {@code multihost_config.tls}, see {@link ControlPlaneTls}) bound to the rank's host and control port
+ * (loopback unless rank_bindings say otherwise), rank 0 as the seed, a
  * failure detector that notices a dead worker within a few seconds, and the Kryo serializer for
  * the messages that cross processes.
  */
@@ -25,7 +26,8 @@ public final class ClusterSettings {
     public static Config config(Deployment d, int rank) {
         Deployment.Binding me = d.rank(rank);
         Deployment.Binding seed = d.seed();
-        return ConfigFactory.parseString(String.join("\n",
+        Config tls = d.tls() == null ? ConfigFactory.empty() : d.tls().pekkoConfig();
+        return tls.withFallback(ConfigFactory.parseString(String.join("\n",
                 "pekko.actor.provider = cluster",
                 "pekko.loggers = [\"org.apache.pekko.event.slf4j.Slf4jLogger\"]",
                 "pekko.logging-filter = \"org.apache.pekko.event.slf4j.Slf4jLoggingFilter\"",
@@ -57,7 +59,7 @@ public final class ClusterSettings {
                 "pekko.actor.serializers.ttpipe-kryo = \"dev.ttpipe.actors.multihost.KryoSerializer\"",
                 "pekko.actor.serialization-bindings { \"dev.ttpipe.actors.multihost.ClusterMessage\" = ttpipe-kryo }",
                 "ttpipe.kryo.classes = [" + String.join(", ", ClusterMessages.CLASSES.stream()
-                        .map(c -> "\"" + c + "\"").toList()) + "]"))
+                        .map(c -> "\"" + c + "\"").toList()) + "]")))
                 .withFallback(ConfigFactory.load());
     }
 
@@ -78,7 +80,10 @@ public final class ClusterSettings {
         }
     }
 
-    /** Waits until this node is Up in the cluster (it reached the seed); else a one-line error naming the seed. */
+    /**
+     * Waits until this node is Up in the cluster (it reached the seed); else a one-line error naming the
+     * seed and, over TLS, why a handshake with it fails (which store to look at).
+     */
     public static void awaitJoined(ActorSystem<?> system, Deployment d, Duration timeout) {
         Cluster cluster = Cluster.get(system);
         long deadline = System.nanoTime() + timeout.toNanos();
@@ -91,7 +96,14 @@ public final class ClusterSettings {
                 break;
             }
         }
-        throw new ConfigException("rank_bindings: the seed, rank 0 at " + d.seed().controlAddress() + ", did not answer within "
-                + timeout.toSeconds() + " s, expected `ttpipe worker --rank 0` running there and reachable from this host");
+        String seed = "rank_bindings: the seed, rank 0 at " + d.seed().controlAddress() + ", did not answer within "
+                + timeout.toSeconds() + " s";
+        String tls = d.tls() == null ? null : d.tls().diagnose(d.seed().host(), d.seed().controlPort());
+        if (tls != null) {
+            throw new ConfigException(seed + ": the TLS handshake with it fails: " + tls + "; expected every rank's"
+                    + " multihost_config.tls.trust_store to hold the others' certificates (or their CA)");
+        }
+        throw new ConfigException(seed + ", expected `ttpipe worker --rank 0` running there and reachable from this host"
+                + (d.tls() == null ? "" : ", with the same multihost_config.tls"));
     }
 }

@@ -11,10 +11,10 @@ import java.util.TreeMap;
 /**
  * Where each rank of a multi-process job runs: host, Pekko Artery (control) port and Aeron UDP
  * (data) port, from tt-run style {@code rank_bindings} (defaults: 127.0.0.1, 25520 + rank,
- * 40456 + 2 x rank), plus each rank's environment overrides. Rank 0 is the cluster's seed and
- * runs the Coordinator.
+ * 40456 + 2 x rank), plus each rank's environment overrides, and the control plane's TLS (null: plain
+ * TCP). Rank 0 is the cluster's seed and runs the Coordinator.
  */
-public record Deployment(List<Binding> bindings) {
+public record Deployment(List<Binding> bindings, ControlPlaneTls tls) {
 
     public record Binding(int rank, String host, int controlPort, int dataPort, int meshId, int meshHostRank,
                           Map<String, String> env) {
@@ -39,7 +39,7 @@ public record Deployment(List<Binding> bindings) {
             out.add(new Binding(r, host, control, data, b == null ? 0 : b.meshId, b == null ? r : b.meshHostRank,
                     b == null ? Map.of() : Map.copyOf(b.envOverrides)));
         }
-        Deployment d = new Deployment(List.copyOf(out));
+        Deployment d = new Deployment(List.copyOf(out), ControlPlaneTls.of(cfg));
         d.checkPortsDistinct(cfg);
         return d;
     }

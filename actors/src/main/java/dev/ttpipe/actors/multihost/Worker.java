@@ -43,7 +43,8 @@ public final class Worker {
     public String describe() {
         Deployment.Binding me = deployment.rank(rank);
         return "rank " + rank + " of " + job.plan().ranks() + ": control " + me.controlAddress() + ", data " + me.host() + ":"
-                + me.dataPort() + (rank == 0 ? " (seed, coordinator)" : ", seed " + deployment.seed().controlAddress());
+                + me.dataPort() + (rank == 0 ? " (seed, coordinator)" : ", seed " + deployment.seed().controlAddress())
+                + (deployment.tls() == null ? "" : "; control over TLS (" + deployment.tls() + ")");
     }
 
     /**

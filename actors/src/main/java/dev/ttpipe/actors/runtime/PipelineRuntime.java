@@ -70,7 +70,9 @@ public final class PipelineRuntime implements AutoCloseable {
                         .append(deployment.rank(r).controlAddress()).append(")");
             }
             throw new PipelineFailure(sb + " did not join within " + joinTimeout.toSeconds() + " s: start `ttpipe worker --rank R "
-                    + "CONFIG` on each, and check it can reach the seed " + deployment.seed().controlAddress());
+                    + "CONFIG` on each, and check it can reach the seed " + deployment.seed().controlAddress()
+                    + (deployment.tls() == null ? "" : " and that every rank's multihost_config.tls.trust_store holds the others'"
+                    + " certificates (or their CA)"));
         }
     }
 

@@ -13,6 +13,7 @@ import dev.ttpipe.stages.Optimizer;
 import dev.ttpipe.stages.Param;
 import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.StageSlice;
+import dev.ttpipe.transport.DroppedFrames;
 import dev.ttpipe.transport.FrameHeader;
 import dev.ttpipe.transport.TensorChannel;
 import dev.ttpipe.transport.TensorKind;
@@ -165,10 +166,12 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
      *
      * @param currentAction the oldest compute action on the device queue (running, or next to run), or null
      * @param queuedActions compute actions on the device queue, at most {@link #QUEUE_DEPTH}
+     * @param droppedFrames frames addressed to this rank that its transport dropped since it started, by reason
      */
     public record StageStats(int rank, String currentAction, boolean busy, int queuedActions, int rowPosition, int rowLength,
                              int bufferedArrivals, int stashedMicrobatches, long memoryInUse, long memoryPeak,
-                             long actionsRun, Waiting waiting, long[] actionsByKind) implements ClusterMessage {
+                             long actionsRun, Waiting waiting, long[] actionsByKind, DroppedFrames droppedFrames)
+            implements ClusterMessage {
     }
 
     /**
@@ -802,7 +805,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         Action running = queued.peekFirst();
         m.replyTo().tell(new StageStats(rank, running == null ? null : running.toString(), running != null, queued.size(), position, row.size(),
                 forwardIn.size() + backwardIn.size(), stashed, submesh.maxInUse(), submesh.maxPeak(), actionsRun, waiting(),
-                actionsByKind.clone()));
+                actionsByKind.clone(), transport.droppedFrames(rank)));
         return this;
     }
 

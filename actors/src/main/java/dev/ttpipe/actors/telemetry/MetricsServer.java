@@ -8,6 +8,7 @@ import dev.ttpipe.actors.runtime.PipelineFailure;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.runtime.StageActor;
 import dev.ttpipe.schedules.ActionKind;
+import dev.ttpipe.transport.DropReason;
 import io.prometheus.metrics.exporter.httpserver.MetricsHandler;
 import io.prometheus.metrics.model.registry.MultiCollector;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
@@ -145,6 +146,7 @@ public final class MetricsServer implements AutoCloseable {
                 }
             }
             out.add(actions.build());
+            out.add(droppedFrames(stats));
             if (step != null && analysis != null) {
                 JobPlan plan = runtime.plan();
                 GaugeSnapshot.Builder busy = GaugeSnapshot.builder().name("ttpipe_rank_busy_seconds").help("Compute time of the last step");
@@ -165,6 +167,23 @@ public final class MetricsServer implements AutoCloseable {
                 out.add(job("ttpipe_bubble_ratio", "Idle share of the last step over all ranks", analysis.bubble()));
             }
             return new MetricSnapshots(out);
+        }
+
+        /** Every reason for every rank that answered, zeros included, so that a rate over it is defined from the start. */
+        private CounterSnapshot droppedFrames(List<StageActor.StageStats> stats) {
+            CounterSnapshot.Builder b = CounterSnapshot.builder().name("ttpipe_rank_frames_dropped")
+                    .help("Frames addressed to the rank that its transport dropped, by reason (foreign_job: another job's id;"
+                            + " wrong_peer: another receiver or sender than its stream; corrupt: checksum, header or chunks;"
+                            + " no_room: no device memory for it)");
+            for (StageActor.StageStats st : stats) {
+                if (st == null) continue;
+                for (DropReason reason : DropReason.values()) {
+                    b.dataPoint(CounterSnapshot.CounterDataPointSnapshot.builder()
+                            .labels(Labels.of("rank", Integer.toString(st.rank()), "reason", reason.label()))
+                            .value(st.droppedFrames().count(reason)).build());
+                }
+            }
+            return b.build();
         }
 
         private List<MetricSnapshot> traffic(Coordinator.StepReport step) {
@@ -239,7 +258,13 @@ public final class MetricsServer implements AutoCloseable {
                     .append(",\"row_length\":").append(s.rowLength()).append(",\"queue_depth\":").append(s.queuedActions())
                     .append(",\"buffered_arrivals\":").append(s.bufferedArrivals()).append(",\"stashed\":").append(s.stashedMicrobatches())
                     .append(",\"memory_bytes\":").append(s.memoryInUse()).append(",\"actions_run\":").append(s.actionsRun())
-                    .append(",\"bubble\":").append(a == null ? "null" : Json.num(a.bubble(ranks.get(r)))).append('}');
+                    .append(",\"bubble\":").append(a == null ? "null" : Json.num(a.bubble(ranks.get(r))))
+                    .append(",\"frames_dropped\":{");
+            for (DropReason reason : DropReason.values()) {
+                sb.append(reason.ordinal() == 0 ? "" : ",").append(Json.str(reason.label())).append(':')
+                        .append(s.droppedFrames().count(reason));
+            }
+            sb.append("}}");
         }
         byte[] body = sb.append("]}\n").toString().getBytes(StandardCharsets.UTF_8);
         ex.getResponseHeaders().set("Content-Type", "application/json; charset=utf-8");

@@ -11,7 +11,8 @@ import java.util.Map;
  * What {@code ttpipe top} draws from a job's {@code /status}: a header with the step, the loss and a
  * sparkline of the losses seen, tokens/s and the measured against the simulated bubble; then a row per
  * rank with what it does in the schedule notation ({@code 2RECV_F5 waiting 1.2 s}), a bar of busy
- * against idle over the last step, memory and queue depth. Fits {@code width} columns (at least 80).
+ * against idle over the last step, memory and queue depth; below them, only when a rank's transport
+ * dropped frames, how many and why. Fits {@code width} columns (at least 80).
  */
 public final class TopView {
     private static final String SPARKS = "▁▂▃▄▅▆▇█";
@@ -48,7 +49,24 @@ public final class TopView {
             sb.append(cut(String.format(Locale.ROOT, "%-4s %-34s %-22s %10s %5s", r.get("rank"), doing(r), bar(r.get("bubble")),
                     Sizes.format(((Number) r.get("memory_bytes")).longValue()), r.get("queue_depth")), w)).append('\n');
         }
+        String dropped = droppedFrames((List<?>) status.get("ranks"));
+        if (dropped != null) sb.append(cut(dropped, w)).append('\n');
         return sb.toString();
+    }
+
+    /** {@code frames dropped: rank 1: 2 foreign_job, 1 corrupt}, or null when no rank dropped any. */
+    static String droppedFrames(List<?> ranks) {
+        List<String> parts = new ArrayList<>();
+        for (Object o : ranks) {
+            Map<?, ?> r = (Map<?, ?>) o;
+            if (!(r.get("frames_dropped") instanceof Map<?, ?> byReason)) continue;
+            List<String> counts = new ArrayList<>();
+            for (Map.Entry<?, ?> e : byReason.entrySet()) {
+                if (e.getValue() instanceof Number n && n.longValue() > 0) counts.add(n.longValue() + " " + e.getKey());
+            }
+            if (!counts.isEmpty()) parts.add("rank " + r.get("rank") + ": " + String.join(", ", counts));
+        }
+        return parts.isEmpty() ? null : "frames dropped: " + String.join("; ", parts);
     }
 
     /** {@code 1F5 running 0.3 s}, {@code 2RECV_F5 waiting 1.2 s from rank 1}, or idle since the last finished action. */

@@ -117,4 +117,62 @@ class MetricsServerTest {
         String record = Files.readString(dir.resolve("run/run.json"));
         assertTrue(record.contains("\"telemetry_url\": \"http://127.0.0.1:" + port + "\""), record);
     }
+
+    /**
+     * Bytes that are no ttpipe frame, published on rank 1's Aeron stream by a stranger, are dropped and
+     * counted: /metrics has ttpipe_rank_frames_dropped_total for every rank and reason, rank 1's corrupt
+     * count is 1 and the others 0; /status has the counts and top names them.
+     */
+    @Test
+    void framesDroppedByTheTransportAreCountedPerRankAndReason(@TempDir Path dir) throws Exception {
+        Path cfgFile = Files.writeString(dir.resolve("job.yaml"), String.join("\n",
+                "training_config: {batch_size: 8, max_steps: 4}",
+                "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 2, max_sequence_length: 16}",
+                "multihost_config:",
+                "  socket_type: aeron",
+                "  pipeline_parallel_config: {num_blocks: 2, blocks_per_rank: {0: 1, 1: 1}, num_microbatches: 2}",
+                ""));
+        TrainingJob job = TrainingJob.fromConfig(ConfigLoader.load(cfgFile));
+        HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan());
+             MetricsServer server = MetricsServer.start(runtime, "127.0.0.1", 0);
+             io.aeron.Aeron stranger = io.aeron.Aeron.connect(new io.aeron.Aeron.Context().aeronDirectoryName(
+                     ((dev.ttpipe.transport.AeronTransport) runtime.transport()).aeronDirectory().toString()));
+             io.aeron.ExclusivePublication pub = stranger.addExclusivePublication("aeron:ipc?session-id=1", 10_001)) {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (!pub.isConnected() && System.nanoTime() < deadline) Thread.sleep(10);
+            assertTrue(pub.isConnected(), "no subscription for rank 1");
+            org.agrona.concurrent.UnsafeBuffer garbage = new org.agrona.concurrent.UnsafeBuffer(new byte[300]);
+            while (pub.offer(garbage, 0, 300) < 0) Thread.sleep(1);
+            String line = "ttpipe_rank_frames_dropped_total{rank=\"1\",reason=\"corrupt\"} 1.0";
+            String metrics = "";
+            while (!metrics.contains(line) && System.nanoTime() < deadline + TimeUnit.SECONDS.toNanos(10)) {
+                metrics = http.send(HttpRequest.newBuilder(URI.create(server.url() + "/metrics")).build(),
+                        HttpResponse.BodyHandlers.ofString()).body();
+                Thread.sleep(50);
+            }
+            assertTrue(metrics.contains(line), line + " not in\n" + metrics);
+            assertTrue(metrics.contains("# TYPE ttpipe_rank_frames_dropped_total counter"), metrics);
+            for (String rank : List.of("0", "1")) {
+                for (String reason : List.of("foreign_job", "wrong_peer", "corrupt", "no_room")) {
+                    if (rank.equals("1") && reason.equals("corrupt")) continue;
+                    String zero = "ttpipe_rank_frames_dropped_total{rank=\"" + rank + "\",reason=\"" + reason + "\"} 0.0";
+                    assertTrue(metrics.contains(zero), zero + " not in\n" + metrics);
+                }
+            }
+            String status = http.send(HttpRequest.newBuilder(URI.create(server.url() + "/status")).build(),
+                    HttpResponse.BodyHandlers.ofString()).body();
+            Map<?, ?> rank1 = (Map<?, ?>) ((List<?>) ((Map<?, ?>) MiniJson.parse(status)).get("ranks")).get(1);
+            assertEquals(Map.of("foreign_job", 0L, "wrong_peer", 0L, "corrupt", 1L, "no_room", 0L),
+                    normalize((Map<?, ?>) rank1.get("frames_dropped")), status);
+            String top = new TopView().render(server.url(), (Map<?, ?>) MiniJson.parse(status), 80);
+            assertTrue(top.contains("\nframes dropped: rank 1: 1 corrupt\n"), top);
+        }
+    }
+
+    private static Map<String, Long> normalize(Map<?, ?> m) {
+        Map<String, Long> out = new java.util.HashMap<>();
+        m.forEach((k, v) -> out.put((String) k, ((Number) v).longValue()));
+        return out;
+    }
 }
