@@ -76,10 +76,13 @@ class TrainSoakTest {
             });
             StepCounter counter = new StepCounter(runDir.resolve("metrics.jsonl"));
             int next = every;
+            printHeader();
             while (!run.isDone()) {
                 int done = counter.steps();
                 if (done >= next) {
-                    samples.add(sample(done, (System.nanoTime() - t0) / 1e9));
+                    Sample s = sample(done, (System.nanoTime() - t0) / 1e9);
+                    samples.add(s);
+                    print(s);                                     // as it goes: a long run shows its progress
                     next = (done / every + 1) * every;
                 } else {
                     Thread.sleep(20);
@@ -152,15 +155,20 @@ class TrainSoakTest {
         }
     }
 
-    private static void print(List<Sample> samples, int steps, double seconds) {
-        System.out.printf(Locale.ROOT, "soak: %d steps in %.0f s (%.1f ms/step), %d samples%n", steps, seconds,
-                1000 * seconds / steps, samples.size());
+    private static void printHeader() {
         System.out.printf(Locale.ROOT, "%7s %8s %10s %10s %10s %10s %5s %7s%n", "step", "time s", "heap MiB", "direct MiB",
                 "RSS MiB", "NMT MiB", "fds", "threads");
-        for (Sample s : samples) {
-            System.out.printf(Locale.ROOT, "%7d %8.1f %10.1f %10.1f %10.1f %10.1f %5d %7d%n", s.step(), s.seconds(), mib(s.heap()),
-                    mib(s.direct()), mib(s.rss()), mib(s.nmt()), s.fds(), s.threads());
-        }
+    }
+
+    private static void print(Sample s) {
+        System.out.printf(Locale.ROOT, "%7d %8.1f %10.1f %10.1f %10.1f %10.1f %5d %7d%n", s.step(), s.seconds(), mib(s.heap()),
+                mib(s.direct()), mib(s.rss()), mib(s.nmt()), s.fds(), s.threads());
+        System.out.flush();
+    }
+
+    private static void print(List<Sample> samples, int steps, double seconds) {
+        System.out.printf(Locale.ROOT, "soak: %d steps in %.0f s (%.1f ms/step, sampling included), %d samples%n", steps,
+                seconds, 1000 * seconds / steps, samples.size());
     }
 
     private static double mib(long bytes) {
