@@ -64,6 +64,9 @@ public final class Schedule {
             size += r.size();
         }
         if (maxStage < 0) throw new ScheduleException("schedule " + name + " has no actions");
+        // Every stage 0..maxStage has at least one action, so a stage number beyond the action count
+        // leaves a gap: found without the per-stage arrays below (one cell "999999999F0" made them 4 GB).
+        if (maxStage >= size) throw gapInStages(name, copy, maxStage, size);
         int stages = maxStage + 1;
         int[] rankOfStage = new int[stages];
         Arrays.fill(rankOfStage, -1);
@@ -104,6 +107,20 @@ public final class Schedule {
             stagesOfRank[r][filled[r]++] = s;
         }
         return new Schedule(name, List.copyOf(copy), stages, maxMicrobatch + 1, rankOfStage, stagesOfRank, lowered, size);
+    }
+
+    /**
+     * The error for a stage number no action has, the smallest, when {@code maxStage} is at least the
+     * number of actions {@code size}: at most {@code size} stages are present, so it is below {@code size}.
+     */
+    private static ScheduleException gapInStages(String name, List<List<Action>> rows, int maxStage, int size) {
+        java.util.BitSet present = new java.util.BitSet(size);
+        for (List<Action> row : rows) {
+            for (Action a : row) if (a.stage() < size) present.set(a.stage());
+        }
+        int missing = present.nextClearBit(0);
+        return new ScheduleException("schedule " + name + ": stage " + missing + " appears on no rank, but stage "
+                + maxStage + " does; stages must be numbered 0.." + maxStage + " without gaps");
     }
 
     public String name() {

@@ -40,6 +40,14 @@ public final class Schedules {
     }
 
     /**
+     * The most (stage, microbatch) pairs a generated schedule may have: about 3 actions each, so at most
+     * ~6 M actions and well under a GiB. Config validation generates the schedule, so without a bound
+     * a config of 4096 ranks and 2^20 microbatches asked for 8.6 G actions (found by ConfigLoaderFuzzTest:
+     * 4 ranks and 2^20 microbatches took half a minute to validate).
+     */
+    public static final long MAX_STAGE_MICROBATCHES = 1L << 21;
+
+    /**
      * Generates schedule {@code name} for {@code ranks} pipeline ranks (P), {@code microbatches}
      * (M) and {@code virtualStages} stages per rank (V): 1 for all but interleaved (V >= 2) and
      * dualpipev (V = 2).
@@ -48,12 +56,19 @@ public final class Schedules {
      *              I=W=1, no comm. Other schedules ignore it.
      * @throws ScheduleException for an unknown name, P or M below 1, a V the schedule does not
      *                           take, or an M the schedule cannot use (interleaved: a multiple of
-     *                           P; dualpipev: at least 2P)
+     *                           P; dualpipev: at least 2P), or more than {@link #MAX_STAGE_MICROBATCHES}
+     *                           (stage, microbatch) pairs
      */
     public static Schedule generate(String name, int ranks, int microbatches, int virtualStages, CostModel costs) {
         String key = canonicalName(name);
         if (ranks < 1) throw new ScheduleException("schedule " + key + " needs at least 1 pipeline rank, got " + ranks);
         if (microbatches < 1) throw new ScheduleException("schedule " + key + " needs at least 1 microbatch, got " + microbatches);
+        long stages = (long) ranks * Math.max(1, virtualStages);
+        if (stages * microbatches > MAX_STAGE_MICROBATCHES) {
+            throw new ScheduleException("schedule " + key + " of " + stages + " stages x " + microbatches + " microbatches = "
+                    + stages * microbatches + " (stage, microbatch) pairs, expected at most " + MAX_STAGE_MICROBATCHES
+                    + ": fewer microbatches");
+        }
         switch (key) {
             case "interleaved" -> {
                 if (virtualStages < 2) {

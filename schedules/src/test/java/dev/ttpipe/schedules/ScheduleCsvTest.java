@@ -64,6 +64,15 @@ class ScheduleCsvTest {
     }
 
     @Test
+    void rejectsAHugeStageNumberAsAGapWithoutAllocatingPerStage() {
+        // found by ScheduleCsvFuzzTest: the per-stage arrays for stage 990999990 took 4 GB of heap
+        ScheduleException e = assertThrows(ScheduleException.class,
+                () -> ScheduleCsv.read("0F0,0F1,999999999F0,0B0,0B1\n", "huge.csv"));
+        assertEquals("schedule huge.csv: stage 1 appears on no rank, but stage 999999999 does; stages must be numbered"
+                + " 0..999999999 without gaps", e.reason());
+    }
+
+    @Test
     void rejectsAWrongNumberOfRanksWhenOneIsExpected() {
         ScheduleException e = assertThrows(ScheduleException.class,
                 () -> ScheduleCsv.read(new StringReader("0F0,0B0\n"), "one.csv", 2));

@@ -177,8 +177,13 @@ final class FrameAssembler implements FragmentHandler {
         }
         if (codec.jobId() != jobId.getAsLong()) {
             // Another job's frame, usually one sent before a recovery gave this job a fresh id: expected, not an error.
-            drop(in, DropReason.FOREIGN_JOB, "frame of job " + Long.toHexString(codec.jobId()) + " on the transport of job "
-                    + Long.toHexString(jobId.getAsLong()));
+            String foreign = "frame of job " + Long.toHexString(codec.jobId()) + " on the transport of job "
+                    + Long.toHexString(jobId.getAsLong());
+            // But a frame of this job that it cuts short will never come: that is an error.
+            if (in.inFrame) {
+                drop(in, DropReason.CORRUPT, "a " + foreign + " arrived after " + in.nextChunk + " of its " + in.chunkCount + " chunks");
+            }
+            drop(in, DropReason.FOREIGN_JOB, foreign);
             return;
         }
         problem = checkPeer(session);

@@ -231,6 +231,22 @@ class AeronCorruptFrameTest {
     }
 
     @Test
+    void aFrameCutShortByAnotherJobsFrameIsAnErrorNotAForeignFrame() {
+        // found by FrameAssemblerFuzzTest: the frame in progress was reported only as another job's, so nothing failed
+        UnsafeBuffer[] f = frame(1);
+        UnsafeBuffer[] g = frame(2);
+        for (UnsafeBuffer c : g) {
+            c.putLong(FrameCodec.JOB_ID_OFFSET, 8, ByteOrder.LITTLE_ENDIAN);
+            RawPublisher.seal(c);
+        }
+        publish(f[0], g[0]);
+        assertDropped("frame 0 (1RECV_B1", "a frame of job 8 on the transport of job 7 arrived after 1 of its 2 chunks");
+        assertForeign("frame of job 8 on the transport of job 7");
+        publish(g[1]);
+        goodFrameStillArrives(3);
+    }
+
+    @Test
     void afterAdoptingAJobIdFramesOfTheOldOneAreDroppedAndTheNewOnesArrive() {
         transport.adoptJob(0x5eed);                             // what every rank does when rank 0's Coordinator says so
         publish(frame(1));                                      // still stamped with job 7

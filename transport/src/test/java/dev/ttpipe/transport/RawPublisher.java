@@ -43,7 +43,15 @@ final class RawPublisher implements AutoCloseable {
      * chunks at {@code cuts} (0, ..., payload.length), each chunk's checksums and header CRC written.
      */
     UnsafeBuffer[] frame(FrameHeader header, MeshShape mesh, byte[] payload, int... cuts) {
-        long seq = sequence++;
+        return chunks(job, sequence++, from, to, header, mesh, payload, cuts);
+    }
+
+    /**
+     * The chunks of one frame of {@code header} as rank {@code from} sends it to rank {@code to}: the
+     * payload cut at {@code cuts} (0, ..., payload.length), each chunk's checksums and header CRC written.
+     */
+    static UnsafeBuffer[] chunks(long job, long seq, int from, int to, FrameHeader header, MeshShape mesh, byte[] payload,
+                                 int... cuts) {
         int chunks = cuts.length - 1;
         DType dtype = header.dtype();
         Shape shape = header.shape();

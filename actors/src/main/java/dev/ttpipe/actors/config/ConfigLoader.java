@@ -14,6 +14,7 @@ import java.io.Reader;
 import java.io.StringReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.InvalidPathException;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -120,6 +121,16 @@ public final class ConfigLoader {
      * expected each key once}: YAML keeps the last silently, and SnakeYAML's own check names only one.
      */
     private static void duplicateKeys(Node node, String path, ConfigProblems problems) {
+        duplicateKeys(node, path, problems, java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>()));
+    }
+
+    /**
+     * Visits every node once: an alias is the very node its anchor names, so a node that contains its own
+     * anchor ({@code &a [*a]}) made this recurse until the stack overflowed, and aliases of aliases
+     * ({@code &b [*a, *a]}, ...) made it walk 2^depth paths.
+     */
+    private static void duplicateKeys(Node node, String path, ConfigProblems problems, java.util.Set<Node> visited) {
+        if (!visited.add(node)) return;
         if (node instanceof MappingNode m) {
             Map<String, Integer> seen = new java.util.HashMap<>();
             for (NodeTuple t : m.getValue()) {
@@ -131,24 +142,36 @@ public final class ConfigLoader {
                     problems.addRaw(problems.file() + ":" + line + ": " + keyPath + ": given twice (first at line " + first
                             + "), expected each key once");
                 }
-                duplicateKeys(t.getValueNode(), keyPath, problems);
+                duplicateKeys(t.getValueNode(), keyPath, problems, visited);
             }
         } else if (node instanceof org.yaml.snakeyaml.nodes.SequenceNode sq) {
-            for (int i = 0; i < sq.getValue().size(); i++) duplicateKeys(sq.getValue().get(i), path + "[" + i + "]", problems);
+            for (int i = 0; i < sq.getValue().size(); i++) {
+                duplicateKeys(sq.getValue().get(i), path + "[" + i + "]", problems, visited);
+            }
         }
     }
 
     private static Node compose(Reader reader, String sourceName) {
         LoaderOptions options = new LoaderOptions();
         options.setAllowDuplicateKeys(true);           // reported by duplicateKeys, every one with both lines
+        // Bounds on what a config file can make the parser do (SnakeYAML's defaults, set here so that they stay):
+        // an alias bomb fails at the 51st alias of a list or mapping, nesting deeper than 50 fails, and so does a
+        // file of more than 3 Mi characters (a real config is a few KiB); no mapping may have itself as a key.
+        options.setMaxAliasesForCollections(50);
+        options.setNestingDepthLimit(50);
+        options.setCodePointLimit(3 << 20);
+        options.setAllowRecursiveKeys(false);
         try {
             return new Yaml(options).compose(reader);
         } catch (MarkedYAMLException e) {
             int line = e.getProblemMark() == null ? 0 : e.getProblemMark().getLine() + 1;
             int column = e.getProblemMark() == null ? 0 : e.getProblemMark().getColumn() + 1;
-            throw new ConfigException(sourceName + ":" + line + ":" + column + ": not valid YAML: " + e.getProblem());
-        } catch (RuntimeException e) {
-            throw new ConfigException(sourceName + ": not valid YAML: " + e.getMessage());
+            throw new ConfigException(ConfigProblems.oneLine(sourceName + ":" + line + ":" + column + ": not valid YAML: "
+                    + e.getProblem()));
+        } catch (RuntimeException e) {                 // SnakeYAML's limits (aliases, nesting, size) say it on the first line
+            String m = String.valueOf(e.getMessage()).strip();
+            int nl = m.indexOf('\n');
+            throw new ConfigException(ConfigProblems.oneLine(sourceName + ": not valid YAML: " + (nl < 0 ? m : m.substring(0, nl))));
         }
     }
 
@@ -173,28 +196,34 @@ public final class ConfigLoader {
         t.useClipGradNorm = s.bool("use_clip_grad_norm", t.useClipGradNorm);
         t.clipGradNormMaxNorm = s.number("clip_grad_norm_max_norm", t.clipGradNormMaxNorm, 1e-12, Double.MAX_VALUE);
         t.gradientAccumulationSteps = s.integer("gradient_accumulation_steps", t.gradientAccumulationSteps, 1, 1 << 20);
-        t.dataPath = resolve(baseDir, s.string("data_path", t.dataPath));
+        t.dataPath = path(s, "data_path", t.dataPath, baseDir);
         t.tokenizerType = s.choice("tokenizer_type", t.tokenizerType, TOKENIZERS);
         t.validationFraction = s.number("validation_fraction", t.validationFraction, 0, 0.9);
         t.evalEvery = s.integer("eval_every", t.evalEvery, 0, Integer.MAX_VALUE);
         t.evalBatches = s.integer("eval_batches", t.evalBatches, 1, 1 << 20);
         t.modelSaveInterval = s.integer("model_save_interval", t.modelSaveInterval, 0, Integer.MAX_VALUE);
-        t.checkpointDir = resolve(baseDir, s.string("checkpoint_dir", t.checkpointDir));
+        t.checkpointDir = path(s, "checkpoint_dir", t.checkpointDir, baseDir);
         t.checkpointKeep = s.integer("checkpoint_keep", t.checkpointKeep, 1, 1 << 20);
         t.stepTimeoutS = s.integer("step_timeout_s", t.stepTimeoutS, 0, 1 << 24);
         if (s.has("max_restarts")) t.maxRestarts = s.integer("max_restarts", 0, 0, 1 << 20);
         t.maxNonfiniteSteps = s.integer("max_nonfinite_steps", t.maxNonfiniteSteps, 1, 1 << 20);
         t.runsDir = s.string("runs_dir", t.runsDir);
         // TTML keys accepted as they are; ttpipe has no use for them.
-        t.modelPath = resolve(baseDir, s.string("model_path", t.modelPath));
-        t.tokenizerPath = resolve(baseDir, s.string("tokenizer_path", t.tokenizerPath));
+        t.modelPath = path(s, "model_path", t.modelPath, baseDir);
+        t.tokenizerPath = path(s, "tokenizer_path", t.tokenizerPath, baseDir);
         s.accept("model_type", "use_moreh_adamw", "use_kahan_summation", "use_no_op", "save_and_exit", "model_config",
                 "transformer_config");
     }
 
     private static void readModelConfigFile(YamlSection training, TtpipeConfig cfg, Path baseDir, ConfigProblems problems) {
         String rel = training.string("model_config", null);
-        Path p = baseDir == null ? Path.of(rel) : baseDir.resolve(rel);
+        Path p;
+        try {
+            p = baseDir == null ? Path.of(rel) : baseDir.resolve(rel);
+        } catch (InvalidPathException e) {
+            training.problems().add(training.keyPath("model_config"), rel, "a file path (" + e.getReason() + ")");
+            return;
+        }
         if (!Files.isRegularFile(p)) {
             training.problems().add(training.keyPath("model_config"), rel,
                     "a readable model config YAML (looked for " + p + ")");
@@ -248,13 +277,13 @@ public final class ConfigLoader {
         d.memoryPerDevice = s.bytes("memory_per_device", d.memoryPerDevice);
         d.dtype = s.choice("dtype", d.dtype, DTYPES);
         d.threads = s.integer("threads", d.threads, 0, 1024);
-        d.bridgeLibrary = resolve(baseDir, s.string("bridge_library", d.bridgeLibrary));
+        d.bridgeLibrary = path(s, "bridge_library", d.bridgeLibrary, baseDir);
         YamlSection sim = s.section("sim");
         d.sim.gflops = sim.number("gflops", d.sim.gflops, 1e-6, 1e9);
         d.sim.memoryGbps = sim.number("memory_gbps", d.sim.memoryGbps, 1e-6, 1e9);
         d.sim.opLatencyUs = sim.number("op_latency_us", d.sim.opLatencyUs, 0, 1e9);
         d.sim.linkGbps = sim.number("link_gbps", d.sim.linkGbps, 1e-6, 1e9);
-        d.sim.calibration = resolve(baseDir, sim.string("calibration", d.sim.calibration));
+        d.sim.calibration = path(sim, "calibration", d.sim.calibration, baseDir);
         sim.rejectUnknownKeys();
         s.rejectUnknownKeys();
     }
@@ -325,7 +354,7 @@ public final class ConfigLoader {
             Map<Integer, Integer> byRank = new TreeMap<>();
             if (n instanceof MappingNode mapping) {
                 for (NodeTuple t : mapping.getValue()) {
-                    String k = ((ScalarNode) t.getKeyNode()).getValue();
+                    String k = t.getKeyNode() instanceof ScalarNode ks ? ks.getValue() : "(nested)";
                     String v = t.getValueNode() instanceof ScalarNode vs ? vs.getValue() : "(nested)";
                     int line = YamlSection.line(t.getKeyNode());
                     try {
@@ -377,9 +406,21 @@ public final class ConfigLoader {
         s.rejectUnknownKeys();
     }
 
+    /** The path under {@code key} resolved against {@code baseDir}; one that cannot be a path is a problem. */
+    private static String path(YamlSection s, String key, String def, Path baseDir) {
+        String given = s.string(key, def);
+        try {
+            return resolve(baseDir, given);
+        } catch (InvalidPathException e) {                    // a NUL character, say
+            s.problems().add(s.keyPath(key), given, "a file path (" + e.getReason() + ")");
+            return def;
+        }
+    }
+
     private static String resolve(Path baseDir, String path) {
-        if (path == null || baseDir == null) return path;
-        Path p = Path.of(path);
+        if (path == null) return path;
+        Path p = Path.of(path);                                // throws InvalidPathException for what cannot be a path
+        if (baseDir == null) return path;
         if (p.isAbsolute()) return path;
         Path besideConfig = baseDir.resolve(p);
         // TTML configs name paths relative to the repo they live in; prefer the file beside the config when it exists.

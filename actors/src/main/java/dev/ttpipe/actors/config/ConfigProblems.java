@@ -58,17 +58,17 @@ public final class ConfigProblems {
 
     /** Adds {@code where(keyPath): message}. */
     public void add(String keyPath, String message) {
-        problems.add(where(keyPath) + ": " + message);
+        problems.add(oneLine(where(keyPath) + ": " + message));
     }
 
     /** Adds {@code where(keyPath): value given, expected ...}. */
     public void add(String keyPath, Object given, String expected) {
-        problems.add(where(keyPath) + ": " + show(given) + " given, expected " + expected);
+        problems.add(oneLine(where(keyPath) + ": " + show(given) + " given, expected " + expected));
     }
 
     /** Something the user should know that is not a problem ({@code socket_type: mpi} read as aeron). */
     public void note(String keyPath, String message) {
-        String n = where(keyPath) + ": " + message;
+        String n = oneLine(where(keyPath) + ": " + message);
         if (!notes.contains(n)) notes.add(n);
     }
 
@@ -77,7 +77,30 @@ public final class ConfigProblems {
     }
 
     void addRaw(String line) {
-        problems.add(line);
+        problems.add(oneLine(line));
+    }
+
+    /**
+     * {@code text} with its control characters written as escapes ({@code \n}, {@code \t}, {@code \u0000}):
+     * a value given in the file may hold a line break (a quoted {@code "1\n2"}), and a problem is one line.
+     */
+    static String oneLine(String text) {
+        StringBuilder out = null;
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            if (!Character.isISOControl(c) && c != '\u2028' && c != '\u2029') {
+                if (out != null) out.append(c);
+                continue;
+            }
+            if (out == null) out = new StringBuilder(text.length() + 8).append(text, 0, i);
+            switch (c) {
+                case '\n' -> out.append("\\n");
+                case '\r' -> out.append("\\r");
+                case '\t' -> out.append("\\t");
+                default -> out.append(String.format("\\u%04x", (int) c));
+            }
+        }
+        return out == null ? text : out.toString();
     }
 
     public boolean isEmpty() {

@@ -220,4 +220,56 @@ class ConfigLoaderTest {
         assertTrue(p.stream().anyMatch(s -> s.contains("rank 1 is missing")), p.toString());
         assertTrue(p.stream().anyMatch(s -> s.contains("rank 3 is missing")), p.toString());
     }
+
+    // ---- found by ConfigLoaderFuzzTest: each was an exception other than ConfigException, or a problem of two lines
+
+    @Test
+    void aValueWithALineBreakIsShownEscapedOnOneLine() {
+        List<String> p = problems("training_config:\n  seed: \"1\\n2\"\n");
+        assertEquals(List.of("job.yaml:2: training_config.seed: '1\\n2' given, expected an integer >= 0"), p);
+    }
+
+    @Test
+    void aPathWithANulCharacterIsAProblemNotAnInvalidPathException() {
+        List<String> p = problems("training_config:\n  data_path: \"a\\0b\"\n  model_config: \"\\0\"\n");
+        assertTrue(p.stream().anyMatch(s -> s.startsWith("job.yaml:2: training_config.data_path: 'a\\u0000b' given,"
+                + " expected a file path (Nul character not allowed)")), p.toString());
+        assertTrue(p.stream().anyMatch(s -> s.startsWith("job.yaml:3: training_config.model_config: '\\u0000' given,"
+                + " expected a file path")), p.toString());
+    }
+
+    @Test
+    void aNestedKeyInBlocksPerRankIsAProblemNotAClassCastException() {
+        List<String> p = problems("multihost_config:\n  pipeline_parallel_config:\n    blocks_per_rank: {[0]: 1}\n");
+        assertTrue(p.stream().anyMatch(s -> s.contains("blocks_per_rank.(nested): '1' given, expected RANK: BLOCKS")),
+                p.toString());
+    }
+
+    @Test
+    void aSelfReferencingAnchorIsReadWithoutAStackOverflow() {
+        List<String> p = problems("training_config: &a\n  seed: 1\n  x: *a\n");
+        assertTrue(p.stream().anyMatch(s -> s.contains("training_config.x: unknown key")), p.toString());
+    }
+
+    @Test
+    void aliasesOfAliasesAreVisitedOnceAndAnAliasBombStopsAtFiftyAliases() {
+        StringBuilder doubling = new StringBuilder("a0: &a0 [x, x]\n");
+        for (int i = 1; i < 40; i++) doubling.append("a").append(i).append(": &a").append(i).append(" [*a").append(i - 1)
+                .append(", *a").append(i - 1).append("]\n");             // 2^40 paths through 80 aliases
+        List<String> p = problems(doubling.toString());
+        assertTrue(p.get(0).startsWith("job.yaml: not valid YAML: Number of aliases for non-scalar nodes exceeds the"
+                + " specified max=50"), p.toString());
+        StringBuilder under = new StringBuilder("a0: &a0 [x, x]\n");
+        for (int i = 1; i < 25; i++) under.append("a").append(i).append(": &a").append(i).append(" [*a").append(i - 1)
+                .append(", *a").append(i - 1).append("]\n");             // 2^25 paths through 48 aliases
+        assertTrue(problems(under.toString()).stream().anyMatch(s -> s.contains("a24: unknown key")));
+    }
+
+    @Test
+    void aScheduleTooLargeToGenerateIsAProblemOfNumMicrobatches() {
+        List<String> p = problems("multihost_config:\n  pipeline_parallel_config:\n    num_microbatches: 1048576\n"
+                + "    blocks_per_rank: {0: 1, 1: 1, 2: 1, 3: 1}\n");
+        assertTrue(p.stream().anyMatch(s -> s.contains("num_microbatches: schedule 1f1b of 4 stages x 1048576 microbatches"
+                + " = 4194304 (stage, microbatch) pairs, expected at most 2097152: fewer microbatches")), p.toString());
+    }
 }
