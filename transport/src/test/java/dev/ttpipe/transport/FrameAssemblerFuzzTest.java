@@ -76,7 +76,7 @@ class FrameAssemblerFuzzTest {
         };
         Check check = new Check(submesh);
         FrameAssembler assembler = new FrameAssembler(RANK, () -> JOB, MAX_PAYLOAD, null, BUFFERS,
-                session -> "session " + session, check, submesh);
+                session -> "session " + session, session -> true, check, submesh);
         check.assembler = assembler;
         long[] sequences = new long[SESSIONS.length];
         for (int messages = 0; messages < 48 && data.remainingBytes() > 0; ) {
