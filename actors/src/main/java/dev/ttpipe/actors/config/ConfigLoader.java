@@ -81,8 +81,8 @@ public final class ConfigLoader {
                     + " one of training_config, transformer_config, device_config, multihost_config; see configs/ for examples");
         }
         if (!(root instanceof MappingNode)) {
-            throw new ConfigException(sourceName + ":" + YamlSection.line(root) + ": " + YamlSection.describe(root)
-                    + " given, expected a mapping of sections (training_config: ..., device_config: ...)");
+            throw new ConfigException(ConfigProblems.oneLine(sourceName + ":" + YamlSection.line(root) + ": " + YamlSection.describe(root)
+                    + " given, expected a mapping of sections (training_config: ..., device_config: ...)"));
         }
         duplicateKeys(root, "", problems);
         YamlSection top = new YamlSection("", root, problems);
