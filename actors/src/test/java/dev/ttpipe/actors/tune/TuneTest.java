@@ -1,0 +1,166 @@
+package dev.ttpipe.actors.tune;
+
+import dev.ttpipe.actors.cli.Main;
+import dev.ttpipe.actors.config.ConfigLoader;
+import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.stages.checkpoint.MiniJson;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** {@code ttpipe tune}: the search finds a known optimum, bad input is one line, real configs tune and train. */
+class TuneTest {
+    private static final long MIB = 1L << 20;
+
+    /**
+     * Eight blocks over four ranks, every block costing 1 per F, I and W except block 3 (4x), one MiB of
+     * activations per block per microbatch, 13 MiB per device: GPipe holds all 8 microbatches and never fits;
+     * the even split puts the heavy block with another one. The best is a non-GPipe schedule with block 3
+     * alone on its rank.
+     */
+    @Test
+    void findsTheKnownOptimumWhenMemoryRulesOutGPipeAndOneBlockIsHeavy() {
+        int n = 8;
+        LayerCosts.Curve[] f = new LayerCosts.Curve[n];
+        for (int b = 0; b < n; b++) f[b] = LayerCosts.Curve.affine(0, b == 3 ? 4 : 1);
+        LayerCosts.Curve zero = LayerCosts.Curve.affine(0, 0);
+        LayerCosts.Curve[] none = {zero, zero, zero};
+        LayerCosts costs = new LayerCosts(f, f, f, none, none, MIB, 0, 0, new long[n], 0, 0, 16,
+                LayerCosts.Hop.latency(0), 0, 0, 0, 0, List.of());
+        Search search = new Search(costs, new Search.Job(8, 1, 13 * MIB, 1, 1));
+        Search.Space space = new Search.Space(List.of("gpipe", "1f1b"), List.of(8), null, List.of(false), 4, 1);
+
+        Search.Outcome r = search.run(space, 30, 5);
+
+        Prediction best = r.best();
+        assertNotNull(best);
+        assertEquals("1f1b", best.candidate().schedule(), "GPipe holds 8 microbatches: over 13 MiB on every split");
+        int[] split = best.candidate().blocksPerRank();
+        int first = 0, rankOfHeavy = -1;
+        for (int rank = 0; rank < split.length; rank++) {
+            if (first <= 3 && 3 < first + split[rank]) rankOfHeavy = rank;
+            first += split[rank];
+        }
+        assertEquals(1, split[rankOfHeavy], "block 3 alone on its rank, got " + Arrays.toString(split));
+        Prediction even = search.predict(new Candidate("1f1b", 1, 8, new int[]{2, 2, 2, 2}, false));
+        assertTrue(best.stepSeconds() < even.stepSeconds() * 0.9, best.stepSeconds() + " vs even " + even.stepSeconds());
+        assertTrue(r.ranked().stream().noneMatch(p -> p.candidate().schedule().equals("gpipe")));
+        Prediction gpipe = search.predict(new Candidate("gpipe", 1, 8, split, false));
+        assertFalse(gpipe.fits());
+        assertEquals(8 * (long) split[gpipe.overflowRank()] * MIB - 13 * MIB, gpipe.overflowBytes(),
+                "the rank that overflows and by how much: all 8 microbatches of its blocks, less 13 MiB");
+        assertEquals(2 * 35, r.considered(), "2 schedules x the 35 splits of 8 blocks over 4 ranks");
+    }
+
+    @Test
+    void refusesABudgetOfZero() {
+        Result r = run("tune", config("nanogpt-pp4-1f1b.yaml"), "--budget", "0");
+        assertOneLine(r, "--budget", "0", "expected");
+    }
+
+    @Test
+    void refusesAMemoryBelowTheParametersShare() {
+        Result r = run("tune", config("nanogpt-pp4-1f1b.yaml"), "--memory-per-device", "64KiB");
+        assertOneLine(r, "--memory-per-device 64KiB", "parameters", "expected at least");
+    }
+
+    @Test
+    void refusesAConfigWithNothingToTune() {
+        Result r = run("tune", config("nanogpt-pp4-1f1b.yaml"), "--fix", "schedule,microbatches,split,recompute");
+        assertOneLine(r, "nothing to tune", "schedule fixed by --fix");
+    }
+
+    @Test
+    void refusesAnUnknownProfileNamingIt() {
+        Result r = run("tune", config("sim-pp16.yaml"), "--profile", "galaxi");
+        assertOneLine(r, "--profile", "galaxi", "galaxy");
+    }
+
+    @Test
+    void tunesSimPp16OnAGalaxyWithinItsBudget() {
+        Result r = run("tune", config("sim-pp16.yaml"), "--profile", "galaxy", "--budget", "20", "--json");
+        assertEquals(0, r.code(), r.err());
+        Map<?, ?> j = (Map<?, ?>) MiniJson.parse(r.out().strip());
+        assertTrue(((Number) j.get("candidates")).intValue() > 100, r.out());
+        assertTrue(((Number) j.get("seconds")).doubleValue() <= 20, r.out());
+        assertFalse(((List<?>) j.get("ranking")).isEmpty(), r.out());
+    }
+
+    @Test
+    void aProfileInTheConfigSetsTheSimCostsAndMemory(@TempDir Path dir) throws Exception {
+        Path p = dir.resolve("g.yaml");
+        Files.writeString(p, Files.readString(Path.of(config("sim-pp16.yaml")))
+                .replace("  sim:\n    gflops: 100.0\n", "  sim:\n    profile: wormhole_n300\n")
+                .replace("    memory_gbps: 50.0\n", ""));
+        TtpipeConfig cfg = ConfigLoader.load(p);
+        assertEquals(65.5e3, cfg.device.sim.gflops, 1e-6);
+        assertEquals(288, cfg.device.sim.memoryGbps, 1e-9);
+        assertEquals(5.0, cfg.device.sim.opLatencyUs, 1e-9, "a key beside the profile overrides it");
+        assertEquals(12L << 30, cfg.device.memoryPerDevice);
+    }
+
+    /** The whole loop on a tiny config: calibrate by real steps, write the best, and `ttpipe train` runs it as is. */
+    @Test
+    void theWrittenConfigLoadsAndTrains(@TempDir Path dir) throws Exception {
+        Path cfg = dir.resolve("tiny.yaml");
+        Files.writeString(cfg, String.join("\n",
+                "training_config: {batch_size: 4, max_steps: 2, learning_rate: 0.003, runs_dir: " + dir.resolve("runs") + "}",
+                "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 3, max_sequence_length: 8}",
+                "device_config: {threads: 1}",
+                "multihost_config:",
+                "  pipeline_parallel_config: {num_blocks: 3, blocks_per_rank: {0: 1, 1: 2}, num_microbatches: 2, schedule: 1f1b}",
+                ""));
+        Path out = dir.resolve("tuned.yaml");
+        Result r = run("tune", cfg.toString(), "--calibration-steps", "3", "--out", out.toString());
+        assertEquals(0, r.code(), r.err());
+        assertTrue(r.out().contains("searched"), r.out());
+        TtpipeConfig tuned = ConfigLoader.load(out);
+        assertFalse(tuned.pipeline().autoSplit);
+        Result train = run("train", out.toString(), "--max-steps", "2", "--run-dir", dir.resolve("run").toString());
+        assertEquals(0, train.code(), train.err());
+        assertTrue(Files.exists(dir.resolve("run").resolve("metrics.jsonl")));
+    }
+
+    // ---- helpers ----------------------------------------------------------------------------
+
+    record Result(int code, String out, String err) {
+    }
+
+    static String config(String name) {
+        return Path.of("..", "configs", name).toString();
+    }
+
+    static synchronized Result run(String... args) {
+        PrintStream oldOut = System.out, oldErr = System.err;
+        ByteArrayOutputStream out = new ByteArrayOutputStream(), err = new ByteArrayOutputStream();
+        try {
+            System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
+            System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+            int code = Main.run(args);
+            return new Result(code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+        } finally {
+            System.setOut(oldOut);
+            System.setErr(oldErr);
+        }
+    }
+
+    static void assertOneLine(Result r, String... fragments) {
+        assertEquals(Main.EXIT_BAD_INPUT, r.code(), r.err());
+        String[] lines = r.err().strip().split("\n");
+        assertEquals(1, lines.length, "expected one line, got:\n" + r.err());
+        for (String f : fragments) assertTrue(r.err().contains(f), "'" + f + "' not in: " + r.err());
+    }
+}
