@@ -77,7 +77,7 @@ public final class TuneCommand implements Callable<Integer> {
             description = "Steps per verified candidate; the first " + Trial.WARMUP_STEPS + " warm up and are left out of the median (default ${DEFAULT-VALUE}).")
     int verifySteps;
 
-    @Option(names = "--calibration-steps", paramLabel = "N", defaultValue = "6",
+    @Option(names = "--calibration-steps", paramLabel = "N", defaultValue = "5",
             description = "Steps per measured calibration run, the first " + Trial.WARMUP_STEPS + " left out (default ${DEFAULT-VALUE}).")
     int calibrationSteps;
 
@@ -146,6 +146,7 @@ public final class TuneCommand implements Callable<Integer> {
                     + " microbatches, split, recompute left free (drop it from --fix, or raise batch_size / num_blocks)");
         }
 
+        double loadBefore = loadAverage();
         long t0 = System.nanoTime();
         PrintStream progress = json ? null : o;
         LayerCosts costs;
@@ -179,6 +180,7 @@ public final class TuneCommand implements Callable<Integer> {
         }
         List<Prediction> ranked = outcome.ranked().subList(0, Math.min(top, outcome.ranked().size()));
         List<double[]> measured = new ArrayList<>();     // {median seconds} per verified row; last: shipped
+        double loadCalibrated = loadAverage();
         if (verifyTop > 0) {
             int k = Math.min(verifyTop, outcome.ranked().size());
             List<Candidate> runs = new ArrayList<>();
@@ -193,6 +195,11 @@ public final class TuneCommand implements Callable<Integer> {
             for (Candidate c : runs) configs.add(tuning.configOf(c));
             for (Trial.Result r : Trial.interleaved(configs, verifySteps)) measured.add(new double[]{r.medianSeconds()});
             if (shippedAt >= 0) measured.add(measured.get(shippedAt));
+            how += String.format(Locale.ROOT, "; host load average %.1f before calibration, %.1f after it, %.1f after verifying,"
+                    + " %d cores", loadBefore, loadCalibrated, loadAverage(), Runtime.getRuntime().availableProcessors());
+        } else if (cfg.device.backend != Backend.SIM && prof == null && (costsFrom == null || costsFrom.isEmpty())) {
+            how += String.format(Locale.ROOT, "; host load average %.1f before, %.1f after, %d cores", loadBefore, loadCalibrated,
+                    Runtime.getRuntime().availableProcessors());
         }
         Path written = null;
         if (out != null) {
@@ -217,13 +224,19 @@ public final class TuneCommand implements Callable<Integer> {
         return Main.EXIT_OK;
     }
 
+    /** The host's one-minute load average (NaN where the JVM cannot tell): a shared machine's noise, for the record. */
+    private static double loadAverage() {
+        double l = java.lang.management.ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
+        return l < 0 ? Double.NaN : l;
+    }
+
     static String report(TtpipeConfig cfg, String how, LayerCosts costs, Search.Outcome r, List<Prediction> ranked,
                          Prediction shipped, List<double[]> measured, double calibrationSeconds, Path written) {
         StringBuilder t = new StringBuilder();
         t.append(String.format(Locale.ROOT, "%ncosts (%s, %.1f s):%n", how, calibrationSeconds));
         for (String n : costs.notes()) t.append("  ").append(n).append('\n');
         t.append(String.format(Locale.ROOT, "%nsearched %d candidates in %.2f s (%.0f per second): %d simulated, %d pruned by their"
-                        + " lower bound, %d dominated (slower and no smaller than another), %d do not fit, %d not buildable%s%n%n",
+                        + " lower bound, %d dominated (within 1%% of a faster one that needs no more memory), %d do not fit, %d not buildable%s%n%n",
                 r.considered(), r.seconds(), r.considered() / Math.max(1e-9, r.seconds()), r.evaluated(), r.prunedByBound(),
                 r.dominated(), r.overflowing().size(), r.invalid(), r.stoppedAtBudget() ? "; stopped at the budget" : ""));
         List<String[]> rows = new ArrayList<>();

@@ -47,7 +47,7 @@ public final class Calibration {
     /** One run's figures at one microbatch size: per stage the work of F, I, W, and the step. */
     record Measurement(int microbatchSize, List<StageSlice> slices, double[] f, double[] i, double[] w, double stepSeconds,
                        long[] memoryPeak, int[] peakActivations, double optimizerSecondsPerParam, double hopSeconds,
-                       int[] split) {
+                       int[] split, double cpuOverEstimate, double[] cpuScale) {
     }
 
     /** Measured: {@code steps} steps (the first {@link Trial#WARMUP_STEPS} left out) at each microbatch size chosen. */
@@ -114,9 +114,33 @@ public final class Calibration {
         int hops = 0;
         List<Double> stepSeconds = new ArrayList<>();
         long[] peak = new long[plan.ranks()];
-        for (Coordinator.StepReport step : r.measured()) {
+        double cpuOverWall = 0;
+        int cpuSteps = 0;
+        double[] scaleSum = new double[plan.ranks()];
+        int[] scaleCount = new int[plan.ranks()];
+        for (int st = 0; st < r.measured().size(); st++) {
+            Coordinator.StepReport step = r.measured().get(st);
             List<ActionEvent> compute = step.events().stream().filter(ActionEvent::isCompute).toList();
             double[] work = workAtFullSpeed(compute, processors);
+            // Load from outside this process slows actions beyond what the ranks' own sharing explains: where the
+            // device threads' CPU time is known, each rank's work is scaled to it (one thread per rank computes).
+            long[] cpu = r.measuredCpuNs().get(st);
+            if (threads == 1 && processors > 0) {
+                double[] rankWork = new double[plan.ranks()];
+                for (int k = 0; k < compute.size(); k++) rankWork[compute.get(k).rank()] += work[k];
+                double[] scale = new double[plan.ranks()];
+                for (int rk = 0; rk < scale.length; rk++) {
+                    scale[rk] = cpu[rk] > 0 && rankWork[rk] > 0 ? cpu[rk] / 1e9 / rankWork[rk] : 1;
+                    if (cpu[rk] > 0 && rankWork[rk] > 0) {
+                        cpuOverWall += scale[rk];
+                        cpuSteps++;
+                    }
+                }
+                for (int rk = 0; rk < scale.length; rk++) {
+                    scaleSum[rk] += scale[rk];
+                    scaleCount[rk]++;
+                }
+            }
             for (int k = 0; k < compute.size(); k++) {
                 ActionEvent e = compute.get(k);
                 int kind = switch (e.kind()) {
@@ -159,7 +183,15 @@ public final class Calibration {
         for (StageSlice s : plan.slices()) split[s.rank()] += s.blocks();
         return new Measurement(mbs, plan.slices(), mean[0], mean[1], mean[2],
                 Trial.median(stepSeconds.stream().mapToDouble(Double::doubleValue).toArray()), peak, peakAct,
-                optWork / r.measured().size() / Math.max(1, params), hops == 0 ? 0 : hop / hops, split);
+                optWork / r.measured().size() / Math.max(1, params), hops == 0 ? 0 : hop / hops, split,
+                cpuSteps == 0 ? Double.NaN : cpuOverWall / cpuSteps, stageScale(plan, scaleSum, scaleCount));
+    }
+
+    /** Per stage, its rank's mean ratio of CPU time to the timeline's work (1 where unknown). */
+    private static double[] stageScale(JobPlan plan, double[] sum, int[] count) {
+        double[] out = new double[plan.stages()];
+        for (StageSlice s : plan.slices()) out[s.index()] = count[s.rank()] == 0 ? 1 : sum[s.rank()] / count[s.rank()];
+        return out;
     }
 
     /**
@@ -247,7 +279,7 @@ public final class Calibration {
             int[] split = new int[plan.ranks()];
             for (StageSlice s : plan.slices()) split[s.rank()] += s.blocks();
             runs.add(new Measurement(plan.microbatchSize(), plan.slices(), f, i, w, Trial.median(seconds), peak, peakAct,
-                    Double.NaN, hop, split));
+                    Double.NaN, hop, split, Double.NaN, null));
             if (out != null) {
                 out.printf(Locale.ROOT, "costs from %s: %d steps after the first %d, microbatch size %d%n", dir, used.size(),
                         Trial.WARMUP_STEPS, plan.microbatchSize());
@@ -272,29 +304,19 @@ public final class Calibration {
         int seq = cfg.transformer.effectiveSequenceLength();
         int sizes = runs.size();
         int[] mbs = new int[sizes];
-        double[][] blk = new double[3][sizes], emb = new double[3][sizes], head = new double[3][sizes];
+        for (int k = 0; k < sizes; k++) mbs[k] = runs.get(k).microbatchSize();
         double block = model.blockTrainingFlops(seq, seq);
         double rhoHead = (model.headTrainingFlops(seq) + 0.05 * block) / block;
         double rhoEmbed = 4.0 * model.embeddingDim() * seq / block;
-        for (int k = 0; k < sizes; k++) {
-            Measurement m = runs.get(k);
-            mbs[k] = m.microbatchSize();
-            for (int kind = 0; kind < 3; kind++) {
-                double[] cost = kind == 0 ? m.f() : kind == 1 ? m.i() : m.w();
-                double[] e = perBlock(cost, m.slices(), rhoEmbed, rhoHead);
-                blk[kind][k] = e[0];
-                emb[kind][k] = e[1];
-                head[kind][k] = e[2];
-            }
-        }
+        // By CPU time (what the ranks would take on this machine without other processes), and by the timeline
+        // (what they took, load included: the step's residual against it is the runtime's own overhead).
+        double[][][] cpu = perBlockBySize(runs, rhoEmbed, rhoHead, true);
+        double[][][] wall = perBlockBySize(runs, rhoEmbed, rhoHead, false);
+        double[][] blk = cpu[0];
+        // The embedding and head are what is left of the end stages after their blocks: small and noisy, so a
+        // least-squares line over the sizes rather than a curve through every point.
+        LayerCosts.Curve[] fitBlock = curves(mbs, cpu[0]), fitEmbed = lines(mbs, cpu[1]), fitHead = lines(mbs, cpu[2]);
         LayerCosts.Curve[] bf = new LayerCosts.Curve[n], bi = new LayerCosts.Curve[n], bw = new LayerCosts.Curve[n];
-        LayerCosts.Curve[] fitEmbed = new LayerCosts.Curve[3], fitHead = new LayerCosts.Curve[3];
-        LayerCosts.Curve[] fitBlock = new LayerCosts.Curve[3];
-        for (int kind = 0; kind < 3; kind++) {
-            fitBlock[kind] = new LayerCosts.Curve(mbs, blk[kind]);
-            fitEmbed[kind] = new LayerCosts.Curve(mbs, emb[kind]);
-            fitHead[kind] = new LayerCosts.Curve(mbs, head[kind]);
-        }
         Arrays.fill(bf, fitBlock[0]);
         Arrays.fill(bi, fitBlock[1]);
         Arrays.fill(bw, fitBlock[2]);
@@ -325,8 +347,13 @@ public final class Calibration {
             int threads = cfg.device.threads > 0 ? cfg.device.threads : Math.max(1, Runtime.getRuntime().availableProcessors() / ranks);
             processors = Math.max(1, Runtime.getRuntime().availableProcessors() / threads);
         }
-        LayerCosts costs = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams, embedParams,
-                headParams, stateBytes, LayerCosts.Hop.latency(hop), processors, opt, 0, 0, notes);
+        LayerCosts.Curve[] wallBlock = curves(mbs, wall[0]);
+        LayerCosts.Curve[] wf = new LayerCosts.Curve[n], wi = new LayerCosts.Curve[n], ww = new LayerCosts.Curve[n];
+        Arrays.fill(wf, wallBlock[0]);
+        Arrays.fill(wi, wallBlock[1]);
+        Arrays.fill(ww, wallBlock[2]);
+        LayerCosts asRun = new LayerCosts(wf, wi, ww, lines(mbs, wall[1]), lines(mbs, wall[2]), act, input, headBytes, blockParams,
+                embedParams, headParams, stateBytes, LayerCosts.Hop.latency(hop), processors, opt, 0, 0, notes);
         // The rest of the step (the runtime's own work, which the simulator does not see): measured step minus
         // prediction, fitted as a + b x microbatches over the runs by least squares.
         int k0 = runs.size();
@@ -334,12 +361,12 @@ public final class Calibration {
         for (int k = 0; k < k0; k++) {
             Measurement run = runs.get(k);
             m[k] = cfg.training.batchSize / run.microbatchSize();
-            Prediction p = new Search(costs, job(cfg)).predict(new Candidate("zb-h1", 1, (int) m[k], run.split(), false));
+            Prediction p = new Search(asRun, job(cfg)).predict(new Candidate("zb-h1", 1, (int) m[k], run.split(), false));
             predicted[k] = p == null ? Double.NaN : p.stepSeconds();
             residual[k] = run.stepSeconds() - predicted[k];
         }
         double[] ab = line(m, residual);
-        costs = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams, embedParams,
+        LayerCosts costs = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams, embedParams,
                 headParams, stateBytes, LayerCosts.Hop.latency(hop), processors, opt, ab[0], ab[1], notes);
         for (int k = 0; k < k0; k++) {
             notes.add(String.format(Locale.ROOT, "  calibration run, %d microbatches of %d: measured %.1f ms/step, simulated %.1f,"
@@ -356,6 +383,11 @@ public final class Calibration {
         notes.add(String.format(Locale.ROOT, "optimizer and gradient reduction %.2f ns per parameter; hop %.3f ms; the runtime's"
                         + " overhead %.2f ms + %.3f ms per microbatch%s",
                 opt * 1e9, hop * 1e3, ab[0] * 1e3, ab[1] * 1e3, processors > 0 ? "; ranks share " + processors + " processors (cpu cores / threads per rank)" : ""));
+        double cpuRatio = runs.stream().mapToDouble(Measurement::cpuOverEstimate).filter(x -> !Double.isNaN(x)).average().orElse(Double.NaN);
+        if (!Double.isNaN(cpuRatio)) {
+            notes.add(String.format(Locale.ROOT, "device threads' CPU time / the work the timeline shows: %.2f on average (below 1:"
+                    + " other processes took cores; the CPU time is used)", cpuRatio));
+        }
         if (runs.size() == 1) {
             notes.add("one microbatch size measured: costs taken as proportional to it (give a run at a second size to fit the curve)");
         }
@@ -385,6 +417,36 @@ public final class Calibration {
             return new double[]{0, sx2 == 0 ? 0 : Math.max(0, sxy0 / sx2)};
         }
         return new double[]{my - b * mx, b};
+    }
+
+    /** [block|embedding|head][F|I|W][size]: per-piece costs of each run, by CPU time or as the timeline shows them. */
+    private static double[][][] perBlockBySize(List<Measurement> runs, double rhoEmbed, double rhoHead, boolean cpu) {
+        double[][][] out = new double[3][3][runs.size()];
+        for (int k = 0; k < runs.size(); k++) {
+            Measurement m = runs.get(k);
+            for (int kind = 0; kind < 3; kind++) {
+                double[] cost = (kind == 0 ? m.f() : kind == 1 ? m.i() : m.w()).clone();
+                if (cpu && m.cpuScale() != null) for (int s = 0; s < cost.length; s++) cost[s] *= m.cpuScale()[s];
+                double[] e = perBlock(cost, m.slices(), rhoEmbed, rhoHead);
+                for (int piece = 0; piece < 3; piece++) out[piece][kind][k] = e[piece];
+            }
+        }
+        return out;
+    }
+
+    private static LayerCosts.Curve[] lines(int[] sizes, double[][] byKind) {
+        LayerCosts.Curve[] out = new LayerCosts.Curve[3];
+        double[] x = java.util.Arrays.stream(sizes).asDoubleStream().toArray();
+        for (int kind = 0; kind < 3; kind++) {
+            double[] ab = line(x, byKind[kind]);
+            out[kind] = sizes.length == 1 ? new LayerCosts.Curve(sizes, byKind[kind]) : LayerCosts.Curve.affine(ab[0], ab[1]);
+        }
+        return out;
+    }
+
+    private static LayerCosts.Curve[] curves(int[] sizes, double[][] byKind) {
+        return new LayerCosts.Curve[]{new LayerCosts.Curve(sizes, byKind[0]), new LayerCosts.Curve(sizes, byKind[1]),
+                new LayerCosts.Curve(sizes, byKind[2])};
     }
 
     /** {block, embedding, head} costs from per-stage costs (V = 1: stage s on rank s). */

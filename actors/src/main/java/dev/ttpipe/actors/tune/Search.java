@@ -23,12 +23,14 @@ import java.util.Set;
  * The tuner's search: every schedule x microbatch count x stages per rank x split x recompute of a
  * {@link Space}, each predicted from {@link LayerCosts} by the discrete-event simulator under each
  * rank's memory. A candidate whose lower bound (its busiest rank's work) cannot beat the ones kept is
- * not simulated; among those simulated, one that another beats on both step time and peak memory is
- * dominated and dropped from the ranking. Stops at the time budget.
+ * not simulated; among those simulated, one that another matches in step time (within {@link #TIE})
+ * with no more peak memory is dominated and dropped from the ranking. Stops at the time budget.
  */
 public final class Search {
     /** Compositions of the blocks over the ranks enumerated in full up to this many; beyond, the balanced split and its neighbours. */
     static final int EXHAUSTIVE_SPLITS = 5000;
+    /** Step times within this fraction of each other are a tie, which the smaller peak memory wins. */
+    static final double TIE = 0.01;
 
     /**
      * What to search.
@@ -97,29 +99,30 @@ public final class Search {
             evaluated++;
             if (p.fits()) {
                 fitting.add(p);
-                if (fitting.size() >= keep * 4) {        // keep the bound tight without sorting every time
+                if (fitting.size() >= keep * 8) {        // keep the bound tight without sorting every time
                     fitting.sort(Comparator.comparingDouble(Prediction::stepSeconds));
-                    kth[0] = fitting.get(keep * 2 - 1).stepSeconds();
-                    fitting.subList(keep * 2, fitting.size()).clear();
+                    fitting.subList(keep * 4, fitting.size()).clear();
+                    kth[0] = fitting.get(keep * 4 - 1).stepSeconds();
                 }
             } else {
                 overflowing.add(p);
             }
         }
         fitting.sort(Comparator.comparingDouble(Prediction::stepSeconds));
-        List<Prediction> front = new ArrayList<>();
-        long bestMemory = Long.MAX_VALUE;
+        List<Prediction> kept = new ArrayList<>();
         int dominated = 0;
-        for (Prediction p : fitting) {                   // fastest first: kept only when it needs less memory than all faster ones
-            if (p.peakBytes() < bestMemory) {
-                front.add(p);
-                bestMemory = p.peakBytes();
-            } else {
-                dominated++;
+        for (Prediction p : fitting) {                   // fastest first
+            boolean beaten = false;
+            for (int k = kept.size() - 1; k >= 0 && !beaten; k--) {
+                Prediction q = kept.get(k);
+                if (p.stepSeconds() > q.stepSeconds() * (1 + TIE)) break;
+                beaten = q.peakBytes() <= p.peakBytes();
             }
+            if (beaten) dominated++;
+            else kept.add(p);
         }
         overflowing.sort(Comparator.comparingDouble(Prediction::stepSeconds));
-        return new Outcome(front, overflowing, evaluated, pruned, dominated, invalid, considered, stopped,
+        return new Outcome(kept, overflowing, evaluated, pruned, dominated, invalid, considered, stopped,
                 (System.nanoTime() - t0) / 1e9);
     }
 

@@ -25,7 +25,7 @@ public final class Trial {
     }
 
     /** The steps' reports, the warm-up ones included, and the job that ran them. */
-    public record Result(TrainingJob job, List<Coordinator.StepReport> reports) {
+    public record Result(TrainingJob job, List<Coordinator.StepReport> reports, List<long[]> deviceCpuNs) {
         /** Median step seconds over the steps after the warm-up ones. */
         public double medianSeconds() {
             double[] s = reports.subList(Math.min(WARMUP_STEPS, reports.size() - 1), reports.size()).stream()
@@ -35,7 +35,16 @@ public final class Trial {
 
         /** The reports after warm-up. */
         public List<Coordinator.StepReport> measured() {
-            return reports.subList(Math.min(WARMUP_STEPS, reports.size() - 1), reports.size());
+            return reports.subList(firstMeasured(), reports.size());
+        }
+
+        /** Per step after warm-up, the CPU time each rank's device thread spent in it (0 where the JVM cannot tell). */
+        public List<long[]> measuredCpuNs() {
+            return deviceCpuNs.subList(firstMeasured(), deviceCpuNs.size());
+        }
+
+        private int firstMeasured() {
+            return Math.min(WARMUP_STEPS, reports.size() - 1);
         }
     }
 
@@ -60,19 +69,51 @@ public final class Trial {
         }
         List<PipelineRuntime> runtimes = new ArrayList<>();
         List<List<Coordinator.StepReport>> reports = new ArrayList<>();
+        List<List<long[]>> cpu = new ArrayList<>();
         try {
             for (TrainingJob job : jobs) {
                 runtimes.add(PipelineRuntime.start(job.plan()));
                 reports.add(new ArrayList<>());
+                cpu.add(new ArrayList<>());
             }
             for (int s = 0; s < steps; s++) {
-                for (int k = 0; k < jobs.size(); k++) reports.get(k).add(runtimes.get(k).step(s, jobs.get(k).batches(s)));
+                for (int k = 0; k < jobs.size(); k++) {
+                    int ranks = jobs.get(k).plan().ranks();
+                    long[] before = deviceCpuNs(ranks);   // the other runtimes are idle: their threads add nothing
+                    reports.get(k).add(runtimes.get(k).step(s, jobs.get(k).batches(s)));
+                    long[] after = deviceCpuNs(ranks);
+                    for (int r = 0; r < ranks; r++) after[r] -= before[r];
+                    cpu.get(k).add(after);
+                }
             }
         } finally {
             for (PipelineRuntime r : runtimes) r.close();
         }
         List<Result> out = new ArrayList<>();
-        for (int k = 0; k < jobs.size(); k++) out.add(new Result(jobs.get(k), reports.get(k)));
+        for (int k = 0; k < jobs.size(); k++) out.add(new Result(jobs.get(k), reports.get(k), cpu.get(k)));
+        return out;
+    }
+
+    private static final java.util.regex.Pattern DEVICE_THREAD = java.util.regex.Pattern.compile("ttpipe-rank(\\d+)-device");
+
+    /**
+     * CPU time so far of each rank's device thread (the stage's command queue, where its kernels run when
+     * a rank computes on one thread), summed over the runtimes of this JVM; 0 where the JVM cannot tell.
+     */
+    static long[] deviceCpuNs(int ranks) {
+        java.lang.management.ThreadMXBean mx = java.lang.management.ManagementFactory.getThreadMXBean();
+        long[] out = new long[ranks];
+        if (!mx.isThreadCpuTimeSupported()) return out;
+        long[] ids = mx.getAllThreadIds();
+        java.lang.management.ThreadInfo[] infos = mx.getThreadInfo(ids, 0);
+        for (int i = 0; i < ids.length; i++) {
+            if (infos[i] == null) continue;
+            java.util.regex.Matcher m = DEVICE_THREAD.matcher(infos[i].getThreadName());
+            if (!m.matches()) continue;
+            int r = Integer.parseInt(m.group(1));
+            long t = mx.getThreadCpuTime(ids[i]);
+            if (r < ranks && t > 0) out[r] += t;
+        }
         return out;
     }
 
