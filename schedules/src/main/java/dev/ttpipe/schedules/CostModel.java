@@ -26,7 +26,7 @@ public final class CostModel {
     private final long[] memoryPerMicrobatchBytes;
     private final long[] memoryLimitBytes;
     private final int[] memoryLimitMicrobatches;
-    private final int sharedProcessors;
+    private final double sharedProcessors;
     private final int stages;
 
     private CostModel(Builder b, double[] backward, double[] backwardInput, double[] backwardWeight) {
@@ -111,12 +111,12 @@ public final class CostModel {
     }
 
     /**
-     * How many processors all ranks share, or 0 when every rank has its own device (the default).
+     * How many processors all ranks share (a fraction where other work takes part of one), or 0 when every rank has its own device (the default).
      * With N shared processors and k ranks busy at once, each busy rank runs at min(1, N / k) of its
      * full speed (processor sharing: ranks emulated as threads on one host's cores); the F, B, I, W
      * costs are then each action's work at full speed.
      */
-    public int sharedProcessors() {
+    public double sharedProcessors() {
         return sharedProcessors;
     }
 
@@ -242,7 +242,7 @@ public final class CostModel {
         private long[] memoryPerMicrobatchBytes;
         private long[] memoryLimitBytes;
         private int[] memoryLimitMicrobatches;
-        private int sharedProcessors;
+        private double sharedProcessors;
 
         private Builder() {
         }
@@ -309,8 +309,8 @@ public final class CostModel {
         }
 
         /** Ranks share {@code n} processors (0: each rank has its own device); see {@link CostModel#sharedProcessors()}. */
-        public Builder sharedProcessors(int n) {
-            if (n < 0) throw new IllegalArgumentException("cost model: sharedProcessors must be >= 0, got " + n);
+        public Builder sharedProcessors(double n) {
+            if (!(n >= 0) || Double.isInfinite(n)) throw new IllegalArgumentException("cost model: sharedProcessors must be >= 0, got " + n);
             sharedProcessors = n;
             return this;
         }

@@ -71,7 +71,7 @@ public final class Simulator {
      * {@code processors} processors, each progressing at min(1, processors / k). Event-driven: the
      * clock moves to the next completion or data arrival, whichever is first.
      */
-    private static void shared(ActionGraph g, int stages, double[] duration, double[] hop, int processors,
+    private static void shared(ActionGraph g, int stages, double[] duration, double[] hop, double processors,
                                double[] start, double[] end) {
         int ranks = g.ranks;
         int[] next = new int[ranks];
@@ -124,7 +124,7 @@ public final class Simulator {
                 t = nextArrival;
                 continue;
             }
-            double rate = Math.min(1.0, (double) processors / busy);
+            double rate = Math.min(1.0, processors / busy);
             double dt = Math.min(soonest / rate, nextArrival - t);
             t += dt;
             for (int r = 0; r < ranks; r++) {

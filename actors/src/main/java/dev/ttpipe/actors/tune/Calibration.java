@@ -308,10 +308,8 @@ public final class Calibration {
         double block = model.blockTrainingFlops(seq, seq);
         double rhoHead = (model.headTrainingFlops(seq) + 0.05 * block) / block;
         double rhoEmbed = 4.0 * model.embeddingDim() * seq / block;
-        // By CPU time (what the ranks would take on this machine without other processes), and by the timeline
-        // (what they took, load included: the step's residual against it is the runtime's own overhead).
+        // By CPU time: what the ranks' work takes on a processor of their own.
         double[][][] cpu = perBlockBySize(runs, rhoEmbed, rhoHead, true);
-        double[][][] wall = perBlockBySize(runs, rhoEmbed, rhoHead, false);
         double[][] blk = cpu[0];
         // The embedding and head are what is left of the end stages after their blocks: small and noisy, so a
         // least-squares line over the sizes rather than a curve through every point.
@@ -341,19 +339,18 @@ public final class Calibration {
         }
         double opt = runs.stream().mapToDouble(Measurement::optimizerSecondsPerParam).filter(x -> !Double.isNaN(x)).average().orElse(0);
         double hop = runs.stream().mapToDouble(Measurement::hopSeconds).average().orElse(0);
-        int processors = 0;
+        double processors = 0;
         if (sharedCores && cfg.device.backend == dev.ttpipe.actors.config.Backend.CPU) {
             int ranks = cfg.pipeline().ranks();
             int threads = cfg.device.threads > 0 ? cfg.device.threads : Math.max(1, Runtime.getRuntime().availableProcessors() / ranks);
             processors = Math.max(1, Runtime.getRuntime().availableProcessors() / threads);
         }
-        LayerCosts.Curve[] wallBlock = curves(mbs, wall[0]);
-        LayerCosts.Curve[] wf = new LayerCosts.Curve[n], wi = new LayerCosts.Curve[n], ww = new LayerCosts.Curve[n];
-        Arrays.fill(wf, wallBlock[0]);
-        Arrays.fill(wi, wallBlock[1]);
-        Arrays.fill(ww, wallBlock[2]);
-        LayerCosts asRun = new LayerCosts(wf, wi, ww, lines(mbs, wall[1]), lines(mbs, wall[2]), act, input, headBytes, blockParams,
-                embedParams, headParams, stateBytes, LayerCosts.Hop.latency(hop), processors, opt, 0, 0, notes);
+        // Other processes' load, as the share of the cores the ranks got: predictions keep it (the next minutes of a
+        // shared machine look like the last ones more than like an idle one).
+        double cpuRatio = runs.stream().mapToDouble(Measurement::cpuOverEstimate).filter(x -> !Double.isNaN(x)).average().orElse(Double.NaN);
+        double effective = processors > 0 && !Double.isNaN(cpuRatio) ? processors * Math.min(1, cpuRatio) : processors;
+        LayerCosts asRun = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams,
+                embedParams, headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, opt, 0, 0, notes);
         // The rest of the step (the runtime's own work, which the simulator does not see): measured step minus
         // prediction, fitted as a + b x microbatches over the runs by least squares.
         int k0 = runs.size();
@@ -367,7 +364,7 @@ public final class Calibration {
         }
         double[] ab = line(m, residual);
         LayerCosts costs = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams, embedParams,
-                headParams, stateBytes, LayerCosts.Hop.latency(hop), processors, opt, ab[0], ab[1], notes);
+                headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, opt, ab[0], ab[1], notes);
         for (int k = 0; k < k0; k++) {
             notes.add(String.format(Locale.ROOT, "  calibration run, %d microbatches of %d: measured %.1f ms/step, simulated %.1f,"
                     + " with the runtime's overhead %.1f", (int) m[k], runs.get(k).microbatchSize(), runs.get(k).stepSeconds() * 1e3,
@@ -382,11 +379,11 @@ public final class Calibration {
         }
         notes.add(String.format(Locale.ROOT, "optimizer and gradient reduction %.2f ns per parameter; hop %.3f ms; the runtime's"
                         + " overhead %.2f ms + %.3f ms per microbatch%s",
-                opt * 1e9, hop * 1e3, ab[0] * 1e3, ab[1] * 1e3, processors > 0 ? "; ranks share " + processors + " processors (cpu cores / threads per rank)" : ""));
-        double cpuRatio = runs.stream().mapToDouble(Measurement::cpuOverEstimate).filter(x -> !Double.isNaN(x)).average().orElse(Double.NaN);
+                opt * 1e9, hop * 1e3, ab[0] * 1e3, ab[1] * 1e3, processors > 0 ? String.format(Locale.ROOT, "; ranks share %.0f processors (cpu cores / threads per rank)", processors) : ""));
         if (!Double.isNaN(cpuRatio)) {
-            notes.add(String.format(Locale.ROOT, "device threads' CPU time / the work the timeline shows: %.2f on average (below 1:"
-                    + " other processes took cores; the CPU time is used)", cpuRatio));
+            notes.add(String.format(Locale.ROOT, "the ranks' device threads got %.0f%% of the time the timeline gives them (other"
+                    + " processes took the rest): work taken from CPU time, and predictions share %.2f of the %.0f processors", 100 * cpuRatio,
+                    effective, processors));
         }
         if (runs.size() == 1) {
             notes.add("one microbatch size measured: costs taken as proportional to it (give a run at a second size to fit the curve)");

@@ -31,7 +31,7 @@ import java.util.Locale;
 public record LayerCosts(Curve[] blockF, Curve[] blockI, Curve[] blockW, Curve[] embed, Curve[] head,
                          double activationBytesPerBlock, double inputBytesPerSample, double headBytesPerSample,
                          long[] blockParams, long embedParams, long headParams, double stateBytesPerParam,
-                         Hop hop, int sharedProcessors, double optimizerSecondsPerParam, double stepOverhead,
+                         Hop hop, double sharedProcessors, double optimizerSecondsPerParam, double stepOverhead,
                          double overheadPerMicrobatch, List<String> notes) {
 
     /**
@@ -120,14 +120,14 @@ public record LayerCosts(Curve[] blockF, Curve[] blockI, Curve[] blockW, Curve[]
     }
 
     /** When independent jobs started together on {@code processors} shared processors all end (0: one each). */
-    static double sharedMakespan(double[] work, int processors) {
+    static double sharedMakespan(double[] work, double processors) {
         double[] w = work.clone();
         java.util.Arrays.sort(w);
         if (processors <= 0) return w.length == 0 ? 0 : w[w.length - 1];
         double t = 0, done = 0;
         for (int k = 0; k < w.length; k++) {
             int left = w.length - k;
-            double rate = Math.min(1.0, (double) processors / left);
+            double rate = Math.min(1.0, processors / left);
             t += (w[k] - done) / rate;
             done = w[k];
         }
