@@ -1,6 +1,5 @@
 package dev.ttpipe.device;
 
-import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 
@@ -46,8 +45,8 @@ public record SimProfile(String name, String description, double tflopsBf16, dou
                         200, 100, 10, "2 x 100 GbE between neighbouring chips; 100 GbE host network between boxes; 10 us per op"),
                 new SimProfile("quietbox", "TT-QuietBox (Wormhole): as the LoudBox, liquid-cooled", 65.5, 288, 12 * GIB, 8, 1, 8,
                         200, 100, 10, "2 x 100 GbE between neighbouring chips; 100 GbE host network between boxes; 10 us per op"),
-                new SimProfile("galaxy", "Galaxy: 32 Wormhole chips in a 4 x 8 mesh", 65.5, 288, 12 * GIB, 32, 4, 8, 400, 400, 10,
-                        "4 x 100 GbE between mesh neighbours; 400 GbE between Galaxies; 10 us per op"));
+                new SimProfile("galaxy", "Galaxy: 32 Wormhole chips in a 4 x 8 mesh", 65.5, 288, 12 * GIB, 32, 4, 8, 400, 100, 10,
+                        "4 x 100 GbE between mesh neighbours; 100 GbE between Galaxies; 10 us per op"));
     }
 
     /** The names, for error messages. */
@@ -99,12 +98,5 @@ public record SimProfile(String name, String description, double tflopsBf16, dou
     public String toString() {
         return name + " (" + description + ": " + tflopsBf16 + " TFLOPS bf16, " + dramGbps + " GB/s, "
                 + dramBytes / GIB + " GiB per chip)";
-    }
-
-    /** The snake order of one host's mesh as {row, col} per chip (tt-run's rankfile order), for display. */
-    public String snakeOrder() {
-        StringBuilder b = new StringBuilder();
-        for (int c = 0; c < chipsPerHost; c++) b.append(c == 0 ? "" : " ").append(Arrays.toString(meshPosition(c)));
-        return b.toString();
     }
 }

@@ -124,6 +124,12 @@ public final class TuneCommand implements Callable<Integer> {
                 throw new UserInputException("--profile: '" + profile + "' given, expected one of " + String.join(", ", SimProfile.names()));
             }
             if (memoryPerDevice == null) cfg.device.memoryPerDevice = prof.dramBytes();
+            cfg.device.sim.profile = prof.name();          // the written config models the same devices on the sim backend
+            dev.ttpipe.device.SimCosts c = prof.costs();
+            cfg.device.sim.gflops = c.gflops();
+            cfg.device.sim.memoryGbps = c.memoryGbps();
+            cfg.device.sim.opLatencyUs = c.opLatencyUs();
+            cfg.device.sim.linkGbps = c.linkGbps();
         } else if (cfg.device.sim.profile != null && cfg.device.backend == Backend.SIM) {
             prof = SimProfile.named(cfg.device.sim.profile);
         }

@@ -371,7 +371,7 @@ public final class Calibration {
                     predicted[k] * 1e3, (predicted[k] + ab[0] + ab[1] * m[k]) * 1e3));
         }
         notes.add(String.format(Locale.ROOT, "per block, by microbatch size: F %s; I %s; W %s", fitBlock[0], fitBlock[1], fitBlock[2]));
-        notes.add(String.format(Locale.ROOT, "embedding F %s; head F %s", fitEmbed[0], fitHead[0]));
+        notes.add(String.format(Locale.ROOT, "embedding F+I+W %s; head F+I+W %s (least-squares lines)", line(fitEmbed), line(fitHead)));
         for (int k = 0; k < sizes; k++) {
             double perSample = (blk[0][k] + blk[1][k] + blk[2][k]) / mbs[k];
             notes.add(String.format(Locale.ROOT, "  microbatch %d: a block's F+I+W %.3f ms, %.3f ms per sample", mbs[k],
@@ -429,6 +429,16 @@ public final class Calibration {
             }
         }
         return out;
+    }
+
+    /** F + I + W of pieces fitted by {@link #lines}, as {@code a + b x mbs}. */
+    private static String line(LayerCosts.Curve[] fitted) {
+        double at1 = 0, at2 = 0;
+        for (LayerCosts.Curve c : fitted) {
+            at1 += c.at(1);
+            at2 += c.at(2);
+        }
+        return String.format(Locale.ROOT, "%.3f ms + %.3f ms x mbs", (2 * at1 - at2) * 1e3, (at2 - at1) * 1e3);
     }
 
     private static LayerCosts.Curve[] lines(int[] sizes, double[][] byKind) {

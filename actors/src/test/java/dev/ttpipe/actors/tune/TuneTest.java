@@ -112,6 +112,21 @@ class TuneTest {
         assertEquals(12L << 30, cfg.device.memoryPerDevice);
     }
 
+    @Test
+    void aGalaxyPlacesRanksInSnakeOrderAndPaysTheHostLinkBetweenGalaxies() {
+        dev.ttpipe.device.SimProfile g = dev.ttpipe.device.SimProfile.named("galaxy");
+        assertEquals(List.of(0, 7), Arrays.stream(g.meshPosition(7)).boxed().toList());
+        assertEquals(List.of(1, 7), Arrays.stream(g.meshPosition(8)).boxed().toList(), "row 1 runs back");
+        assertEquals(List.of(1, 0), Arrays.stream(g.meshPosition(15)).boxed().toList());
+        for (int c = 0; c + 1 < 32; c++) {
+            int[] a = g.meshPosition(c), b = g.meshPosition(c + 1);
+            assertEquals(1, Math.abs(a[0] - b[0]) + Math.abs(a[1] - b[1]), "chips " + c + " and " + (c + 1) + " are mesh neighbours");
+        }
+        assertFalse(g.hopCrossesHost(6, 4), "ranks 6 and 7 of 4 chips each: chips 27 and 28, one Galaxy");
+        assertTrue(g.hopCrossesHost(7, 4), "ranks 7 and 8: chips 31 and 32, two Galaxies");
+        assertTrue(g.hopBytesPerSecond(7, 4) < g.hopBytesPerSecond(6, 4));
+    }
+
     /** The whole loop on a tiny config: calibrate by real steps, write the best, and `ttpipe train` runs it as is. */
     @Test
     void theWrittenConfigLoadsAndTrains(@TempDir Path dir) throws Exception {
