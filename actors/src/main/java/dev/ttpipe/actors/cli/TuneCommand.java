@@ -89,6 +89,10 @@ public final class TuneCommand implements Callable<Integer> {
             description = "Model the devices as this Tenstorrent profile (costs from its published figures; memory its DRAM).")
     String profile;
 
+    @Option(names = "--measure",
+            description = "Calibrate by real steps on the sim backend too (its modelled time, and the host's own overhead).")
+    boolean measure;
+
     @Option(names = "--fix", paramLabel = "DIMS", split = ",",
             description = "Keep these as the config has them: schedule, microbatches, split, recompute.")
     List<String> fix;
@@ -161,10 +165,14 @@ public final class TuneCommand implements Callable<Integer> {
             if (prof != null) throw new UserInputException("--costs-from and --profile given, expected one of them");
             costs = Calibration.fromRuns(cfg, costsFrom, progress);
             how = "fitted from " + costsFrom.size() + " run(s)";
-        } else if (prof != null || cfg.device.backend == Backend.SIM) {
+        } else if (!measure && (prof != null || cfg.device.backend == Backend.SIM)) {
             costs = Calibration.model(cfg, prof, progress);
             how = prof != null ? "modelled, profile " + prof.name() : "modelled, device_config.sim";
         } else {
+            if (measure && prof != null && cfg.device.backend != Backend.SIM) {
+                throw new UserInputException("--measure with --profile " + prof.name() + " on the " + cfg.device.backend
+                        + " backend: the profile models devices this host does not have, expected device_config.backend: sim");
+            }
             costs = Calibration.measure(cfg, calibrationSteps, progress);
             how = "measured on the " + cfg.device.backend + " backend";
         }

@@ -320,9 +320,7 @@ public final class Calibration {
         Arrays.fill(bw, fitBlock[2]);
         long[] blockParams = new long[n];
         Arrays.fill(blockParams, model.blockParameters());
-        long embedParams = (long) model.vocabSize() * model.embeddingDim()
-                + (model.isLlama() ? 0 : (long) model.maxSequenceLength() * model.embeddingDim());
-        long headParams = (long) model.vocabSize() * model.embeddingDim() + 2L * model.embeddingDim();
+        long embedParams = embedParams(model), headParams = headParams(model);
         double stateBytes = stateBytesPerParam(cfg);
         double input = 4.0 * seq * model.embeddingDim();
         double headBytes = 4.0 * seq * model.vocabSize() * 2;
@@ -560,9 +558,7 @@ public final class Calibration {
                 LayerCosts.Curve.affine(0, 0), LayerCosts.Curve.affine(2 * lat, 2 * embedBytes / memRate / ddp)};
         long[] blockParams = new long[n];
         Arrays.fill(blockParams, model.blockParameters());
-        long embedParams = (long) model.vocabSize() * model.embeddingDim()
-                + (model.isLlama() ? 0 : (long) model.maxSequenceLength() * model.embeddingDim());
-        long headParams = (long) model.vocabSize() * model.embeddingDim() + 2L * model.embeddingDim();
+        long embedParams = embedParams(model), headParams = headParams(model);
         double stateBytes = stateBytesPerParam(cfg);
         double optPerParam = stateBytes * 2 / memRate;
         int chipsPerRank = cfg.device.devicesPerRank();
@@ -597,11 +593,18 @@ public final class Calibration {
                 ConfigValidator.tpSize(cfg.device), ConfigValidator.ddpSize(cfg.device));
     }
 
+    /** Parameters of the token embedding (and GPT-2's learned positions). */
+    static long embedParams(ModelSpec m) {
+        return (long) m.vocabSize() * m.embeddingDim() + (m.isLlama() ? 0 : (long) m.maxSequenceLength() * m.embeddingDim());
+    }
+
+    /** Parameters of the final norm and the LM head. */
+    static long headParams(ModelSpec m) {
+        return (long) m.vocabSize() * m.embeddingDim() + 2L * m.embeddingDim();
+    }
+
     private static long sliceParams(ModelSpec m, StageSlice s) {
-        long p = s.blocks() * m.blockParameters();
-        if (s.embedding()) p += (long) m.vocabSize() * m.embeddingDim();
-        if (s.head()) p += (long) m.vocabSize() * m.embeddingDim();
-        return p;
+        return s.blocks() * m.blockParameters() + (s.embedding() ? embedParams(m) : 0) + (s.head() ? headParams(m) : 0);
     }
 
     static String bytes(double b) {

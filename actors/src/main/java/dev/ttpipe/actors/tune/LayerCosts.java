@@ -50,7 +50,7 @@ public record LayerCosts(Curve[] blockF, Curve[] blockI, Curve[] blockW, Curve[]
         }
 
         /** {@code fixed + perSample x size}, as two points. */
-        static Curve affine(double fixed, double perSample) {
+        public static Curve affine(double fixed, double perSample) {
             return new Curve(new int[]{1, 2}, new double[]{fixed + perSample, fixed + 2 * perSample});
         }
 

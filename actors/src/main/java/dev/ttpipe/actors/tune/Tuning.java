@@ -87,7 +87,7 @@ public final class Tuning {
      */
     public void checkMemory(String given) {
         ModelSpec m = plan.model();
-        double params = m.numBlocks() * (double) m.blockParameters() + 2.0 * m.vocabSize() * m.embeddingDim();
+        double params = m.numBlocks() * (double) m.blockParameters() + Calibration.embedParams(m) + Calibration.headParams(m);
         double perRank = params * Calibration.stateBytesPerParam(cfg) / plan.ranks() / ConfigValidator.tpSize(cfg.device);
         if (cfg.device.memoryPerDevice < perRank) {
             throw new UserInputException(given + " per device is below the parameters' share of one rank: "

@@ -1,15 +1,15 @@
-package dev.ttpipe.actors.tune;
+package dev.ttpipe.actors.cli;
 
-import dev.ttpipe.actors.cli.Main;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.tune.Candidate;
+import dev.ttpipe.actors.tune.LayerCosts;
+import dev.ttpipe.actors.tune.Prediction;
+import dev.ttpipe.actors.tune.Search;
 import dev.ttpipe.stages.checkpoint.MiniJson;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -21,7 +21,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** {@code ttpipe tune}: the search finds a known optimum, bad input is one line, real configs tune and train. */
+/** {@code ttpipe tune} (dev.ttpipe.actors.tune through its command): the search finds a known optimum, bad input is one line, real configs tune and train. */
 class TuneTest {
     private static final long MIB = 1L << 20;
 
@@ -67,31 +67,31 @@ class TuneTest {
 
     @Test
     void refusesABudgetOfZero() {
-        Result r = run("tune", config("nanogpt-pp4-1f1b.yaml"), "--budget", "0");
-        assertOneLine(r, "--budget", "0", "expected");
+        CliTest.Result r = CliTest.run("tune", config("nanogpt-pp4-1f1b.yaml"), "--budget", "0");
+        CliTest.assertOneLineBadInput(r, "--budget", "0", "expected");
     }
 
     @Test
     void refusesAMemoryBelowTheParametersShare() {
-        Result r = run("tune", config("nanogpt-pp4-1f1b.yaml"), "--memory-per-device", "64KiB");
-        assertOneLine(r, "--memory-per-device 64KiB", "parameters", "expected at least");
+        CliTest.Result r = CliTest.run("tune", config("nanogpt-pp4-1f1b.yaml"), "--memory-per-device", "64KiB");
+        CliTest.assertOneLineBadInput(r, "--memory-per-device 64KiB", "parameters", "expected at least");
     }
 
     @Test
     void refusesAConfigWithNothingToTune() {
-        Result r = run("tune", config("nanogpt-pp4-1f1b.yaml"), "--fix", "schedule,microbatches,split,recompute");
-        assertOneLine(r, "nothing to tune", "schedule fixed by --fix");
+        CliTest.Result r = CliTest.run("tune", config("nanogpt-pp4-1f1b.yaml"), "--fix", "schedule,microbatches,split,recompute");
+        CliTest.assertOneLineBadInput(r, "nothing to tune", "schedule fixed by --fix");
     }
 
     @Test
     void refusesAnUnknownProfileNamingIt() {
-        Result r = run("tune", config("sim-pp16.yaml"), "--profile", "galaxi");
-        assertOneLine(r, "--profile", "galaxi", "galaxy");
+        CliTest.Result r = CliTest.run("tune", config("sim-pp16.yaml"), "--profile", "galaxi");
+        CliTest.assertOneLineBadInput(r, "--profile", "galaxi", "galaxy");
     }
 
     @Test
     void tunesSimPp16OnAGalaxyWithinItsBudget() {
-        Result r = run("tune", config("sim-pp16.yaml"), "--profile", "galaxy", "--budget", "20", "--json");
+        CliTest.Result r = CliTest.run("tune", config("sim-pp16.yaml"), "--profile", "galaxy", "--budget", "20", "--json");
         assertEquals(0, r.code(), r.err());
         Map<?, ?> j = (Map<?, ?>) MiniJson.parse(r.out().strip());
         assertTrue(((Number) j.get("candidates")).intValue() > 100, r.out());
@@ -139,43 +139,19 @@ class TuneTest {
                 "  pipeline_parallel_config: {num_blocks: 3, blocks_per_rank: {0: 1, 1: 2}, num_microbatches: 2, schedule: 1f1b}",
                 ""));
         Path out = dir.resolve("tuned.yaml");
-        Result r = run("tune", cfg.toString(), "--calibration-steps", "3", "--out", out.toString());
+        CliTest.Result r = CliTest.run("tune", cfg.toString(), "--calibration-steps", "3", "--out", out.toString());
         assertEquals(0, r.code(), r.err());
         assertTrue(r.out().contains("searched"), r.out());
         TtpipeConfig tuned = ConfigLoader.load(out);
         assertFalse(tuned.pipeline().autoSplit);
-        Result train = run("train", out.toString(), "--max-steps", "2", "--run-dir", dir.resolve("run").toString());
+        CliTest.Result train = CliTest.run("train", out.toString(), "--max-steps", "2", "--run-dir", dir.resolve("run").toString());
         assertEquals(0, train.code(), train.err());
         assertTrue(Files.exists(dir.resolve("run").resolve("metrics.jsonl")));
     }
 
     // ---- helpers ----------------------------------------------------------------------------
 
-    record Result(int code, String out, String err) {
-    }
-
     static String config(String name) {
         return Path.of("..", "configs", name).toString();
-    }
-
-    static synchronized Result run(String... args) {
-        PrintStream oldOut = System.out, oldErr = System.err;
-        ByteArrayOutputStream out = new ByteArrayOutputStream(), err = new ByteArrayOutputStream();
-        try {
-            System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
-            System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
-            int code = Main.run(args);
-            return new Result(code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
-        } finally {
-            System.setOut(oldOut);
-            System.setErr(oldErr);
-        }
-    }
-
-    static void assertOneLine(Result r, String... fragments) {
-        assertEquals(Main.EXIT_BAD_INPUT, r.code(), r.err());
-        String[] lines = r.err().strip().split("\n");
-        assertEquals(1, lines.length, "expected one line, got:\n" + r.err());
-        for (String f : fragments) assertTrue(r.err().contains(f), "'" + f + "' not in: " + r.err());
     }
 }
