@@ -56,7 +56,7 @@ public final class Calibration {
         int m0 = batch / cfg.pipeline().numMicrobatches;
         int ddp = ConfigValidator.ddpSize(cfg.device);
         List<Integer> sizes = sizes(batch, ddp, m0);
-        ModelSpec model = JobPlan.model(cfg, 256);
+        ModelSpec model = JobPlan.model(cfg, Tuning.vocab(cfg));
         List<Measurement> runs = new ArrayList<>();
         int cores = Runtime.getRuntime().availableProcessors();
         List<TtpipeConfig> configs = new ArrayList<>();
@@ -233,11 +233,11 @@ public final class Calibration {
 
     /** From the metrics.jsonl of earlier `ttpipe train` runs (their own config.yaml each). */
     public static LayerCosts fromRuns(TtpipeConfig cfg, List<Path> runDirs, PrintStream out) {
-        ModelSpec model = JobPlan.model(cfg, 256);
+        ModelSpec model = JobPlan.model(cfg, Tuning.vocab(cfg));
         List<Measurement> runs = new ArrayList<>();
         for (Path dir : runDirs) {
             TtpipeConfig runCfg = ConfigLoader.load(dir.resolve("config.yaml"));
-            JobPlan plan = JobPlan.from(runCfg, 256);
+            JobPlan plan = JobPlan.from(runCfg, Tuning.vocab(runCfg));
             List<Map<?, ?>> steps = new ArrayList<>();
             Path metrics = dir.resolve("metrics.jsonl");
             try {
@@ -348,7 +348,7 @@ public final class Calibration {
         double cpuRatio = runs.stream().mapToDouble(Measurement::cpuOverEstimate).filter(x -> !Double.isNaN(x)).average().orElse(Double.NaN);
         double effective = processors > 0 && !Double.isNaN(cpuRatio) ? processors * Math.min(1, cpuRatio) : processors;
         LayerCosts asRun = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams,
-                embedParams, headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, opt, 0, 0, notes);
+                embedParams, headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, opt, LayerCosts.Curve.constant(0), notes);
         // The rest of the step (the runtime's own work, which the simulator does not see): measured step minus
         // prediction, fitted as a + b x microbatches over the runs by least squares.
         int k0 = runs.size();
@@ -360,13 +360,13 @@ public final class Calibration {
             predicted[k] = p == null ? Double.NaN : p.stepSeconds();
             residual[k] = run.stepSeconds() - predicted[k];
         }
-        double[] ab = line(m, residual);
+        LayerCosts.Curve overhead = overheadCurve(m, residual);
         LayerCosts costs = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams, embedParams,
-                headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, opt, ab[0], ab[1], notes);
+                headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, opt, overhead, notes);
         for (int k = 0; k < k0; k++) {
             notes.add(String.format(Locale.ROOT, "  calibration run, %d microbatches of %d: measured %.1f ms/step, simulated %.1f,"
                     + " with the runtime's overhead %.1f", (int) m[k], runs.get(k).microbatchSize(), runs.get(k).stepSeconds() * 1e3,
-                    predicted[k] * 1e3, (predicted[k] + ab[0] + ab[1] * m[k]) * 1e3));
+                    predicted[k] * 1e3, (predicted[k] + overhead.between((int) m[k])) * 1e3));
         }
         notes.add(String.format(Locale.ROOT, "per block, by microbatch size: F %s; I %s; W %s", fitBlock[0], fitBlock[1], fitBlock[2]));
         notes.add(String.format(Locale.ROOT, "embedding F+I+W %s; head F+I+W %s (least-squares lines)", line(fitEmbed), line(fitHead)));
@@ -376,8 +376,8 @@ public final class Calibration {
                     (blk[0][k] + blk[1][k] + blk[2][k]) * 1e3, perSample * 1e3));
         }
         notes.add(String.format(Locale.ROOT, "optimizer and gradient reduction %.2f ns per parameter; hop %.3f ms; the runtime's"
-                        + " overhead %.2f ms + %.3f ms per microbatch%s",
-                opt * 1e9, hop * 1e3, ab[0] * 1e3, ab[1] * 1e3, processors > 0 ? String.format(Locale.ROOT, "; ranks share %.0f processors (cpu cores / threads per rank)", processors) : ""));
+                        + " overhead (measured step - simulated) by microbatches %s%s",
+                opt * 1e9, hop * 1e3, overhead, processors > 0 ? String.format(Locale.ROOT, "; ranks share %.0f processors (cpu cores / threads per rank)", processors) : ""));
         if (!Double.isNaN(cpuRatio)) {
             notes.add(String.format(Locale.ROOT, "the ranks' device threads got %.0f%% of the time the timeline gives them (other"
                     + " processes took the rest): work taken from CPU time, and predictions share %.2f of the %.0f processors", 100 * cpuRatio,
@@ -427,6 +427,24 @@ public final class Calibration {
             }
         }
         return out;
+    }
+
+    /**
+     * The runtime's overhead by microbatch count: at each count calibrated its residual (measured step minus
+     * simulated), straight lines between them; one count: the same everywhere.
+     */
+    static LayerCosts.Curve overheadCurve(double[] microbatches, double[] residual) {
+        if (microbatches.length == 1) return LayerCosts.Curve.constant(residual[0]);
+        Integer[] order = new Integer[microbatches.length];
+        for (int k = 0; k < order.length; k++) order[k] = k;
+        Arrays.sort(order, (a, b) -> Double.compare(microbatches[a], microbatches[b]));
+        int[] x = new int[order.length];
+        double[] y = new double[order.length];
+        for (int k = 0; k < order.length; k++) {
+            x[k] = (int) microbatches[order[k]];
+            y[k] = residual[order[k]];
+        }
+        return new LayerCosts.Curve(x, y);
     }
 
     /** F + I + W of pieces fitted by {@link #lines}, as {@code a + b x mbs}. */
@@ -530,7 +548,7 @@ public final class Calibration {
      * bytes over the link it crosses ({@code profile}: a Galaxy's chip link or the link between hosts).
      */
     public static LayerCosts model(TtpipeConfig cfg, SimProfile profile, PrintStream out) {
-        ModelSpec model = JobPlan.model(cfg, 256);
+        ModelSpec model = JobPlan.model(cfg, Tuning.vocab(cfg));
         SimCosts sim = profile != null ? profile.costs()
                 : new SimCosts(cfg.device.sim.gflops, cfg.device.sim.memoryGbps, cfg.device.sim.opLatencyUs, cfg.device.sim.linkGbps, 1);
         int seq = cfg.transformer.effectiveSequenceLength();
@@ -584,7 +602,7 @@ public final class Calibration {
         notes.add(String.format(Locale.ROOT, "activation bytes per block per sample: %s (2 s h (34 + 5 a s / h), Korthikanti et al. 2022, fp32)",
                 bytes(act)));
         return new LayerCosts(bf, bi, bw, embed, head, act, 4 * d * seq, 4.0 * seq * model.vocabSize() * 2, blockParams,
-                embedParams, headParams, stateBytes, hop, 0, optPerParam, 0, 0, notes);
+                embedParams, headParams, stateBytes, hop, 0, optPerParam, LayerCosts.Curve.constant(0), notes);
     }
 
     /** The job's shape for the search. */

@@ -24,15 +24,15 @@ import java.util.Locale;
  * @param hop                    the time one hop between ranks takes
  * @param sharedProcessors       ranks share this many processors (cpu backend: cores / threads per rank), 0: own devices
  * @param optimizerSecondsPerParam gradient reduction and optimizer step, per parameter on a rank
- * @param stepOverhead           the rest of a step: coordination, outside the passes and the optimizer
- * @param overheadPerMicrobatch  what each microbatch adds to the step beyond its modelled actions (the
- *                               runtime's own dispatch and messages), fitted with {@code stepOverhead}
+ * @param stepOverhead           the rest of a step by the number of microbatches (the runtime's own dispatch,
+ *                               messages and coordination, which the simulator does not see): measured step
+ *                               minus simulated, straight lines between the counts calibrated; may be negative
  */
 public record LayerCosts(Curve[] blockF, Curve[] blockI, Curve[] blockW, Curve[] embed, Curve[] head,
                          double activationBytesPerBlock, double inputBytesPerSample, double headBytesPerSample,
                          long[] blockParams, long embedParams, long headParams, double stateBytesPerParam,
-                         Hop hop, double sharedProcessors, double optimizerSecondsPerParam, double stepOverhead,
-                         double overheadPerMicrobatch, List<String> notes) {
+                         Hop hop, double sharedProcessors, double optimizerSecondsPerParam, Curve stepOverhead,
+                         List<String> notes) {
 
     /**
      * A cost as a function of the microbatch size: straight lines between the sizes measured (or
@@ -41,15 +41,25 @@ public record LayerCosts(Curve[] blockF, Curve[] blockI, Curve[] blockW, Curve[]
      */
     public record Curve(int[] sizes, double[] values) {
         public double at(int microbatchSize) {
+            if (sizes.length == 1) return Math.max(0, values[0] * microbatchSize / sizes[0]);
+            return Math.max(0, between(microbatchSize));
+        }
+
+        /** The straight line through the two points around {@code x} (the end segment beyond them), unclamped. */
+        double between(int x) {
             int n = sizes.length;
-            if (n == 1) return Math.max(0, values[0] * microbatchSize / sizes[0]);
+            if (n == 1) return values[0];
             int k = 1;
-            while (k < n - 1 && sizes[k] < microbatchSize) k++;
+            while (k < n - 1 && sizes[k] < x) k++;
             double x0 = sizes[k - 1], x1 = sizes[k], y0 = values[k - 1], y1 = values[k];
-            return Math.max(0, y0 + (y1 - y0) * (microbatchSize - x0) / (x1 - x0));
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
         }
 
         /** {@code fixed + perSample x size}, as two points. */
+        public static Curve constant(double value) {
+            return new Curve(new int[]{1, 2}, new double[]{value, value});
+        }
+
         public static Curve affine(double fixed, double perSample) {
             return new Curve(new int[]{1, 2}, new double[]{fixed + perSample, fixed + 2 * perSample});
         }
@@ -116,7 +126,7 @@ public record LayerCosts(Curve[] blockF, Curve[] blockI, Curve[] blockW, Curve[]
     double stepTail(long[] paramsPerRank, int microbatches) {
         double[] work = new double[paramsPerRank.length];
         for (int r = 0; r < work.length; r++) work[r] = paramsPerRank[r] * optimizerSecondsPerParam;
-        return stepOverhead + overheadPerMicrobatch * microbatches + sharedMakespan(work, sharedProcessors);
+        return stepOverhead.between(microbatches) + sharedMakespan(work, sharedProcessors);
     }
 
     /** When independent jobs started together on {@code processors} shared processors all end (0: one each). */

@@ -99,31 +99,39 @@ public final class Search {
             evaluated++;
             if (p.fits()) {
                 fitting.add(p);
-                if (fitting.size() >= keep * 8) {        // keep the bound tight without sorting every time
+                if (fitting.size() >= keep * 8) {        // tighten the bound now and then, not at every candidate
                     fitting.sort(Comparator.comparingDouble(Prediction::stepSeconds));
-                    fitting.subList(keep * 4, fitting.size()).clear();
-                    kth[0] = fitting.get(keep * 4 - 1).stepSeconds();
+                    List<Prediction> kept = undominated(fitting);
+                    if (kept.size() >= keep) {
+                        kth[0] = kept.get(keep - 1).stepSeconds() * (1 + TIE);
+                        fitting.removeIf(q -> q.stepSeconds() > kth[0]);
+                    }
                 }
             } else {
                 overflowing.add(p);
             }
         }
         fitting.sort(Comparator.comparingDouble(Prediction::stepSeconds));
+        List<Prediction> kept = undominated(fitting);
+        int dominated = fitting.size() - kept.size();
+        overflowing.sort(Comparator.comparingDouble(Prediction::stepSeconds));
+        return new Outcome(kept, overflowing, evaluated, pruned, dominated, invalid, considered, stopped,
+                (System.nanoTime() - t0) / 1e9);
+    }
+
+    /** Of {@code sorted} (fastest first), those that no faster one matches in time (within {@link #TIE}) with no more memory. */
+    static List<Prediction> undominated(List<Prediction> sorted) {
         List<Prediction> kept = new ArrayList<>();
-        int dominated = 0;
-        for (Prediction p : fitting) {                   // fastest first
+        for (Prediction p : sorted) {
             boolean beaten = false;
             for (int k = kept.size() - 1; k >= 0 && !beaten; k--) {
                 Prediction q = kept.get(k);
                 if (p.stepSeconds() > q.stepSeconds() * (1 + TIE)) break;
                 beaten = q.peakBytes() <= p.peakBytes();
             }
-            if (beaten) dominated++;
-            else kept.add(p);
+            if (!beaten) kept.add(p);
         }
-        overflowing.sort(Comparator.comparingDouble(Prediction::stepSeconds));
-        return new Outcome(kept, overflowing, evaluated, pruned, dominated, invalid, considered, stopped,
-                (System.nanoTime() - t0) / 1e9);
+        return kept;
     }
 
     /** Predicts one candidate (null when the schedule or split cannot be built). */

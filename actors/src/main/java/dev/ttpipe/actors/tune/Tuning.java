@@ -26,7 +26,13 @@ public final class Tuning {
     public Tuning(TtpipeConfig cfg, Set<String> fixed) {
         this.cfg = cfg;
         this.fixed = fixed;
-        this.plan = JobPlan.from(cfg, 256);
+        this.plan = JobPlan.from(cfg, vocab(cfg));
+    }
+
+    /** The vocabulary the job trains with: the config's vocab_size, else its data's (as `ttpipe train` builds it). */
+    public static int vocab(TtpipeConfig cfg) {
+        return cfg.transformer.vocabSize > 0 ? cfg.transformer.vocabSize
+                : dev.ttpipe.actors.train.TrainingData.load(cfg).dataset().tokenizer().vocabSize();
     }
 
     /** The config's own candidate: its schedule, V, M, split (the automatic one resolved) and runner type. */
