@@ -360,7 +360,9 @@ public final class Calibration {
             predicted[k] = p == null ? Double.NaN : p.stepSeconds();
             residual[k] = run.stepSeconds() - predicted[k];
         }
-        LayerCosts.Curve overhead = overheadCurve(m, residual);
+        // A least-squares line over the counts: each calibration step is noisy on a shared host, a line averages them.
+        double[] ab = line(m, residual);
+        LayerCosts.Curve overhead = LayerCosts.Curve.affine(ab[0], ab[1]);
         LayerCosts costs = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams, embedParams,
                 headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, opt, overhead, notes);
         for (int k = 0; k < k0; k++) {
@@ -376,8 +378,8 @@ public final class Calibration {
                     (blk[0][k] + blk[1][k] + blk[2][k]) * 1e3, perSample * 1e3));
         }
         notes.add(String.format(Locale.ROOT, "optimizer and gradient reduction %.2f ns per parameter; hop %.3f ms; the runtime's"
-                        + " overhead (measured step - simulated) by microbatches %s%s",
-                opt * 1e9, hop * 1e3, overhead, processors > 0 ? String.format(Locale.ROOT, "; ranks share %.0f processors (cpu cores / threads per rank)", processors) : ""));
+                        + " overhead (measured step - simulated) %.2f ms + %.3f ms x microbatches%s",
+                opt * 1e9, hop * 1e3, ab[0] * 1e3, ab[1] * 1e3, processors > 0 ? String.format(Locale.ROOT, "; ranks share %.0f processors (cpu cores / threads per rank)", processors) : ""));
         if (!Double.isNaN(cpuRatio)) {
             notes.add(String.format(Locale.ROOT, "the ranks' device threads got %.0f%% of the time the timeline gives them (other"
                     + " processes took the rest): work taken from CPU time, and predictions share %.2f of the %.0f processors", 100 * cpuRatio,
@@ -427,24 +429,6 @@ public final class Calibration {
             }
         }
         return out;
-    }
-
-    /**
-     * The runtime's overhead by microbatch count: at each count calibrated its residual (measured step minus
-     * simulated), straight lines between them; one count: the same everywhere.
-     */
-    static LayerCosts.Curve overheadCurve(double[] microbatches, double[] residual) {
-        if (microbatches.length == 1) return LayerCosts.Curve.constant(residual[0]);
-        Integer[] order = new Integer[microbatches.length];
-        for (int k = 0; k < order.length; k++) order[k] = k;
-        Arrays.sort(order, (a, b) -> Double.compare(microbatches[a], microbatches[b]));
-        int[] x = new int[order.length];
-        double[] y = new double[order.length];
-        for (int k = 0; k < order.length; k++) {
-            x[k] = (int) microbatches[order[k]];
-            y[k] = residual[order[k]];
-        }
-        return new LayerCosts.Curve(x, y);
     }
 
     /** F + I + W of pieces fitted by {@link #lines}, as {@code a + b x mbs}. */

@@ -26,7 +26,7 @@ import java.util.Locale;
  * @param optimizerSecondsPerParam gradient reduction and optimizer step, per parameter on a rank
  * @param stepOverhead           the rest of a step by the number of microbatches (the runtime's own dispatch,
  *                               messages and coordination, which the simulator does not see): measured step
- *                               minus simulated, straight lines between the counts calibrated; may be negative
+ *                               minus simulated, as a function of the microbatch count
  */
 public record LayerCosts(Curve[] blockF, Curve[] blockI, Curve[] blockW, Curve[] embed, Curve[] head,
                          double activationBytesPerBlock, double inputBytesPerSample, double headBytesPerSample,
