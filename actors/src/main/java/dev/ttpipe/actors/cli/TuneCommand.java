@@ -37,9 +37,9 @@ import java.util.concurrent.Callable;
 @Command(name = "tune",
         mixinStandardHelpOptions = true,
         description = {"Pick the schedule, microbatches, split and recompute for a config from measured costs.",
-                "Calibrates per-block F/I/W costs (a few real steps at several microbatch sizes on cpu/ttnn; the cost model or",
-                "a --profile on sim), searches every candidate with the simulator under each rank's memory, prints the",
-                "ranking and writes the best config (--out), loadable by `ttpipe train` as is."},
+                "Calibrates per-block F/I/W costs (real steps at several microbatch sizes on cpu and ttnn; the cost model"
+                        + " or a --profile on sim), searches every candidate with the simulator under each rank's memory,"
+                        + " prints the ranking and writes the best config (--out), loadable by `ttpipe train` as is."},
         footer = {"", "Profiles: wormhole_n150, wormhole_n300, blackhole_p150, loudbox, quietbox, galaxy (see the README's table).",
                 "", "Examples:",
                 "  ttpipe tune configs/nanogpt-pp4-1f1b.yaml --verify-top 3",
@@ -53,7 +53,8 @@ public final class TuneCommand implements Callable<Integer> {
     Path config;
 
     @Option(names = "--budget", paramLabel = "SECONDS", defaultValue = "60",
-            description = "Time for calibration and search, not counting --verify-top (default ${DEFAULT-VALUE}).")
+            description = "Seconds for calibration and search (calibration runs are not cut short; the search gets what is"
+                    + " left, at least a tenth); --verify-top comes on top (default ${DEFAULT-VALUE}).")
     double budget;
 
     @Option(names = "--memory-per-device", paramLabel = "SIZE",
