@@ -71,7 +71,8 @@ public final class TuneCommand implements Callable<Integer> {
     boolean json;
 
     @Option(names = "--verify-top", paramLabel = "K", defaultValue = "0",
-            description = "Run the K best candidates and the shipped config for real and print measured against predicted.")
+            description = "Run the K best candidates and the shipped config for real, print measured against predicted,"
+                    + " and pick the fastest measured of them.")
     int verifyTop;
 
     @Option(names = "--verify-steps", paramLabel = "N", defaultValue = "8",
@@ -208,7 +209,13 @@ public final class TuneCommand implements Callable<Integer> {
             }
             List<dev.ttpipe.actors.config.TtpipeConfig> configs = new ArrayList<>();
             for (Candidate c : runs) configs.add(tuning.configOf(c));
-            for (Trial.Result r : Trial.interleaved(configs, verifySteps)) measured.add(new double[]{r.medianSeconds()});
+            // {median seconds, the prediction again at the share of the cores the run got (the host's load then)}
+            Search.Job shape = Calibration.job(cfg);
+            List<Trial.Result> results = Trial.interleaved(configs, verifySteps);
+            for (int i = 0; i < results.size(); i++) {
+                Prediction again = new Search(costs.atCoreShare(Calibration.coreShare(results.get(i))), shape).predict(runs.get(i));
+                measured.add(new double[]{results.get(i).medianSeconds(), again == null ? Double.NaN : again.stepSeconds()});
+            }
             if (shippedAt >= 0) measured.add(measured.get(shippedAt));
             how += String.format(Locale.ROOT, "; host load average %.1f before calibration, %.1f after it, %.1f after verifying,"
                     + " %d cores", loadBefore, loadCalibrated, loadAverage(), Runtime.getRuntime().availableProcessors());
@@ -216,12 +223,20 @@ public final class TuneCommand implements Callable<Integer> {
             how += String.format(Locale.ROOT, "; host load average %.1f before, %.1f after, %d cores", loadBefore, loadCalibrated,
                     Runtime.getRuntime().availableProcessors());
         }
+        // The pick: the prediction's best; after --verify-top, the fastest measured of those run (the shipped config too).
+        Prediction best = outcome.best();
+        String pickedBy = "predicted";
+        if (!measured.isEmpty()) {
+            int fastest = 0;
+            for (int i = 1; i < measured.size(); i++) if (measured.get(i)[0] < measured.get(fastest)[0]) fastest = i;
+            best = fastest == measured.size() - 1 ? shippedPrediction : outcome.ranked().get(fastest);
+            pickedBy = String.format(Locale.ROOT, "measured %.1f ms/step, the fastest of those verified", measured.get(fastest)[0] * 1e3);
+        }
         Path written = null;
         if (out != null) {
             written = out;
-            Prediction best = outcome.best();
-            String yaml = String.format(Locale.ROOT, "# written by ttpipe tune %s: %s, predicted %.1f ms/step, %.0f tokens/s%n",
-                    config, best.candidate(), best.stepSeconds() * 1e3, best.tokensPerSecond())
+            String yaml = String.format(Locale.ROOT, "# written by ttpipe tune %s: %s, predicted %.1f ms/step, %.0f tokens/s (%s)%n",
+                    config, best.candidate(), best.stepSeconds() * 1e3, best.tokensPerSecond(), pickedBy)
                     + dev.ttpipe.actors.config.ConfigWriter.toYaml(tuning.configOf(best.candidate()));
             try {
                 Path parent = out.toAbsolutePath().getParent();
@@ -232,9 +247,11 @@ public final class TuneCommand implements Callable<Integer> {
             }
         }
         if (json) {
-            o.println(json(cfg, how, costs, outcome, ranked, shippedPrediction, measured, written));
+            o.println(json(cfg, how, costs, outcome, ranked, shippedPrediction, measured, written, best));
         } else {
             o.print(report(cfg, how, costs, outcome, ranked, shippedPrediction, measured, calibrationSeconds, written));
+            o.printf(Locale.ROOT, "best: %s (%s)%s%n", best.candidate(), pickedBy,
+                    written != null ? ", written to " + written : "");
         }
         return Main.EXIT_OK;
     }
@@ -258,16 +275,18 @@ public final class TuneCommand implements Callable<Integer> {
         boolean verified = !measured.isEmpty();
         for (int i = 0; i < ranked.size(); i++) {
             Prediction p = ranked.get(i);
-            rows.add(row(Integer.toString(i + 1), p, cfg, verified && i < measured.size() - 1 ? measured.get(i)[0] : Double.NaN, verified));
+            rows.add(row(Integer.toString(i + 1), p, cfg, verified && i < measured.size() - 1 ? measured.get(i) : null, verified));
         }
-        if (shipped != null) rows.add(row("shipped", shipped, cfg, verified ? measured.get(measured.size() - 1)[0] : Double.NaN, verified));
+        if (shipped != null) rows.add(row("shipped", shipped, cfg, verified ? measured.get(measured.size() - 1) : null, verified));
         List<String> header = new ArrayList<>(List.of("#", "schedule", "V", "M", "mbs", "split", "recompute", "step ms", "bubble",
                 "peak mem/rank", "tokens/s"));
-        if (verified) header.addAll(List.of("measured ms", "error"));
+        if (verified) header.addAll(List.of("measured ms", "error", "at its load"));
         t.append(SimulateCommand.table(header.toArray(new String[0]), rows));
         if (verified) {
             t.append(String.format(Locale.ROOT, "measured: `ttpipe train`'s runtime, median step of the steps after the first %d"
-                    + " (warm-up, left out); error = (measured - predicted) / predicted%n", Trial.WARMUP_STEPS));
+                    + " (warm-up, left out); error = (measured - predicted) / predicted; at its load: against the same model"
+                    + " re-run at the share of the cores the run itself got (the host's load moves between calibration and"
+                    + " verification)%n", Trial.WARMUP_STEPS));
         }
         if (!r.overflowing().isEmpty()) {
             t.append("\ndo not fit (fastest first):\n");
@@ -277,11 +296,11 @@ public final class TuneCommand implements Callable<Integer> {
                         Sizes.format(p.overflowBytes()), Sizes.format(cfg.device.memoryPerDevice)));
             }
         }
-        if (written != null) t.append("\nwrote ").append(written).append(" (").append(ranked.get(0).candidate()).append(")\n");
         return t.toString();
     }
 
-    private static String[] row(String label, Prediction p, TtpipeConfig cfg, double measured, boolean verified) {
+    private static String[] row(String label, Prediction p, TtpipeConfig cfg, double[] m, boolean verified) {
+        double measured = m == null ? Double.NaN : m[0];
         Candidate c = p.candidate();
         int mbs = cfg.training.batchSize / c.microbatches();
         List<String> cells = new ArrayList<>(List.of(label, c.schedule(), Integer.toString(c.virtualStages()),
@@ -291,12 +310,13 @@ public final class TuneCommand implements Callable<Integer> {
         if (verified) {
             cells.add(Double.isNaN(measured) ? "" : String.format(Locale.ROOT, "%.1f", measured * 1e3));
             cells.add(Double.isNaN(measured) ? "" : String.format(Locale.ROOT, "%+.1f%%", 100 * (measured - p.stepSeconds()) / p.stepSeconds()));
+            cells.add(m == null || Double.isNaN(m[1]) ? "" : String.format(Locale.ROOT, "%+.1f%%", 100 * (measured - m[1]) / m[1]));
         }
         return cells.toArray(new String[0]);
     }
 
     static String json(TtpipeConfig cfg, String how, LayerCosts costs, Search.Outcome r, List<Prediction> ranked,
-                       Prediction shipped, List<double[]> measured, Path written) {
+                       Prediction shipped, List<double[]> measured, Path written, Prediction best) {
         StringBuilder j = new StringBuilder("{");
         j.append("\"costs\":").append(Json.str(how));
         j.append(",\"candidates\":").append(r.considered()).append(",\"simulated\":").append(r.evaluated())
@@ -315,6 +335,7 @@ public final class TuneCommand implements Callable<Integer> {
             j.append(i == 0 ? "" : ",").append(json(p, Double.NaN));
         }
         j.append("]");
+        j.append(",\"best\":").append(json(best, Double.NaN));
         if (written != null) j.append(",\"written\":").append(Json.str(written.toString()));
         return j.append('}').toString();
     }

@@ -98,6 +98,15 @@ public final class Calibration {
 
     static final int MAX_SIZES = 6;
 
+    /**
+     * The share of the cores the ranks of {@code r} got while it ran (their device threads' CPU time over the
+     * work the timeline shows), NaN where unknown or not a cpu run: the host's load at that time.
+     */
+    public static double coreShare(Trial.Result r) {
+        JobPlan plan = r.job().plan();
+        return fromTrial(r, plan.microbatchSize(), Runtime.getRuntime().availableProcessors()).cpuOverEstimate();
+    }
+
     /** The figures of one trial: each action's work at full speed (see the class comment). */
     private static Measurement fromTrial(Trial.Result r, int mbs, int cores) {
         JobPlan plan = r.job().plan();
@@ -348,7 +357,7 @@ public final class Calibration {
         double cpuRatio = runs.stream().mapToDouble(Measurement::cpuOverEstimate).filter(x -> !Double.isNaN(x)).average().orElse(Double.NaN);
         double effective = processors > 0 && !Double.isNaN(cpuRatio) ? processors * Math.min(1, cpuRatio) : processors;
         LayerCosts asRun = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams,
-                embedParams, headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, opt, LayerCosts.Curve.constant(0), notes);
+                embedParams, headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, cpuRatio, opt, LayerCosts.Curve.constant(0), notes);
         // The rest of the step (the runtime's own work, which the simulator does not see): measured step minus
         // prediction, fitted as a + b x microbatches over the runs by least squares.
         int k0 = runs.size();
@@ -364,7 +373,7 @@ public final class Calibration {
         double[] ab = line(m, residual);
         LayerCosts.Curve overhead = LayerCosts.Curve.affine(ab[0], ab[1]);
         LayerCosts costs = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams, embedParams,
-                headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, opt, overhead, notes);
+                headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, cpuRatio, opt, overhead, notes);
         for (int k = 0; k < k0; k++) {
             notes.add(String.format(Locale.ROOT, "  calibration run, %d microbatches of %d: measured %.1f ms/step, simulated %.1f,"
                     + " with the runtime's overhead %.1f", (int) m[k], runs.get(k).microbatchSize(), runs.get(k).stepSeconds() * 1e3,
@@ -586,7 +595,7 @@ public final class Calibration {
         notes.add(String.format(Locale.ROOT, "activation bytes per block per sample: %s (2 s h (34 + 5 a s / h), Korthikanti et al. 2022, fp32)",
                 bytes(act)));
         return new LayerCosts(bf, bi, bw, embed, head, act, 4 * d * seq, 4.0 * seq * model.vocabSize() * 2, blockParams,
-                embedParams, headParams, stateBytes, hop, 0, optPerParam, LayerCosts.Curve.constant(0), notes);
+                embedParams, headParams, stateBytes, hop, 0, Double.NaN, optPerParam, LayerCosts.Curve.constant(0), notes);
     }
 
     /** The job's shape for the search. */

@@ -22,7 +22,9 @@ import java.util.Locale;
  * @param headBytesPerSample     activation bytes of the head per sample (logits and their gradient)
  * @param stateBytesPerParam     bytes per parameter held for training: weights, gradients, optimizer state
  * @param hop                    the time one hop between ranks takes
- * @param sharedProcessors       ranks share this many processors (cpu backend: cores / threads per rank), 0: own devices
+ * @param sharedProcessors       ranks share this many processors (cpu backend: cores / threads per rank, times the
+ *                               share of them the ranks got during calibration), 0: own devices
+ * @param coreShare              that share (other processes took the rest), NaN when not measured
  * @param optimizerSecondsPerParam gradient reduction and optimizer step, per parameter on a rank
  * @param stepOverhead           the rest of a step by the number of microbatches (the runtime's own dispatch,
  *                               messages and coordination, which the simulator does not see): measured step
@@ -31,7 +33,7 @@ import java.util.Locale;
 public record LayerCosts(Curve[] blockF, Curve[] blockI, Curve[] blockW, Curve[] embed, Curve[] head,
                          double activationBytesPerBlock, double inputBytesPerSample, double headBytesPerSample,
                          long[] blockParams, long embedParams, long headParams, double stateBytesPerParam,
-                         Hop hop, double sharedProcessors, double optimizerSecondsPerParam, Curve stepOverhead,
+                         Hop hop, double sharedProcessors, double coreShare, double optimizerSecondsPerParam, Curve stepOverhead,
                          List<String> notes) {
 
     /**
@@ -86,6 +88,18 @@ public record LayerCosts(Curve[] blockF, Curve[] blockI, Curve[] blockW, Curve[]
         static Hop latency(double seconds) {
             return (from, bytes) -> seconds;
         }
+    }
+
+    /**
+     * The same costs on a host whose ranks get {@code share} of the cores that calibration counted on
+     * ({@link #sharedProcessors()} x share / {@link #coreShare()}): the host's load at another time.
+     */
+    public LayerCosts atCoreShare(double share) {
+        if (sharedProcessors <= 0 || Double.isNaN(share) || Double.isNaN(coreShare) || coreShare <= 0) return this;
+        double full = sharedProcessors / Math.min(1, coreShare);
+        return new LayerCosts(blockF, blockI, blockW, embed, head, activationBytesPerBlock, inputBytesPerSample, headBytesPerSample,
+                blockParams, embedParams, headParams, stateBytesPerParam, hop, full * Math.min(1, share), share, optimizerSecondsPerParam,
+                stepOverhead, notes);
     }
 
     /** The cost of one kind (0 F, 1 I, 2 W) for a stage holding {@code slice}, microbatch size {@code mbs}. */

@@ -39,7 +39,7 @@ class TuneTest {
         LayerCosts.Curve zero = LayerCosts.Curve.affine(0, 0);
         LayerCosts.Curve[] none = {zero, zero, zero};
         LayerCosts costs = new LayerCosts(f, f, f, none, none, MIB, 0, 0, new long[n], 0, 0, 16,
-                LayerCosts.Hop.latency(0), 0, 0, LayerCosts.Curve.constant(0), List.of());
+                LayerCosts.Hop.latency(0), 0, Double.NaN, 0, LayerCosts.Curve.constant(0), List.of());
         Search search = new Search(costs, new Search.Job(8, 1, 13 * MIB, 1, 1));
         Search.Space space = new Search.Space(List.of("gpipe", "1f1b"), List.of(8), null, List.of(false), 4, 1);
 
