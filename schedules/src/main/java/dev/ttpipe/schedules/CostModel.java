@@ -26,6 +26,7 @@ public final class CostModel {
     private final long[] memoryPerMicrobatchBytes;
     private final long[] memoryLimitBytes;
     private final int[] memoryLimitMicrobatches;
+    private final double sharedProcessors;
     private final int stages;
 
     private CostModel(Builder b, double[] backward, double[] backwardInput, double[] backwardWeight) {
@@ -40,6 +41,7 @@ public final class CostModel {
         this.memoryPerMicrobatchBytes = b.memoryPerMicrobatchBytes;
         this.memoryLimitBytes = b.memoryLimitBytes;
         this.memoryLimitMicrobatches = b.memoryLimitMicrobatches;
+        this.sharedProcessors = b.sharedProcessors;
         int n = 1;
         String first = null;
         Object[] all = {forward, backward, backwardInput, backwardWeight, comm, commOverhead, reduceGrad, optimizerStep,
@@ -104,7 +106,18 @@ public final class CostModel {
         b.memoryPerMicrobatchBytes = memoryPerMicrobatchBytes;
         b.memoryLimitBytes = memoryLimitBytes;
         b.memoryLimitMicrobatches = memoryLimitMicrobatches;
+        b.sharedProcessors = sharedProcessors;
         return b;
+    }
+
+    /**
+     * How many processors all ranks share (a fraction where other work takes part of one), or 0 when every rank has its own device (the default).
+     * With N shared processors and k ranks busy at once, each busy rank runs at min(1, N / k) of its
+     * full speed (processor sharing: ranks emulated as threads on one host's cores); the F, B, I, W
+     * costs are then each action's work at full speed.
+     */
+    public double sharedProcessors() {
+        return sharedProcessors;
     }
 
     /** Number of stages the per-stage arrays describe, or 0 when every value holds for all stages. */
@@ -229,6 +242,7 @@ public final class CostModel {
         private long[] memoryPerMicrobatchBytes;
         private long[] memoryLimitBytes;
         private int[] memoryLimitMicrobatches;
+        private double sharedProcessors;
 
         private Builder() {
         }
@@ -291,6 +305,13 @@ public final class CostModel {
                 if (v < 1) throw new IllegalArgumentException("cost model: memoryLimitMicrobatches must be >= 1, got " + v);
             }
             memoryLimitMicrobatches = perStage.clone();
+            return this;
+        }
+
+        /** Ranks share {@code n} processors (0: each rank has its own device); see {@link CostModel#sharedProcessors()}. */
+        public Builder sharedProcessors(double n) {
+            if (!(n >= 0) || Double.isInfinite(n)) throw new IllegalArgumentException("cost model: sharedProcessors must be >= 0, got " + n);
+            sharedProcessors = n;
             return this;
         }
 

@@ -189,4 +189,17 @@ class SimulatorTest {
         assertThrows(IllegalArgumentException.class, () -> CostModel.builder().forward(-1).backward(1).build());
         assertThrows(IllegalArgumentException.class, () -> CostModel.builder().forward(1, 2).backward(1, 2, 3).build());
     }
+
+    @Test
+    void ranksSharingOneProcessorTakeTheirTotalWork() {
+        Schedule s = Schedules.generate("1f1b", 4, 8, 1, null);
+        CostModel own = CostModel.uniform(1, 2, 1, 1, 0);
+        double total = 4 * 8 * 3.0;
+        SimResult one = Simulator.simulate(s, own.toBuilder().sharedProcessors(1).build());
+        assertEquals(total, one.makespan(), 1e-9, "one processor: always some rank can run, so the work back to back");
+        SimResult two = Simulator.simulate(s, own.toBuilder().sharedProcessors(2).build());
+        assertTrue(two.makespan() >= total / 2 - 1e-9 && two.makespan() < one.makespan(), "two: between half and all");
+        SimResult plenty = Simulator.simulate(s, own.toBuilder().sharedProcessors(4).build());
+        assertEquals(Simulator.simulate(s, own).makespan(), plenty.makespan(), 1e-9, "a processor per rank: as without sharing");
+    }
 }

@@ -26,6 +26,7 @@ import java.io.PrintWriter;
                 WorkerCommand.class,
                 LaunchCommand.class,
                 SimulateCommand.class,
+                TuneCommand.class,
                 TopCommand.class,
                 ReportCommand.class,
                 BenchCommand.class,

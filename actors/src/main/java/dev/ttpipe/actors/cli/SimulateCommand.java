@@ -482,7 +482,7 @@ public final class SimulateCommand implements Callable<Integer> {
         return j.append("]}").toString();
     }
 
-    private static String table(String[] header, List<String[]> rows) {
+    static String table(String[] header, List<String[]> rows) {
         int[] width = new int[header.length];
         for (int c = 0; c < header.length; c++) width[c] = header[c].length();
         for (String[] row : rows) for (int c = 0; c < row.length; c++) width[c] = Math.max(width[c], row[c].length());

@@ -274,11 +274,23 @@ public final class ConfigLoader {
         d.enableDdp = s.bool("enable_ddp", d.enableDdp);
         d.enableTp = s.bool("enable_tp", d.enableTp);
         d.deviceIds = s.integers("device_ids", d.deviceIds);
-        d.memoryPerDevice = s.bytes("memory_per_device", d.memoryPerDevice);
+        if (s.has("memory_per_device")) d.memoryPerDevice = s.bytes("memory_per_device", d.memoryPerDevice);
         d.dtype = s.choice("dtype", d.dtype, DTYPES);
         d.threads = s.integer("threads", d.threads, 0, 1024);
         d.bridgeLibrary = path(s, "bridge_library", d.bridgeLibrary, baseDir);
         YamlSection sim = s.section("sim");
+        if (sim.has("profile")) {
+            d.sim.profile = sim.choice("profile", "", dev.ttpipe.device.SimProfile.names());
+            dev.ttpipe.device.SimProfile profile = dev.ttpipe.device.SimProfile.named(d.sim.profile);
+            if (profile != null) {                      // the profile's figures; keys given beside it override them
+                dev.ttpipe.device.SimCosts c = profile.costs();
+                d.sim.gflops = c.gflops();
+                d.sim.memoryGbps = c.memoryGbps();
+                d.sim.opLatencyUs = c.opLatencyUs();
+                d.sim.linkGbps = c.linkGbps();
+                if (!s.has("memory_per_device")) d.memoryPerDevice = profile.dramBytes();
+            }
+        }
         d.sim.gflops = sim.number("gflops", d.sim.gflops, 1e-6, 1e9);
         d.sim.memoryGbps = sim.number("memory_gbps", d.sim.memoryGbps, 1e-6, 1e9);
         d.sim.opLatencyUs = sim.number("op_latency_us", d.sim.opLatencyUs, 0, 1e9);

@@ -74,6 +74,7 @@ public final class ConfigWriter {
         if (d.bridgeLibrary != null) kv(y, 2, "bridge_library", quote(d.bridgeLibrary));
         if (d.backend == Backend.SIM) {
             y.append("  sim:\n");
+            if (d.sim.profile != null) kv(y, 4, "profile", d.sim.profile);
             kv(y, 4, "gflops", d.sim.gflops);
             kv(y, 4, "memory_gbps", d.sim.memoryGbps);
             kv(y, 4, "op_latency_us", d.sim.opLatencyUs);

@@ -141,6 +141,8 @@ public final class TtpipeConfig {
 
     /** {@code device_config.sim}: the cost model of the sim backend. */
     public static final class SimCostConfig {
+        /** A named Tenstorrent profile ({@link dev.ttpipe.device.SimProfile}) whose figures the keys below start from (null: none). */
+        public String profile = null;
         /** Sustained matmul throughput per device, GFLOP/s. */
         public double gflops = 100.0;
         /** Memory bandwidth per device for elementwise ops, GB/s. */
