@@ -249,11 +249,22 @@ class MultiProcessTest {
         for (Path base : List.of(Path.of("/dev/shm"), Path.of(System.getProperty("java.io.tmpdir")))) {
             if (!Files.isDirectory(base)) continue;
             try (var s = Files.list(base)) {
+                // left behind = its process is gone (a live one may belong to another job on this machine)
                 List<Path> left = s.filter(p -> p.getFileName().toString().startsWith("ttpipe-aeron-"))
-                        .filter(p -> !p.getFileName().toString().startsWith("ttpipe-aeron-" + ProcessHandle.current().pid() + "-"))
+                        .filter(p -> !processAlive(p.getFileName().toString()))
                         .toList();
                 assertTrue(left.isEmpty(), "Aeron directories left: " + left);
             }
+        }
+    }
+
+    /** Whether the process named in an Aeron directory's name ({@code ttpipe-aeron-<pid>-...}) is running. */
+    static boolean processAlive(String dirName) {
+        try {
+            long pid = Long.parseLong(dirName.substring("ttpipe-aeron-".length()).split("-")[0]);
+            return ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false);
+        } catch (RuntimeException e) {
+            return false;
         }
     }
 }
