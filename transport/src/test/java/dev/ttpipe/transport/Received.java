@@ -33,30 +33,22 @@ class Received implements TensorReceiver {
     }
 
     Error nextForeign() {
-        try {
-            Error e = foreign.poll(20, TimeUnit.SECONDS);
-            assertNotNull(e, "no foreign frame reported within 20 s");
-            return e;
-        } catch (InterruptedException e) {
-            throw new AssertionError(e);
-        }
+        return poll(foreign, "no foreign frame reported within 20 s");
     }
 
     TensorPayload next() {
-        try {
-            TensorPayload p = payloads.poll(20, TimeUnit.SECONDS);
-            assertNotNull(p, "no tensor arrived within 20 s" + (errors.isEmpty() ? "" : "; errors: " + errors));
-            return p;
-        } catch (InterruptedException e) {
-            throw new AssertionError(e);
-        }
+        return poll(payloads, "no tensor arrived within 20 s" + (errors.isEmpty() ? "" : "; errors: " + errors));
     }
 
     Error nextError() {
+        return poll(errors, "no error reported within 20 s");
+    }
+
+    private static <T> T poll(BlockingQueue<T> queue, String none) {
         try {
-            Error e = errors.poll(20, TimeUnit.SECONDS);
-            assertNotNull(e, "no error reported within 20 s");
-            return e;
+            T t = queue.poll(20, TimeUnit.SECONDS);
+            assertNotNull(t, none);
+            return t;
         } catch (InterruptedException e) {
             throw new AssertionError(e);
         }
