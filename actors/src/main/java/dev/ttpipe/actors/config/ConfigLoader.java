@@ -32,7 +32,7 @@ public final class ConfigLoader {
     static final List<String> OPTIMIZERS = List.of("adamw", "sgd");
     static final List<String> SCHEDULERS = List.of("identity", "warmup_linear", "cosine");
     static final List<String> DTYPES = List.of("fp32", "bf16");
-    static final List<String> TOKENIZERS = List.of("char");
+    static final List<String> TOKENIZERS = List.of("char", "bpe");
     static final List<String> POSITIONAL = List.of("trainable", "rope", "none");
 
     private ConfigLoader() {
@@ -174,6 +174,7 @@ public final class ConfigLoader {
         t.clipGradNormMaxNorm = s.number("clip_grad_norm_max_norm", t.clipGradNormMaxNorm, 1e-12, Double.MAX_VALUE);
         t.gradientAccumulationSteps = s.integer("gradient_accumulation_steps", t.gradientAccumulationSteps, 1, 1 << 20);
         t.dataPath = resolve(baseDir, s.string("data_path", t.dataPath));
+        t.valDataPath = resolve(baseDir, s.string("val_data_path", t.valDataPath));
         t.tokenizerType = s.choice("tokenizer_type", t.tokenizerType, TOKENIZERS);
         t.validationFraction = s.number("validation_fraction", t.validationFraction, 0, 0.9);
         t.evalEvery = s.integer("eval_every", t.evalEvery, 0, Integer.MAX_VALUE);
@@ -185,9 +186,11 @@ public final class ConfigLoader {
         if (s.has("max_restarts")) t.maxRestarts = s.integer("max_restarts", 0, 0, 1 << 20);
         t.maxNonfiniteSteps = s.integer("max_nonfinite_steps", t.maxNonfiniteSteps, 1, 1 << 20);
         t.runsDir = s.string("runs_dir", t.runsDir);
-        // TTML keys accepted as they are; ttpipe has no use for them.
         t.modelPath = resolve(baseDir, s.string("model_path", t.modelPath));
-        t.tokenizerPath = resolve(baseDir, s.string("tokenizer_path", t.tokenizerPath));
+        String tokenizerPath = s.string("tokenizer_path", t.tokenizerPath);
+        // a bundled tokenizer's name stays a name; anything else is a file
+        t.tokenizerPath = tokenizerPath != null && TtpipeConfig.BUNDLED_TOKENIZERS.contains(tokenizerPath) ? tokenizerPath : resolve(baseDir, tokenizerPath);
+        // TTML keys accepted as they are; ttpipe has no use for them.
         s.accept("model_type", "use_moreh_adamw", "use_kahan_summation", "use_no_op", "save_and_exit", "model_config",
                 "transformer_config");
     }

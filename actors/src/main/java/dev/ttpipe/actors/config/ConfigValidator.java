@@ -58,9 +58,14 @@ public final class ConfigValidator {
             p.add(tc + "model_path", "'" + t.modelPath + "' given: not supported yet (ttpipe initialises its own"
                     + " weights), expected the key left out");
         }
-        if (t.tokenizerPath != null) {
-            p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given: not supported yet (the char tokenizer is"
-                    + " built from the data), expected the key left out");
+        if (t.tokenizerPath != null && t.tokenizerPath.endsWith(".json")) {
+            p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given: not supported yet (a Hugging Face tokenizer.json;"
+                    + " ttpipe bundles GPT-2's BPE), expected tokenizer_type: bpe with tokenizer_path gpt2 or left out");
+        } else if (t.tokenizerPath != null && "bpe".equals(t.tokenizerType)
+                && !TtpipeConfig.BUNDLED_TOKENIZERS.contains(t.tokenizerPath)
+                && !java.nio.file.Files.isRegularFile(java.nio.file.Path.of(t.tokenizerPath).resolve("tokenizer.txt"))) {
+            p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given for tokenizer_type bpe, expected gpt2 (GPT-2's BPE,"
+                    + " bundled) or a folder written by ttpipe prepare --tokenizer gpt2");
         }
         if (cfg.eval.topP != 1.0) {
             p.add("eval_config.top_p", cfg.eval.topP + " given: not supported yet (sampling uses temperature and"
