@@ -30,6 +30,7 @@ import java.io.PrintWriter;
                 ReportCommand.class,
                 BenchCommand.class,
                 PrepareCommand.class,
+                ExportCommand.class,
                 CommandLine.HelpCommand.class,
         },
         footer = {"", "Run 'ttpipe COMMAND --help' for a command's options and examples."})

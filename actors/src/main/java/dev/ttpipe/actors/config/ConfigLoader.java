@@ -186,7 +186,13 @@ public final class ConfigLoader {
         if (s.has("max_restarts")) t.maxRestarts = s.integer("max_restarts", 0, 0, 1 << 20);
         t.maxNonfiniteSteps = s.integer("max_nonfinite_steps", t.maxNonfiniteSteps, 1, 1 << 20);
         t.runsDir = s.string("runs_dir", t.runsDir);
-        t.modelPath = resolve(baseDir, s.string("model_path", t.modelPath));
+        String initFrom = resolve(baseDir, s.string("init_from", null));
+        String modelPath = resolve(baseDir, s.string("model_path", null));   // TTML's name for it
+        if (initFrom != null && modelPath != null && !initFrom.equals(modelPath)) {
+            s.problems().add(s.keyPath("model_path"), "'" + modelPath + "' given beside init_from '" + initFrom
+                    + "', expected one of them (model_path is TTML's name for init_from)");
+        }
+        t.initFrom = initFrom != null ? initFrom : modelPath != null ? modelPath : t.initFrom;
         String tokenizerPath = s.string("tokenizer_path", t.tokenizerPath);
         // a bundled tokenizer's name stays a name; anything else is a file
         t.tokenizerPath = tokenizerPath != null && TtpipeConfig.BUNDLED_TOKENIZERS.contains(tokenizerPath) ? tokenizerPath : resolve(baseDir, tokenizerPath);

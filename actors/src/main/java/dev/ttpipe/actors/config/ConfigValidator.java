@@ -16,6 +16,7 @@ public final class ConfigValidator {
     public static void validate(TtpipeConfig cfg) {
         ConfigProblems p = cfg.origins;
         p.problems().clear(); // validate may run again after more flags were applied
+        HfShape.applyShape(cfg);
         checkModel(cfg, p);
         checkPipeline(cfg, p);
         checkMesh(cfg, p);
@@ -54,9 +55,10 @@ public final class ConfigValidator {
             p.add(tc + "num_epochs", t.numEpochs + " given: not supported yet (a run lasts max_steps steps), expected 1"
                     + " or the key left out; set max_steps instead");
         }
-        if (t.modelPath != null) {
-            p.add(tc + "model_path", "'" + t.modelPath + "' given: not supported yet (ttpipe initialises its own"
-                    + " weights), expected the key left out");
+        if (t.initFrom != null && !java.nio.file.Files.isDirectory(java.nio.file.Path.of(t.initFrom))
+                && !"latest".equals(t.initFrom)) {
+            p.add(tc + (cfg.origins.given(tc + "model_path") ? "model_path" : "init_from"), "'" + t.initFrom + "' given: no such directory, expected a Hugging Face model directory"
+                    + " (config.json + model.safetensors) or a ttpipe checkpoint");
         }
         if (t.tokenizerPath != null && t.tokenizerPath.endsWith(".json")) {
             p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given: not supported yet (a Hugging Face tokenizer.json;"

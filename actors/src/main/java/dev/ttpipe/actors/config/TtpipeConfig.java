@@ -78,8 +78,11 @@ public final class TtpipeConfig {
         public int maxRestarts = -1;
         /** Steps in a row with a non-finite loss or gradient (each not applied) after which the job stops. */
         public int maxNonfiniteSteps = 3;
-        /** TTML's model_path: refused when set (no loading of weights yet). */
-        public String modelPath = null;
+        /**
+         * The weights to start from: a Hugging Face model directory or a ttpipe checkpoint (TTML's
+         * {@code model_path} is read into it too). Null: ttpipe initialises its own.
+         */
+        public String initFrom = null;
         /** char: a vocab.txt (one code point per line, hex); bpe: gpt2 (the default) or a folder that ttpipe prepare wrote. */
         public String tokenizerPath = null;
         /** Parent folder of run directories. */

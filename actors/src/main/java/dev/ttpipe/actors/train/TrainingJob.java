@@ -93,6 +93,14 @@ public final class TrainingJob {
         return new TrainingJob(cfg, false, new TrainingData(text, "text given in code", false), plan);
     }
 
+    private Path initFromDir;
+
+    /** The directory training_config.init_from resolves to (null: ttpipe's own initialisation). */
+    public Path initFrom() {
+        if (initFromDir == null && cfg.training.initFrom != null) initFromDir = InitFrom.resolve(cfg);
+        return initFromDir;
+    }
+
     public JobPlan plan() {
         return plan;
     }
@@ -310,6 +318,11 @@ public final class TrainingJob {
             st.first = resumeFrom.step();
             st.done = st.first;
             out.println("resumed from " + resumeFrom.dir() + " at step " + st.first);
+        } else if (initFrom() != null) {
+            long t0 = System.nanoTime();
+            runtime.loadState(initFrom(), 0);
+            out.printf(Locale.ROOT, "initialised from %s (%.1f s; each rank read its own stages' tensors)%n", initFrom(),
+                    (System.nanoTime() - t0) / 1e9);
         }
         session = st;
         MetricsServer metricsServer = null;
@@ -467,6 +480,7 @@ public final class TrainingJob {
         if (ck == null) ck = resumeFrom;
         int back = ck == null ? 0 : ck.step();
         if (ck != null) runtime.loadState(ck.dir(), ck.optimizerSteps());
+        else if (initFrom() != null) runtime.loadState(initFrom(), 0);
         else runtime.reinitialize();
         out.printf(Locale.ROOT, "recovered in %.1f s (every rank joined after %.1f s): back at %s; steps %d..%d are redone%n",
                 (System.nanoTime() - t0) / 1e9, rejoined,

@@ -139,8 +139,8 @@ public final class HfModel implements AutoCloseable {
         if (hf.numKvHeads() != spec.numKvHeads()) d.add("num_groups " + hf.numKvHeads() + " vs " + spec.numKvHeads());
         if (hf.numBlocks() != spec.numBlocks()) d.add("num_blocks " + hf.numBlocks() + " vs " + spec.numBlocks());
         if (hf.intermediateDim() != spec.intermediateDim()) d.add("intermediate_dim " + hf.intermediateDim() + " vs " + spec.intermediateDim());
-        if (hf.maxSequenceLength() < spec.maxSequenceLength()) {
-            d.add("max_sequence_length " + spec.maxSequenceLength() + " > the model's " + hf.maxSequenceLength());
+        if (spec.isLlama() ? hf.maxSequenceLength() < spec.maxSequenceLength() : hf.maxSequenceLength() != spec.maxSequenceLength()) {
+            d.add("max_sequence_length " + hf.maxSequenceLength() + " vs " + spec.maxSequenceLength());   // GPT-2's positions table
         }
         if (spec.isLlama() && hf.ropeTheta() != spec.ropeTheta()) d.add("theta " + hf.ropeTheta() + " vs " + spec.ropeTheta());
         return d.isEmpty() ? null : String.join(", ", d);

@@ -9,6 +9,11 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 
 /**
  * GPT-2's byte-level BPE (tiktoken's {@code r50k_base}, 50257 ids, {@code <|endoftext|>} = 50256),
@@ -69,6 +74,85 @@ public final class Gpt2Tokenizer implements Tokenizer {
     @Override
     public String decode(int token) {
         return decode(new int[]{token});
+    }
+
+    /**
+     * Writes Hugging Face's GPT-2 tokenizer files into {@code dir}: {@code vocab.json} and {@code merges.txt}
+     * (derived from the bundled ranks: each token's merge is the last step of BPE over its bytes with
+     * the ranks below its own), {@code tokenizer_config.json} and {@code special_tokens_map.json}.
+     */
+    public void writeHuggingFaceFiles(Path dir) throws IOException {
+        List<byte[]> tokens = new ArrayList<>();
+        Map<String, Integer> rank = new HashMap<>();
+        try (var in = Encodings.class.getResourceAsStream("/com/knuddels/jtokkit/r50k_base.tiktoken")) {
+            if (in == null) throw new IOException("jtokkit's r50k_base.tiktoken is not on the class path");
+            for (String line : new String(in.readAllBytes(), StandardCharsets.US_ASCII).split("\n")) {
+                if (line.isBlank()) continue;
+                String[] f = line.trim().split(" ");
+                byte[] b = Base64.getDecoder().decode(f[0]);
+                if (Integer.parseInt(f[1]) != tokens.size()) throw new IOException("r50k_base.tiktoken: ranks out of order");
+                rank.put(key(b), tokens.size());
+                tokens.add(b);
+            }
+        }
+        char[] unicode = bytesToUnicode();
+        StringBuilder vocab = new StringBuilder("{");
+        StringBuilder merges = new StringBuilder("#version: 0.2\n");
+        for (int id = 0; id < tokens.size(); id++) {
+            byte[] t = tokens.get(id);
+            vocab.append(id == 0 ? "" : ",").append(dev.ttpipe.stages.checkpoint.MiniJson.str(visible(t, unicode))).append(':').append(id);
+            if (t.length < 2) continue;
+            List<byte[]> parts = new ArrayList<>();
+            for (byte x : t) parts.add(new byte[]{x});
+            while (parts.size() > 2) {                      // BPE with the ranks below this token's own
+                int best = -1, bestRank = Integer.MAX_VALUE;
+                for (int i = 0; i + 1 < parts.size(); i++) {
+                    Integer r = rank.get(key(concat(parts.get(i), parts.get(i + 1))));
+                    if (r != null && r < id && r < bestRank) {
+                        bestRank = r;
+                        best = i;
+                    }
+                }
+                if (best < 0) throw new IOException("r50k_base: token " + id + " has no merge path");
+                parts.set(best, concat(parts.get(best), parts.remove(best + 1)));
+            }
+            merges.append(visible(parts.get(0), unicode)).append(' ').append(visible(parts.get(1), unicode)).append('\n');
+        }
+        vocab.append(",\"<|endoftext|>\":").append(END_OF_TEXT).append('}');
+        Files.writeString(dir.resolve("vocab.json"), vocab, StandardCharsets.UTF_8);
+        Files.writeString(dir.resolve("merges.txt"), merges, StandardCharsets.UTF_8);
+        Files.writeString(dir.resolve("tokenizer_config.json"), "{\"tokenizer_class\": \"GPT2Tokenizer\", \"model_max_length\": 1024,"
+                + " \"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|endoftext|>\", \"unk_token\": \"<|endoftext|>\","
+                + " \"add_prefix_space\": false}\n", StandardCharsets.UTF_8);
+        Files.writeString(dir.resolve("special_tokens_map.json"), "{\"bos_token\": \"<|endoftext|>\", \"eos_token\":"
+                + " \"<|endoftext|>\", \"unk_token\": \"<|endoftext|>\"}\n", StandardCharsets.UTF_8);
+    }
+
+    private static String key(byte[] b) {
+        return new String(b, StandardCharsets.ISO_8859_1);
+    }
+
+    private static byte[] concat(byte[] a, byte[] b) {
+        byte[] out = java.util.Arrays.copyOf(a, a.length + b.length);
+        System.arraycopy(b, 0, out, a.length, b.length);
+        return out;
+    }
+
+    private static String visible(byte[] b, char[] unicode) {
+        StringBuilder sb = new StringBuilder(b.length);
+        for (byte x : b) sb.append(unicode[x & 0xff]);
+        return sb.toString();
+    }
+
+    /** GPT-2's byte-to-character table: printable bytes stand for themselves, the others from U+0100 up. */
+    static char[] bytesToUnicode() {
+        char[] out = new char[256];
+        int n = 0;
+        for (int b = 0; b < 256; b++) {
+            boolean printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+            out[b] = printable ? (char) b : (char) (256 + n++);
+        }
+        return out;
     }
 
     @Override

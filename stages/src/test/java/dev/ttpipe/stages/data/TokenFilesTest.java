@@ -31,6 +31,16 @@ class TokenFilesTest {
         assertArrayEquals(new int[]{50256}, new int[]{Gpt2Tokenizer.END_OF_TEXT});
     }
 
+    @Test
+    void writesHuggingFacesGpt2TokenizerFilesFromTheBundledRanks() throws IOException {
+        Gpt2Tokenizer.get().writeHuggingFaceFiles(dir);
+        String vocab = Files.readString(dir.resolve("vocab.json"));
+        assertTrue(vocab.contains("\"Hello\":15496") && vocab.contains("\"\u0120world\":995") && vocab.endsWith("\"<|endoftext|>\":50256}"));
+        List<String> merges = Files.readAllLines(dir.resolve("merges.txt"));
+        assertEquals(List.of("#version: 0.2", "\u0120 t", "\u0120 a", "h e", "i n", "r e"), merges.subList(0, 6));
+        assertEquals(1 + 50000, merges.size());            // GPT-2's 50000 merges
+    }
+
     private Path rawUint16(String name, int... ids) throws IOException {
         ByteBuffer b = ByteBuffer.allocate(2 * ids.length).order(ByteOrder.LITTLE_ENDIAN);
         for (int id : ids) b.putShort((short) id);
