@@ -21,8 +21,8 @@ import java.util.concurrent.Callable;
 /** {@code ttpipe export CHECKPOINT --format hf --out DIR}: a checkpoint as a Hugging Face model directory. */
 @Command(name = "export",
         mixinStandardHelpOptions = true,
-        description = {"Write a checkpoint's weights as a Hugging Face model directory (config.json, model.safetensors in F32,",
-                "and GPT-2's tokenizer files when the run used tokenizer_type: bpe) that from_pretrained loads."},
+        description = {"Write a checkpoint as a Hugging Face model directory that from_pretrained loads.",
+                "config.json, model.safetensors (F32) and, when the run used tokenizer_type: bpe, GPT-2's tokenizer files."},
         footer = {"", "Examples:",
                 "  ttpipe export runs/a/checkpoints/step-000040 --format hf --out exported/a",
                 "  ttpipe export latest --format hf --out exported/latest"})

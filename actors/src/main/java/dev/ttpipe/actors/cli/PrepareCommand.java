@@ -18,8 +18,9 @@ import java.util.concurrent.Callable;
  */
 @Command(name = "prepare",
         mixinStandardHelpOptions = true,
-        description = {"Tokenize a UTF-8 text into train/val token files (llm.c .bin: 1024-byte header, uint16 tokens),",
-                "streaming: the text is never held in memory whole. Train on them with data_path: DIR."},
+        description = {"Tokenize a UTF-8 text into train/val token files (llm.c .bin), streaming.",
+                "The files have llm.c's 1024-byte header and uint16 tokens; the text is never held in memory whole.",
+                "Train on them with data_path: DIR."},
         footer = {"", "Examples:",
                 "  ttpipe prepare input.txt --tokenizer gpt2 --out data/shakespeare     # then tokenizer_type: bpe",
                 "  ttpipe prepare input.txt --tokenizer char --out data/chars --val-fraction 0.05"})

@@ -451,7 +451,7 @@ public final class TrainingJob {
                     + " the same config to see them)");
         } else {
             val = validationLoss(runtime);
-            out.printf(Locale.ROOT, "validation loss: %s nats/char%n", lossText(val));
+            out.printf(Locale.ROOT, "validation loss: %s nats/%s%n", lossText(val), data.dataset().tokenizer().name().equals("char") ? "char" : "token");
             printSamples(runtime, out);
         }
         if (runDir != null) {
