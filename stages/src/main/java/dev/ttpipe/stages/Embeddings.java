@@ -18,10 +18,13 @@ final class Embeddings {
     private final float dropout;
     private final Slots<Tensor[]> saved = new Slots<>();   // {ids, positionIds, dOut}
 
+    static final String TOKENS = "embed.tokens";
+    static final double TOKENS_STD = 0.02;
+
     Embeddings(StageContext c) {
         this.c = c;
         ModelSpec s = c.spec;
-        this.tokens = c.normal("embed.tokens", Shape.of(s.vocabSize(), s.embeddingDim()), Layout.REPLICATED, 0.02);
+        this.tokens = c.normal(TOKENS, Shape.of(s.vocabSize(), s.embeddingDim()), Layout.REPLICATED, TOKENS_STD);
         this.positions = s.isLlama() ? null
                 : c.normal("embed.positions", Shape.of(s.maxSequenceLength(), s.embeddingDim()), Layout.REPLICATED, 0.01);
         this.dropout = s.dropout();

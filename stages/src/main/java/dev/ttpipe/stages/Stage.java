@@ -38,15 +38,30 @@ public final class Stage implements AutoCloseable {
         try {
             this.embeddings = slice.embedding() ? new Embeddings(c) : null;
             for (int i = slice.firstBlock(); i < slice.endBlock(); i++) blocks.add(new Block(c, i));
-            if (slice.head() && spec.weightTying() && embeddings == null) {
-                throw new StagesException("transformer_config.weight_tying: the head and the token embedding are on different"
-                        + " stages (" + slice + "); expected weight tying only when one stage holds both");
-            }
-            this.head = slice.head() ? new Head(c, spec.weightTying() ? embeddings.tokens : null) : null;
+            // Tied across stages (Megatron): the last stage keeps its own copy of the token embedding, made by the same
+            // initialisation (same name, same seed), and the runtime sums the two copies' gradients every step.
+            this.tiedCopy = slice.head() && spec.weightTying() && embeddings == null
+                    ? c.normal(Embeddings.TOKENS, dev.ttpipe.device.Shape.of(spec.vocabSize(), spec.embeddingDim()),
+                    dev.ttpipe.device.Layout.REPLICATED, Embeddings.TOKENS_STD) : null;
+            this.head = slice.head() ? new Head(c, !spec.weightTying() ? null : embeddings != null ? embeddings.tokens : tiedCopy) : null;
         } catch (RuntimeException e) {
             c.params.forEach(Param::close);
             throw e;
         }
+    }
+
+    private final Param tiedCopy;
+
+    /**
+     * This stage's half of a token embedding tied across stages: the embedding on the first stage, the
+     * head's copy of it on the last; null when untied or when one stage holds both. Its gradient is the
+     * sum of both halves' (the runtime exchanges them after {@link #reduceGradients}), counted once in the
+     * gradient norm: {@link #gradSumSquares} leaves it out.
+     */
+    public Param tiedAcrossStages() {
+        if (!c.spec.weightTying()) return null;
+        if (tiedCopy != null) return tiedCopy;
+        return embeddings != null && head == null ? embeddings.tokens : null;
     }
 
     public StageSlice slice() {
@@ -224,8 +239,9 @@ public final class Stage implements AutoCloseable {
     public double gradSumSquares() {
         double s = 0;
         nonFinite = null;
+        Param tied = tiedAcrossStages();
         for (Param p : c.params) {
-            if (!p.hasGrad()) continue;
+            if (!p.hasGrad() || p == tied) continue;
             p.reduce(c.par);
             double ss = c.ops.sumSquares(p.fullGrad());
             if (nonFinite == null && !Double.isFinite(ss)) nonFinite = p.name();

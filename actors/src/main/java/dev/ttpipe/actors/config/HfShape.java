@@ -50,12 +50,8 @@ public final class HfShape {
         }
         if (type.equals("llama")) t.theta = take(cfg, "theta", t.theta, hf.ropeTheta(), diff);
         if (!given(cfg, "weight_tying")) {
-            t.weightTying = hf.tied() && cfg.pipeline().ranks() * cfg.pipeline().effectiveVirtualStages() == 1;
-            if (hf.tied() && !t.weightTying) {
-                cfg.origins.note(key(cfg), "config.json ties the LM head to the token embedding; with the head and the embedding on"
-                        + " different stages ttpipe starts the head as a copy of it and trains the two apart");
-            }
-        } else if (t.weightTying && !hf.tied()) {
+            t.weightTying = hf.tied();                 // across stages too: the runtime sums the two copies' gradients
+        } else if (t.weightTying && !hf.tied()) {                // false over a tied model: the head starts as a copy of wte
             diff.add("weight_tying true vs config.json's tie_word_embeddings false");
         }
         if (!diff.isEmpty()) {
