@@ -6,14 +6,11 @@ import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.checkpoint.HfExport;
-import dev.ttpipe.stages.checkpoint.SafeTensors;
 import dev.ttpipe.stages.data.Gpt2Tokenizer;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
-import java.nio.file.DirectoryStream;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Locale;
 import java.util.concurrent.Callable;
@@ -45,7 +42,7 @@ public final class ExportCommand implements Callable<Integer> {
         if (!format.equals("hf")) throw new UserInputException("--format: '" + format + "' given, expected hf");
         Checkpoints.Found found = Checkpoints.find(checkpoint, runsDir);
         TtpipeConfig cfg = ConfigLoader.read(found.config(), found.dir().resolve(Checkpoints.STATE) + " (its config)", null);
-        ModelSpec spec = JobPlan.model(cfg, vocabOf(found.dir()));
+        ModelSpec spec = JobPlan.model(cfg, dev.ttpipe.actors.train.ModelSource.vocabOf(found.dir()));
         long t0 = System.nanoTime();
         HfExport.Written w = HfExport.export(found.dir(), spec, out);
         String tokenizer = "no tokenizer files (a char vocabulary has no Hugging Face form; the run's vocab.txt lists it)";
@@ -57,19 +54,5 @@ public final class ExportCommand implements Callable<Integer> {
                 spec.type().name().toLowerCase(Locale.ROOT), w.tensors(), w.bytes() / 1e6, w.weights(), tokenizer,
                 (System.nanoTime() - t0) / 1e9);
         return Main.EXIT_OK;
-    }
-
-    /** The vocabulary the checkpoint was trained with: its token embedding's rows. */
-    private static int vocabOf(Path dir) throws java.io.IOException {
-        try (DirectoryStream<Path> ds = Files.newDirectoryStream(dir, "stage-*.safetensors")) {
-            for (Path f : ds) {
-                try (SafeTensors.Reader r = new SafeTensors.Reader(f)) {
-                    for (String n : new String[]{"wte.weight", "model.embed_tokens.weight"}) {
-                        if (r.tensors().containsKey(n)) return (int) r.tensors().get(n).shape()[0];
-                    }
-                }
-            }
-        }
-        throw new UserInputException(dir + ": no stage file holds the token embedding (wte.weight or model.embed_tokens.weight)");
     }
 }

@@ -31,6 +31,7 @@ import java.io.PrintWriter;
                 BenchCommand.class,
                 PrepareCommand.class,
                 ExportCommand.class,
+                EvalCommand.class,
                 CommandLine.HelpCommand.class,
         },
         footer = {"", "Run 'ttpipe COMMAND --help' for a command's options and examples."})

@@ -52,6 +52,18 @@ class InitFromCliTest {
         assertEquals(0, b.code(), b.out() + b.err());
         assertEquals(firstRow(b.out()), firstRow(a.out()), "the exported weights give the checkpoint's own loss");
 
+        // eval: the checkpoint (its char vocabulary from trainer_state.json) and its export (the run's vocab.txt) on one text
+        Path text = Files.writeString(dir.resolve("sums.txt"), dev.ttpipe.stages.data.ArithmeticCorpus.generate(9, 400, 9));
+        CliTest.Result ev1 = run("eval", ckpt.toString(), "--data", text.toString(), "--batches", "3");
+        assertEquals(0, ev1.code(), ev1.err());
+        CliTest.Result ev2 = run("eval", hf.toString(), "--data", text.toString(), "--batches", "3", "--stages", "3", "--tokenizer",
+                ckpt.getParent().getParent().resolve("vocab.txt").toString());
+        assertEquals(0, ev2.code(), ev2.err());
+        String loss1 = ev1.out().substring(ev1.out().indexOf("loss ")), loss2 = ev2.out().substring(ev2.out().indexOf("loss "));
+        assertTrue(loss1.matches("(?s)loss \\d+\\.\\d{4} nats/token, perplexity \\d+\\.\\d{2}, \\d+ tokens/s\\s*"), loss1);
+        assertEquals(loss1.substring(0, loss1.indexOf(",")), loss2.substring(0, loss2.indexOf(",")), "one loss, whole or in 3 stages");
+        assertOneLineBadInput(run("eval", hf.toString(), "--data", text.toString()), "no tokenizer known for a text");
+
         String contradicts = fromHf + "transformer_config: {num_blocks: 4, num_heads: 2}\n";
         assertOneLineBadInput(run("train", config(dir, contradicts).toString()), "training_config.init_from: " + hf.resolve("config.json")
                 + " differs from transformer_config (num_blocks 4 vs config.json's 3)");
