@@ -59,6 +59,16 @@ final class Embeddings {
         return x;
     }
 
+    /** The embedding of token ids [1, 1] at position {@code pos} (generation one token at a time). */
+    Tensor decode(Tensor ids, int pos) {
+        Tensor x = c.ops.embedding(ids, tokens.value());
+        if (positions == null) return x;
+        try (Tensor tok = x; Tensor p = c.ops.fromHostInts(new int[]{pos}, Shape.of(1, 1), ids.layout());
+             Tensor px = c.ops.embedding(p, positions.value())) {
+            return c.ops.add(tok, px);
+        }
+    }
+
     /** Saves the output gradient for {@link #backwardWeight}; there is no input gradient. */
     void backwardInput(Micro m, Tensor dOut) {
         Tensor[] s = saved.get(m.mb());

@@ -168,6 +168,51 @@ public final class Stage implements AutoCloseable {
         }
     }
 
+    /** An empty key/value cache for {@link #decode} of up to {@code capacity} tokens. */
+    public KvCache newKvCache(int capacity) {
+        return new KvCache(blocks.size(), capacity, c.spec.numKvHeads(), c.spec.headDim());
+    }
+
+    /**
+     * Generation one token at a time: like {@link #infer} for the token at position {@code pos} ([1, 1]
+     * ids on the first stage, [1, 1, D] after), its attention over {@code cache}, which it joins. Takes
+     * ownership of the input; returns the next stage's input or, on the last stage, the logits [1, 1, V].
+     */
+    public Tensor decode(Tensor input, int pos, KvCache cache) {
+        if (c.par.tp() || c.par.ddp()) {
+            input.close();
+            throw new StagesException("generation with a key/value cache runs on stages without tensor or data parallelism");
+        }
+        if (pos >= cache.capacity || pos >= c.spec.maxSequenceLength()) {
+            input.close();
+            throw new StagesException("position " + pos + " is beyond the cache's " + cache.capacity + " tokens or the model's"
+                    + " maximum sequence " + c.spec.maxSequenceLength());
+        }
+        Tensor x = input;
+        try {
+            if (embeddings != null) {
+                try (Tensor ids = x) {
+                    x = embeddings.decode(ids, pos);
+                }
+            }
+            for (int i = 0; i < blocks.size(); i++) {
+                try (Tensor in = x) {
+                    x = blocks.get(i).decode(in, pos, cache, i);
+                }
+            }
+            cache.length = pos + 1;
+            if (head != null) {
+                try (Tensor in = x) {
+                    x = head.logits(Micro.INFERENCE, in);
+                }
+            }
+            return x;
+        } catch (RuntimeException e) {
+            if (x != null && !x.isClosed()) x.close();
+            throw e;
+        }
+    }
+
     /** The loss of microbatch {@code mb} (last stage, after its forward). */
     public LossOutput loss(int mb) {
         return head.loss(mb);
