@@ -32,6 +32,7 @@ import java.io.PrintWriter;
                 PrepareCommand.class,
                 ExportCommand.class,
                 EvalCommand.class,
+                GenerateCommand.class,
                 CommandLine.HelpCommand.class,
         },
         footer = {"", "Run 'ttpipe COMMAND --help' for a command's options and examples."})

@@ -64,6 +64,18 @@ class InitFromCliTest {
         assertEquals(loss1.substring(0, loss1.indexOf(",")), loss2.substring(0, loss2.indexOf(",")), "one loss, whole or in 3 stages");
         assertOneLineBadInput(run("eval", hf.toString(), "--data", text.toString()), "no tokenizer known for a text");
 
+        // generate: greedy with the key/value cache prints what the whole-context reference prints, in 1 or 3 stages
+        CliTest.Result g1 = run("generate", ckpt.toString(), "--prompt", "\n3+4=", "--max-new-tokens", "10", "--temperature", "0");
+        CliTest.Result g2 = run("generate", hf.toString(), "--prompt", "\n3+4=", "--max-new-tokens", "10", "--temperature", "0",
+                "--no-kv-cache", "--stages", "3", "--tokenizer", ckpt.getParent().getParent().resolve("vocab.txt").toString());
+        assertEquals(0, g1.code(), g1.err());
+        assertEquals(0, g2.code(), g2.err());
+        assertEquals(g2.out(), g1.out());
+        assertEquals(5 + 10 + 1, g1.out().length(), g1.out());     // the prompt, 10 characters, the newline
+        assertTrue(g1.err().contains("generate: 10 new tokens in") && g1.err().contains("key/value cache"), g1.err());
+        assertOneLineBadInput(run("generate", ckpt.toString(), "--prompt", "1+1=", "--max-new-tokens", "20"),
+                "4 prompt tokens + 20 new ones exceed the model's context of 16 tokens");
+
         String contradicts = fromHf + "transformer_config: {num_blocks: 4, num_heads: 2}\n";
         assertOneLineBadInput(run("train", config(dir, contradicts).toString()), "training_config.init_from: " + hf.resolve("config.json")
                 + " differs from transformer_config (num_blocks 4 vs config.json's 3)");
