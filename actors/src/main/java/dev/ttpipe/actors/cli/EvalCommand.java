@@ -13,8 +13,8 @@ import dev.ttpipe.stages.data.TextDataset;
 import dev.ttpipe.stages.data.TokenFiles;
 import dev.ttpipe.stages.data.TokenSource;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Parameters;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -32,8 +32,8 @@ import java.util.concurrent.Callable;
                 "  ttpipe eval runs/a/checkpoints/step-000040 --data input.txt",
                 "  ttpipe eval exported/gpt2 --data data/shakespeare/val_000000.bin --batches 8 --stages 2"})
 public final class EvalCommand implements Callable<Integer> {
-    @Parameters(index = "0", paramLabel = "MODEL", description = "A ttpipe checkpoint (or run directory, or 'latest') or a Hugging Face model directory.")
-    String model;
+    @Mixin
+    ModelOptions model = new ModelOptions();
 
     @Option(names = "--data", paramLabel = "FILE", required = true, description = "A UTF-8 text, or token files (.bin, a directory, a glob).")
     String data;
@@ -47,28 +47,19 @@ public final class EvalCommand implements Callable<Integer> {
     @Option(names = "--seq-len", paramLabel = "T", description = "Tokens per sequence (default: the model's maximum, at most 256).")
     Integer seqLen;
 
-    @Option(names = "--stages", paramLabel = "P", defaultValue = "1", description = "Split the model into P stages (default ${DEFAULT-VALUE}).")
-    int stages;
-
     @Option(names = "--backend", paramLabel = "NAME", defaultValue = "cpu", description = "cpu or ttnn (default ${DEFAULT-VALUE}).")
     String backend;
 
-    @Option(names = "--tokenizer", paramLabel = "NAME", description = "gpt2 or a char vocab.txt, where the model does not say.")
-    String tokenizer;
-
-    @Option(names = "--runs-dir", paramLabel = "DIR", defaultValue = "runs", description = "Where 'latest' looks (default ${DEFAULT-VALUE}).")
-    Path runsDir;
-
     @Override
     public Integer call() throws Exception {
-        for (int[] v : new int[][]{{batches, 0}, {batchSize, 1}, {stages, 2}}) {
-            if (v[0] < 1) throw new UserInputException(new String[]{"--batches", "--batch-size", "--stages"}[v[1]] + ": " + v[0]
+        for (int[] v : new int[][]{{batches, 0}, {batchSize, 1}}) {
+            if (v[0] < 1) throw new UserInputException(new String[]{"--batches", "--batch-size"}[v[1]] + ": " + v[0]
                     + " given, expected a positive integer");
         }
         if (!backend.equals("cpu") && !backend.equals("ttnn")) {
             throw new UserInputException("--backend: '" + backend + "' given, expected cpu or ttnn");
         }
-        ModelSource src = ModelSource.open(model, runsDir, tokenizer);
+        ModelSource src = model.open();
         int t = seqLen != null ? seqLen : Math.min(src.spec().maxSequenceLength(), 256);
         if (t < 1 || t > src.spec().maxSequenceLength()) {
             throw new UserInputException("--seq-len: " + t + " given, expected 1.." + src.spec().maxSequenceLength() + " (the model's maximum)");
@@ -91,14 +82,14 @@ public final class EvalCommand implements Callable<Integer> {
             list.add(new Batch(batchSize, t, in, tg));
         }
         try (MeshDevice mesh = Backends.open(Backend.valueOf(backend.toUpperCase(Locale.ROOT)).id(), new MeshShape(1, 1), MeshOptions.defaults())) {
-            List<Stage> loaded = src.load(mesh.asSubmesh(), stages);
+            List<Stage> loaded = src.load(mesh.asSubmesh(), model.stages);
             try {
                 long t0 = System.nanoTime();
                 double loss = Evaluation.meanLoss(loaded, list);
                 double s = (System.nanoTime() - t0) / 1e9;
                 long count = (long) n * batchSize * t;
                 System.out.printf(Locale.ROOT, "eval: %s on %s: %d batches of %d x %d tokens (%d stage%s, %s)%n", src.description(), data, n,
-                        batchSize, t, stages, stages == 1 ? "" : "s", backend);
+                        batchSize, t, model.stages, model.stages == 1 ? "" : "s", backend);
                 System.out.printf(Locale.ROOT, "loss %.4f nats/token, perplexity %.2f, %.0f tokens/s%n", loss, Math.exp(loss), count / s);
             } finally {
                 loaded.forEach(Stage::close);

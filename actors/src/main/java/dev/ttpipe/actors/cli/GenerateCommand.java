@@ -9,11 +9,10 @@ import dev.ttpipe.stages.Evaluation;
 import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.data.Tokenizer;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
-import picocli.CommandLine.Parameters;
 
 import java.io.PrintStream;
-import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
@@ -27,8 +26,8 @@ import java.util.concurrent.Callable;
                 "  ttpipe generate runs/a/checkpoints/step-000300 --prompt '3+4=' --max-new-tokens 8 --temperature 0",
                 "  ttpipe generate exported/gpt2 --prompt 'ROMEO:' --top-k 50 --seed 7"})
 public final class GenerateCommand implements Callable<Integer> {
-    @Parameters(index = "0", paramLabel = "MODEL", description = "A ttpipe checkpoint (or run directory, or 'latest') or a Hugging Face model directory.")
-    String model;
+    @Mixin
+    ModelOptions model = new ModelOptions();
 
     @Option(names = "--prompt", paramLabel = "TEXT", required = true, description = "The text to continue.")
     String prompt;
@@ -45,24 +44,14 @@ public final class GenerateCommand implements Callable<Integer> {
     @Option(names = "--seed", paramLabel = "S", defaultValue = "1337", description = "Sampling seed (default ${DEFAULT-VALUE}).")
     long seed;
 
-    @Option(names = "--stages", paramLabel = "P", defaultValue = "1", description = "Split the model into P stages (default ${DEFAULT-VALUE}).")
-    int stages;
-
     @Option(names = "--no-kv-cache", description = "Run the whole context again for every token (the slow reference).")
     boolean noCache;
-
-    @Option(names = "--tokenizer", paramLabel = "NAME", description = "gpt2 or a char vocab.txt, where the model does not say.")
-    String tokenizer;
-
-    @Option(names = "--runs-dir", paramLabel = "DIR", defaultValue = "runs", description = "Where 'latest' looks (default ${DEFAULT-VALUE}).")
-    Path runsDir;
 
     @Override
     public Integer call() throws Exception {
         if (maxNewTokens < 1) throw new UserInputException("--max-new-tokens: " + maxNewTokens + " given, expected a positive integer");
         if (temperature < 0) throw new UserInputException("--temperature: " + temperature + " given, expected >= 0");
-        if (stages < 1) throw new UserInputException("--stages: " + stages + " given, expected a positive integer");
-        ModelSource src = ModelSource.open(model, runsDir, tokenizer);
+        ModelSource src = model.open();
         Tokenizer tok = src.tokenizer();
         if (tok == null) throw new UserInputException(src.description() + ": no tokenizer known, expected --tokenizer gpt2 or a char vocab.txt");
         int[] ids;
@@ -74,7 +63,7 @@ public final class GenerateCommand implements Callable<Integer> {
         if (ids.length == 0) throw new UserInputException("--prompt: empty, expected some text");
         PrintStream out = System.out;
         try (MeshDevice mesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults())) {
-            List<Stage> loaded = src.load(mesh.asSubmesh(), stages);
+            List<Stage> loaded = src.load(mesh.asSubmesh(), model.stages);
             try {
                 out.print(prompt);
                 out.flush();
