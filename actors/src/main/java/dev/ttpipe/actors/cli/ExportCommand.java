@@ -46,9 +46,14 @@ public final class ExportCommand implements Callable<Integer> {
         long t0 = System.nanoTime();
         HfExport.Written w = HfExport.export(found.dir(), spec, out);
         String tokenizer = "no tokenizer files (a char vocabulary has no Hugging Face form; the run's vocab.txt lists it)";
-        if ("bpe".equals(cfg.training.tokenizerType)) {
+        String json = cfg.training.tokenizerPath;
+        if (json != null && java.nio.file.Files.isDirectory(Path.of(json))) json = Path.of(json).resolve("tokenizer.json").toString();
+        if ("bpe".equals(cfg.training.tokenizerType) && json != null && json.endsWith(".json") && java.nio.file.Files.isRegularFile(Path.of(json))) {
+            java.nio.file.Files.copy(Path.of(json), out.resolve("tokenizer.json"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            tokenizer = "the run's tokenizer.json";
+        } else if ("bpe".equals(cfg.training.tokenizerType)) {
             Gpt2Tokenizer.get().writeHuggingFaceFiles(out);
-            tokenizer = "GPT-2's tokenizer files (vocab.json, merges.txt, tokenizer_config.json)";
+            tokenizer = "GPT-2's tokenizer files (tokenizer.json, vocab.json, merges.txt, tokenizer_config.json)";
         }
         System.out.printf(Locale.ROOT, "%s: %s model, %d tensors (%.1f MB) -> %s, config.json, %s (%.1f s)%n", found.dir(),
                 spec.type().name().toLowerCase(Locale.ROOT), w.tensors(), w.bytes() / 1e6, w.weights(), tokenizer,

@@ -60,14 +60,16 @@ public final class ConfigValidator {
             p.add(tc + (cfg.origins.given(tc + "model_path") ? "model_path" : "init_from"), "'" + t.initFrom + "' given: no such directory, expected a Hugging Face model directory"
                     + " (config.json + model.safetensors) or a ttpipe checkpoint");
         }
-        if (t.tokenizerPath != null && t.tokenizerPath.endsWith(".json")) {
-            p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given: not supported yet (a Hugging Face tokenizer.json;"
-                    + " ttpipe bundles GPT-2's BPE), expected tokenizer_type: bpe with tokenizer_path gpt2 or left out");
+        if (t.tokenizerPath != null && t.tokenizerPath.endsWith(".json") && !"bpe".equals(t.tokenizerType)) {
+            p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given with tokenizer_type " + t.tokenizerType
+                    + ", expected tokenizer_type: bpe for a Hugging Face tokenizer.json");
         } else if (t.tokenizerPath != null && "bpe".equals(t.tokenizerType)
                 && !TtpipeConfig.BUNDLED_TOKENIZERS.contains(t.tokenizerPath)
+                && !java.nio.file.Files.isRegularFile(java.nio.file.Path.of(t.tokenizerPath))
+                && !java.nio.file.Files.isRegularFile(java.nio.file.Path.of(t.tokenizerPath).resolve("tokenizer.json"))
                 && !java.nio.file.Files.isRegularFile(java.nio.file.Path.of(t.tokenizerPath).resolve("tokenizer.txt"))) {
             p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given for tokenizer_type bpe, expected gpt2 (GPT-2's BPE,"
-                    + " bundled) or a folder written by ttpipe prepare --tokenizer gpt2");
+                    + " bundled), a Hugging Face tokenizer.json (or its folder) or a folder written by ttpipe prepare --tokenizer gpt2");
         }
         if (cfg.eval.topP != 1.0) {
             p.add("eval_config.top_p", cfg.eval.topP + " given: not supported yet (sampling uses temperature and"

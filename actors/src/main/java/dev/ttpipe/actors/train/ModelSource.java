@@ -13,6 +13,7 @@ import dev.ttpipe.stages.checkpoint.SafeTensors;
 import dev.ttpipe.stages.checkpoint.StageState;
 import dev.ttpipe.stages.data.CharTokenizer;
 import dev.ttpipe.stages.data.Gpt2Tokenizer;
+import dev.ttpipe.stages.data.HfTokenizer;
 import dev.ttpipe.stages.data.Tokenizer;
 
 import java.io.IOException;
@@ -37,6 +38,7 @@ public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeC
         if (HfModel.isHfDir(p)) {
             HfModel.Config c = HfModel.config(p);
             Tokenizer tok = tokenizer(tokenizerFlag, null);
+            if (tok == null && Files.isRegularFile(p.resolve("tokenizer.json"))) tok = HfTokenizer.load(p.resolve("tokenizer.json"));
             if (tok == null && c.vocabSize() >= Gpt2Tokenizer.VOCAB
                     && (Files.isRegularFile(p.resolve("vocab.json")) || c.type() == ModelSpec.ModelType.GPT2)) {
                 tok = Gpt2Tokenizer.get();
@@ -47,7 +49,7 @@ public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeC
         TtpipeConfig cfg = ConfigLoader.read(found.config(), found.dir().resolve(Checkpoints.STATE) + " (its config)", null);
         ModelSpec spec = JobPlan.model(cfg, vocabOf(found.dir()));
         Tokenizer tok = tokenizer(tokenizerFlag, null);
-        if (tok == null && "bpe".equals(cfg.training.tokenizerType)) tok = Gpt2Tokenizer.get();
+        if (tok == null && "bpe".equals(cfg.training.tokenizerType)) tok = TrainingData.bpe(cfg);
         if (tok == null && found.state().get("vocabulary") instanceof String v && v.codePointCount(0, v.length()) == spec.vocabSize()) {
             tok = CharTokenizer.fromCodePoints(v.codePoints().toArray());       // the characters in id order
         }
@@ -57,6 +59,7 @@ public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeC
     private static Tokenizer tokenizer(String flag, Tokenizer dflt) {
         if (flag == null) return dflt;
         if (flag.equals("gpt2")) return Gpt2Tokenizer.get();
+        if (flag.endsWith(".json")) return HfTokenizer.load(Path.of(flag));
         Path f = Path.of(flag);
         if (Files.isRegularFile(f)) {
             try {

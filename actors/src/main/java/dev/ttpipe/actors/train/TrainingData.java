@@ -5,6 +5,7 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.stages.data.ArithmeticCorpus;
 import dev.ttpipe.stages.data.CharTokenizer;
 import dev.ttpipe.stages.data.Gpt2Tokenizer;
+import dev.ttpipe.stages.data.HfTokenizer;
 import dev.ttpipe.stages.data.TextDataset;
 import dev.ttpipe.stages.data.TokenFiles;
 import dev.ttpipe.stages.data.TokenSource;
@@ -34,7 +35,7 @@ public record TrainingData(TextDataset dataset, String description, boolean arit
         boolean bpe = "bpe".equals(t.tokenizerType);
         if (t.dataPath == null) {
             String text = ArithmeticCorpus.generate(t.seed, 30_000, ARITHMETIC_MAX);
-            TextDataset data = bpe ? new TextDataset(text, Gpt2Tokenizer.get(), t.validationFraction) : TextDataset.of(text, t.validationFraction);
+            TextDataset data = bpe ? new TextDataset(text, bpe(cfg), t.validationFraction) : TextDataset.of(text, t.validationFraction);
             return new TrainingData(data, "generated arithmetic corpus (30000 lines such as 7+8=15)", true);
         }
         TrainingData data = TokenFiles.isTokenPath(t.dataPath) ? tokenFiles(cfg, bpe) : text(cfg, bpe);
@@ -51,7 +52,7 @@ public record TrainingData(TextDataset dataset, String description, boolean arit
         TtpipeConfig.TrainingConfig t = cfg.training;
         String text = readText(cfg, DATA, t.dataPath);
         String val = t.valDataPath == null ? null : readText(cfg, "training_config.val_data_path", t.valDataPath);
-        Tokenizer tok = bpe ? Gpt2Tokenizer.get()
+        Tokenizer tok = bpe ? bpe(cfg)
                 : t.tokenizerPath != null ? vocabFile(cfg, Path.of(t.tokenizerPath), "training_config.tokenizer_path")
                 : CharTokenizer.fromText(val == null ? text : text + val);
         encodable(cfg, tok, text, DATA, t.dataPath);
@@ -73,7 +74,7 @@ public record TrainingData(TextDataset dataset, String description, boolean arit
             throw new ConfigException(cfg.origins.where(DATA) + ": " + t.dataPath + " names no token files, expected .bin files"
                     + " (nanoGPT uint16 or llm.c; ttpipe prepare writes them)");
         }
-        Tokenizer tok = bpe ? Gpt2Tokenizer.get() : charTokenizerOf(cfg, files.get(0));
+        Tokenizer tok = bpe ? bpe(cfg) : charTokenizerOf(cfg, files.get(0));
         TokenFiles train = TokenFiles.open(files).checkVocabulary(tok.vocabSize());
         TokenFiles val = null;
         if (t.valDataPath != null) {
@@ -92,6 +93,14 @@ public record TrainingData(TextDataset dataset, String description, boolean arit
         return new TrainingData(data, t.dataPath + " (" + files.size() + " token file(s), " + train.format() + ", "
                 + TrainingJob.human(train.size()) + " tokens, " + valWhere + ", " + tok.name() + " tokenizer, " + tok.vocabSize()
                 + " ids)", false);
+    }
+
+    /** tokenizer_type bpe: GPT-2's (bundled), or a Hugging Face tokenizer.json that tokenizer_path names (the file or its folder). */
+    static Tokenizer bpe(TtpipeConfig cfg) {
+        String p = cfg.training.tokenizerPath;
+        if (p == null || TtpipeConfig.BUNDLED_TOKENIZERS.contains(p)) return Gpt2Tokenizer.get();
+        Path file = Files.isDirectory(Path.of(p)) ? Path.of(p).resolve("tokenizer.json") : Path.of(p);
+        return Files.isRegularFile(file) ? HfTokenizer.load(file) : Gpt2Tokenizer.get();     // a prepare folder: gpt2
     }
 
     /** The char tokenizer of token files: tokenizer_path, else the vocab.txt beside them (ttpipe prepare writes it). */

@@ -49,6 +49,18 @@ class TokenDataCliTest {
     }
 
     @Test
+    void trainsWithAHuggingFaceTokenizerJson(@TempDir Path dir) throws Exception {
+        Path text = Files.writeString(dir.resolve("corpus.txt"), corpus());
+        Path tok = Files.createDirectories(dir.resolve("tok"));
+        dev.ttpipe.stages.data.Gpt2Tokenizer.get().writeHuggingFaceFiles(tok);
+        String job = JOB.replace("RUNS", dir.resolve("runs").toString()).replace("DATA", text.toString()).replace("TOK", "bpe")
+                .replace("tokenizer_type: bpe", "tokenizer_type: bpe, tokenizer_path: " + tok.resolve("tokenizer.json"));
+        CliTest.Result r = run("train", config(dir, job).toString());
+        assertEquals(0, r.code(), r.err());
+        assertTrue(r.out().contains("hf tokenizer, 50257 ids"), r.out());
+    }
+
+    @Test
     void refusesAnOddSizedTokenFileAndAnIdBeyondTheVocabularyInOneLine(@TempDir Path dir) throws Exception {
         Path odd = Files.write(dir.resolve("odd.bin"), new byte[2001]);
         String job = JOB.replace("RUNS", dir.toString()).replace("DATA", odd.toString()).replace("TOK", "bpe");

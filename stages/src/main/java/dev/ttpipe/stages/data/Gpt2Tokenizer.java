@@ -79,7 +79,8 @@ public final class Gpt2Tokenizer implements Tokenizer {
     /**
      * Writes Hugging Face's GPT-2 tokenizer files into {@code dir}: {@code vocab.json} and {@code merges.txt}
      * (derived from the bundled ranks: each token's merge is the last step of BPE over its bytes with
-     * the ranks below its own), {@code tokenizer_config.json} and {@code special_tokens_map.json}.
+     * the ranks below its own), the same as the fast tokenizer's {@code tokenizer.json},
+     * {@code tokenizer_config.json} and {@code special_tokens_map.json}.
      */
     public void writeHuggingFaceFiles(Path dir) throws IOException {
         List<byte[]> tokens = new ArrayList<>();
@@ -98,6 +99,7 @@ public final class Gpt2Tokenizer implements Tokenizer {
         char[] unicode = bytesToUnicode();
         StringBuilder vocab = new StringBuilder("{");
         StringBuilder merges = new StringBuilder("#version: 0.2\n");
+        StringBuilder mergeList = new StringBuilder();
         for (int id = 0; id < tokens.size(); id++) {
             byte[] t = tokens.get(id);
             vocab.append(id == 0 ? "" : ",").append(dev.ttpipe.stages.checkpoint.MiniJson.str(visible(t, unicode))).append(':').append(id);
@@ -116,11 +118,21 @@ public final class Gpt2Tokenizer implements Tokenizer {
                 if (best < 0) throw new IOException("r50k_base: token " + id + " has no merge path");
                 parts.set(best, concat(parts.get(best), parts.remove(best + 1)));
             }
-            merges.append(visible(parts.get(0), unicode)).append(' ').append(visible(parts.get(1), unicode)).append('\n');
+            String merge = visible(parts.get(0), unicode) + " " + visible(parts.get(1), unicode);
+            merges.append(merge).append('\n');
+            mergeList.append(mergeList.length() == 0 ? "" : ",").append(dev.ttpipe.stages.checkpoint.MiniJson.str(merge));
         }
         vocab.append(",\"<|endoftext|>\":").append(END_OF_TEXT).append('}');
         Files.writeString(dir.resolve("vocab.json"), vocab, StandardCharsets.UTF_8);
         Files.writeString(dir.resolve("merges.txt"), merges, StandardCharsets.UTF_8);
+        Files.writeString(dir.resolve("tokenizer.json"), "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":"
+                + "[{\"id\":50256,\"content\":\"<|endoftext|>\",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,"
+                + "\"normalized\":true,\"special\":true}],\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\","
+                + "\"add_prefix_space\":false,\"trim_offsets\":true,\"use_regex\":true},\"post_processor\":null,\"decoder\":"
+                + "{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,\"use_regex\":true},\"model\":{\"type\":"
+                + "\"BPE\",\"dropout\":null,\"unk_token\":null,\"continuing_subword_prefix\":\"\",\"end_of_word_suffix\":\"\","
+                + "\"fuse_unk\":false,\"byte_fallback\":false,\"vocab\":" + vocab + ",\"merges\":[" + mergeList + "]}}\n",
+                StandardCharsets.UTF_8);
         Files.writeString(dir.resolve("tokenizer_config.json"), "{\"tokenizer_class\": \"GPT2Tokenizer\", \"model_max_length\": 1024,"
                 + " \"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|endoftext|>\", \"unk_token\": \"<|endoftext|>\","
                 + " \"add_prefix_space\": false}\n", StandardCharsets.UTF_8);
@@ -145,7 +157,7 @@ public final class Gpt2Tokenizer implements Tokenizer {
     }
 
     /** GPT-2's byte-to-character table: printable bytes stand for themselves, the others from U+0100 up. */
-    static char[] bytesToUnicode() {
+    public static char[] bytesToUnicode() {
         char[] out = new char[256];
         int n = 0;
         for (int b = 0; b < 256; b++) {

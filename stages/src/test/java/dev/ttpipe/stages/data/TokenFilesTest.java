@@ -41,6 +41,22 @@ class TokenFilesTest {
         assertEquals(1 + 50000, merges.size());            // GPT-2's 50000 merges
     }
 
+    @Test
+    void readsAHuggingFaceTokenizerJsonToGpt2sIdsAndRefusesSentencePiece() throws IOException {
+        Gpt2Tokenizer.get().writeHuggingFaceFiles(dir);                  // GPT-2's merges, from the bundled ranks, as a tokenizer.json
+        HfTokenizer hf = HfTokenizer.load(dir.resolve("tokenizer.json"));
+        assertEquals(50257, hf.vocabSize());
+        for (String text : new String[]{"Hello world", "The quick brown fox\n\njumps over the lazy dog. Ünïcödé ✓ 37+45=82",
+                "  indented\tand   spaced\r\n", "don't we'll I'm ROMEO:\nO Romeo, Romeo! wherefore art thou Romeo?"}) {
+            assertArrayEquals(Gpt2Tokenizer.get().encode(text), hf.encode(text), text);
+            assertEquals(text, hf.decode(hf.encode(text)));
+        }
+        Path sp = Files.writeString(dir.resolve("sp.json"), "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\"},"
+                + "\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}");
+        DataException e = assertThrows(DataException.class, () -> HfTokenizer.load(sp));
+        assertTrue(e.getMessage().startsWith(sp + ": pre_tokenizer Metaspace is not supported yet"), e.getMessage());
+    }
+
     private Path rawUint16(String name, int... ids) throws IOException {
         ByteBuffer b = ByteBuffer.allocate(2 * ids.length).order(ByteOrder.LITTLE_ENDIAN);
         for (int id : ids) b.putShort((short) id);
