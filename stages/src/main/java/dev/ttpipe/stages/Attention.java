@@ -200,6 +200,66 @@ final class Attention {
         }
     }
 
+    /**
+     * One new token [1, 1, D] at position {@code pos} against the cached keys and values of the tokens
+     * before it (block {@code block} of {@code cache}), which it joins. The projections run on the
+     * device; the rotary embedding of this one position and the attention of its one query over the
+     * cache run here, in double (the same sums as {@link #forward}'s last row, without the prefix).
+     */
+    Tensor decode(Tensor x, int pos, KvCache cache, int block) {
+        Micro m = Micro.INFERENCE;
+        float[] q, k, v;
+        try (Tensor tq = wq.forward(m, x); Tensor tk = wk.forward(m, x); Tensor tv = wv.forward(m, x)) {
+            q = tq.toHost();                                             // [H*hd]
+            k = tk.toHost();                                             // [Hkv*hd]
+            v = tv.toHost();
+        }
+        if (rope) {
+            rotate(q, pos);
+            rotate(k, pos);
+        }
+        int kvw = kvHeads * headDim;
+        System.arraycopy(k, 0, cache.keys[block], pos * kvw, kvw);
+        System.arraycopy(v, 0, cache.values[block], pos * kvw, kvw);
+        float[] o = new float[heads * headDim];
+        double[] s = new double[pos + 1];
+        for (int h = 0; h < heads; h++) {
+            int kh = h / (heads / kvHeads);
+            double max = Double.NEGATIVE_INFINITY;
+            for (int j = 0; j <= pos; j++) {
+                double dot = 0;
+                for (int e = 0; e < headDim; e++) dot += (double) q[h * headDim + e] * cache.keys[block][j * kvw + kh * headDim + e];
+                s[j] = dot * scale;
+                max = Math.max(max, s[j]);
+            }
+            double z = 0;
+            for (int j = 0; j <= pos; j++) z += s[j] = Math.exp(s[j] - max);
+            for (int e = 0; e < headDim; e++) {
+                double acc = 0;
+                for (int j = 0; j <= pos; j++) acc += s[j] * cache.values[block][j * kvw + kh * headDim + e];
+                o[h * headDim + e] = (float) (acc / z);
+            }
+        }
+        try (Tensor merged = c.ops.fromHost(o, Shape.of(1, 1, heads * headDim), x.layout(), DType.FP32)) {
+            return wo.forward(m, merged);
+        }
+    }
+
+    /** ttpipe's rotary embedding of one position: pair (2i, 2i+1) of each head turned by pos x theta^(-2i/hd). */
+    private void rotate(float[] x, int pos) {
+        int half = headDim / 2;
+        for (int h = 0; h < x.length / headDim; h++) {
+            for (int i = 0; i < half; i++) {
+                double a = pos * Math.pow(c.spec.ropeTheta(), -2.0 * i / headDim);
+                float cos = (float) Math.cos(a), sin = (float) Math.sin(a);       // as the kernels' float tables
+                int b = h * headDim + 2 * i;
+                float x0 = x[b], x1 = x[b + 1];
+                x[b] = x0 * cos - x1 * sin;
+                x[b + 1] = x0 * sin + x1 * cos;
+            }
+        }
+    }
+
     void dropSaved() {
         saved.drain().forEach(Saved::close);
         wq.dropSaved();

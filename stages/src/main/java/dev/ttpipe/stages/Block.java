@@ -64,6 +64,23 @@ final class Block {
         }
     }
 
+    /** {@link #compute} for one new token at {@code pos}, its attention over the cache ({@link Attention#decode}). */
+    Tensor decode(Tensor x, int pos, KvCache cache, int block) {
+        Ops ops = c.ops;
+        Micro m = Micro.INFERENCE;
+        Tensor a;
+        try (Tensor h1 = norm1.forward(m, x)) {
+            a = attn.decode(h1, pos, cache, block);
+        }
+        Tensor x1;
+        try (a) {
+            x1 = ops.add(x, a);
+        }
+        try (x1; Tensor h2 = norm2.forward(m, x1); Tensor f = mlp.forward(m, h2)) {
+            return ops.add(x1, f);
+        }
+    }
+
     Tensor backwardInput(Micro m, Tensor dOut) {
         Ops ops = c.ops;
         if (recompute) {

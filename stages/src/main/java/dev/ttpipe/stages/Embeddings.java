@@ -18,10 +18,13 @@ final class Embeddings {
     private final float dropout;
     private final Slots<Tensor[]> saved = new Slots<>();   // {ids, positionIds, dOut}
 
+    static final String TOKENS = "embed.tokens";
+    static final double TOKENS_STD = 0.02;
+
     Embeddings(StageContext c) {
         this.c = c;
         ModelSpec s = c.spec;
-        this.tokens = c.normal("embed.tokens", Shape.of(s.vocabSize(), s.embeddingDim()), Layout.REPLICATED, 0.02);
+        this.tokens = c.normal(TOKENS, Shape.of(s.vocabSize(), s.embeddingDim()), Layout.REPLICATED, TOKENS_STD);
         this.positions = s.isLlama() ? null
                 : c.normal("embed.positions", Shape.of(s.maxSequenceLength(), s.embeddingDim()), Layout.REPLICATED, 0.01);
         this.dropout = s.dropout();
@@ -54,6 +57,16 @@ final class Embeddings {
             pos.close();
         }
         return x;
+    }
+
+    /** The embedding of token ids [1, 1] at position {@code pos} (generation one token at a time). */
+    Tensor decode(Tensor ids, int pos) {
+        Tensor x = c.ops.embedding(ids, tokens.value());
+        if (positions == null) return x;
+        try (Tensor tok = x; Tensor p = c.ops.fromHostInts(new int[]{pos}, Shape.of(1, 1), ids.layout());
+             Tensor px = c.ops.embedding(p, positions.value())) {
+            return c.ops.add(tok, px);
+        }
     }
 
     /** Saves the output gradient for {@link #backwardWeight}; there is no input gradient. */

@@ -62,6 +62,47 @@ public final class Evaluation {
         return out;
     }
 
+    /**
+     * {@link #generate} with a key/value cache: each token runs through the model once (the prompt one
+     * token at a time, then each new one) and attends to the cached keys and values of those before it,
+     * instead of the whole context being run again per token. {@code onToken} sees each new id as it comes.
+     * The context is the model's maximum sequence at most (prompt plus new tokens).
+     */
+    public static int[] generateCached(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed,
+                                       java.util.function.IntConsumer onToken) {
+        int maxSeq = stages.get(0).spec().maxSequenceLength();
+        if (prompt.length + n > maxSeq) {
+            throw new StagesException("generation: " + prompt.length + " prompt tokens + " + n + " new ones exceed the model's context"
+                    + " of " + maxSeq + " tokens, expected at most " + (maxSeq - prompt.length) + " new tokens");
+        }
+        if (prompt.length == 0) throw new StagesException("generation: an empty prompt, expected at least one token");
+        List<KvCache> caches = new java.util.ArrayList<>();
+        for (Stage s : stages) caches.add(s.newKvCache(prompt.length + n));
+        int[] out = java.util.Arrays.copyOf(prompt, prompt.length + n);
+        java.util.Random rng = new java.util.Random(seed);
+        for (int pos = 0; pos < out.length - 1; pos++) {
+            Stage first = stages.get(0);
+            Tensor x = first.submesh().ops().fromHostInts(new int[]{out[pos]}, dev.ttpipe.device.Shape.of(1, 1),
+                    dev.ttpipe.device.Layout.REPLICATED);
+            for (int i = 0; i < stages.size(); i++) {
+                Stage s = stages.get(i);
+                if (x.submesh() != s.submesh()) x = s.submesh().ops().adopt(x);
+                x = s.decode(x, pos, caches.get(i));
+            }
+            if (pos + 1 < prompt.length) {
+                x.close();                                           // the prompt: only its keys and values are wanted
+                continue;
+            }
+            float[] logits;
+            try (Tensor t = x) {
+                logits = t.toHost();
+            }
+            out[pos + 1] = pick(logits, 0, logits.length, temperature, topK, rng);
+            if (onToken != null) onToken.accept(out[pos + 1]);
+        }
+        return out;
+    }
+
     private static int pick(float[] logits, int base, int v, double temperature, int topK, java.util.Random rng) {
         int best = 0;
         for (int j = 1; j < v; j++) if (logits[base + j] > logits[base + best]) best = j;

@@ -7,7 +7,7 @@ import dev.ttpipe.device.Tensor;
 
 /**
  * The last stage's output layer: final norm, LM head (no bias; with weight tying the token
- * embedding's matrix, when it lives on the same stage) and cross-entropy against the targets with
+ * embedding's matrix when it lives on the same stage, else the stage's tied copy of it) and cross-entropy against the targets with
  * an ignore index. The loss gradient is scaled by {@code lossScale} (1 / tokens counted in the
  * whole batch), so microbatch gradients add up to the batch's mean-loss gradient.
  */

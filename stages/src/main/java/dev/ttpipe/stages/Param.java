@@ -125,6 +125,16 @@ public final class Param implements AutoCloseable {
         return reducedGrad != null ? reducedGrad : grad;
     }
 
+    /** Replaces this step's complete gradient (after {@link #reduce}) by {@code values}: a tied copy's summed gradient. */
+    public void replaceFullGrad(float[] values) {
+        Tensor target = fullGrad();
+        if (target == null) throw new IllegalStateException(name + ": no gradient this step to replace");
+        Ops ops = value.submesh().ops();
+        try (Tensor t = ops.fromHost(values, value.shape(), target.layout(), DType.FP32)) {
+            ops.copyInto(target, t);
+        }
+    }
+
     /** Ends the step: the next contribution overwrites the accumulator. */
     public void clearGrad() {
         gradWritten = false;

@@ -38,15 +38,30 @@ public final class Stage implements AutoCloseable {
         try {
             this.embeddings = slice.embedding() ? new Embeddings(c) : null;
             for (int i = slice.firstBlock(); i < slice.endBlock(); i++) blocks.add(new Block(c, i));
-            if (slice.head() && spec.weightTying() && embeddings == null) {
-                throw new StagesException("transformer_config.weight_tying: the head and the token embedding are on different"
-                        + " stages (" + slice + "); expected weight tying only when one stage holds both");
-            }
-            this.head = slice.head() ? new Head(c, spec.weightTying() ? embeddings.tokens : null) : null;
+            // Tied across stages (Megatron): the last stage keeps its own copy of the token embedding, made by the same
+            // initialisation (same name, same seed), and the runtime sums the two copies' gradients every step.
+            this.tiedCopy = slice.head() && spec.weightTying() && embeddings == null
+                    ? c.normal(Embeddings.TOKENS, dev.ttpipe.device.Shape.of(spec.vocabSize(), spec.embeddingDim()),
+                    dev.ttpipe.device.Layout.REPLICATED, Embeddings.TOKENS_STD) : null;
+            this.head = slice.head() ? new Head(c, !spec.weightTying() ? null : embeddings != null ? embeddings.tokens : tiedCopy) : null;
         } catch (RuntimeException e) {
             c.params.forEach(Param::close);
             throw e;
         }
+    }
+
+    private final Param tiedCopy;
+
+    /**
+     * This stage's half of a token embedding tied across stages: the embedding on the first stage, the
+     * head's copy of it on the last; null when untied or when one stage holds both. Its gradient is the
+     * sum of both halves' (the runtime exchanges them after {@link #reduceGradients}), counted once in the
+     * gradient norm: {@link #gradSumSquares} leaves it out.
+     */
+    public Param tiedAcrossStages() {
+        if (!c.spec.weightTying()) return null;
+        if (tiedCopy != null) return tiedCopy;
+        return embeddings != null && head == null ? embeddings.tokens : null;
     }
 
     public StageSlice slice() {
@@ -153,6 +168,51 @@ public final class Stage implements AutoCloseable {
         }
     }
 
+    /** An empty key/value cache for {@link #decode} of up to {@code capacity} tokens. */
+    public KvCache newKvCache(int capacity) {
+        return new KvCache(blocks.size(), capacity, c.spec.numKvHeads(), c.spec.headDim());
+    }
+
+    /**
+     * Generation one token at a time: like {@link #infer} for the token at position {@code pos} ([1, 1]
+     * ids on the first stage, [1, 1, D] after), its attention over {@code cache}, which it joins. Takes
+     * ownership of the input; returns the next stage's input or, on the last stage, the logits [1, 1, V].
+     */
+    public Tensor decode(Tensor input, int pos, KvCache cache) {
+        if (c.par.tp() || c.par.ddp()) {
+            input.close();
+            throw new StagesException("generation with a key/value cache runs on stages without tensor or data parallelism");
+        }
+        if (pos >= cache.capacity || pos >= c.spec.maxSequenceLength()) {
+            input.close();
+            throw new StagesException("position " + pos + " is beyond the cache's " + cache.capacity + " tokens or the model's"
+                    + " maximum sequence " + c.spec.maxSequenceLength());
+        }
+        Tensor x = input;
+        try {
+            if (embeddings != null) {
+                try (Tensor ids = x) {
+                    x = embeddings.decode(ids, pos);
+                }
+            }
+            for (int i = 0; i < blocks.size(); i++) {
+                try (Tensor in = x) {
+                    x = blocks.get(i).decode(in, pos, cache, i);
+                }
+            }
+            cache.length = pos + 1;
+            if (head != null) {
+                try (Tensor in = x) {
+                    x = head.logits(Micro.INFERENCE, in);
+                }
+            }
+            return x;
+        } catch (RuntimeException e) {
+            if (x != null && !x.isClosed()) x.close();
+            throw e;
+        }
+    }
+
     /** The loss of microbatch {@code mb} (last stage, after its forward). */
     public LossOutput loss(int mb) {
         return head.loss(mb);
@@ -224,8 +284,9 @@ public final class Stage implements AutoCloseable {
     public double gradSumSquares() {
         double s = 0;
         nonFinite = null;
+        Param tied = tiedAcrossStages();
         for (Param p : c.params) {
-            if (!p.hasGrad()) continue;
+            if (!p.hasGrad() || p == tied) continue;
             p.reduce(c.par);
             double ss = c.ops.sumSquares(p.fullGrad());
             if (nonFinite == null && !Double.isFinite(ss)) nonFinite = p.name();

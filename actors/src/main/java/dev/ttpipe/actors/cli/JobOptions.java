@@ -16,7 +16,7 @@ import java.nio.file.Path;
  * is recorded as the origin of its key, so a problem with it names the flag.
  */
 public final class JobOptions {
-    @Option(names = "--data", paramLabel = "FILE", description = "Train on this UTF-8 text file (training_config.data_path).")
+    @Option(names = "--data", paramLabel = "FILE", description = "Train on this UTF-8 text file or token files (.bin, a directory or a glob; training_config.data_path).")
     Path data;
 
     @Option(names = "--stages", paramLabel = "P", description = "Pipeline ranks (replaces blocks_per_rank with an automatic split when they differ).")
@@ -74,8 +74,8 @@ public final class JobOptions {
     void apply(TtpipeConfig cfg) {
         String pp = "multihost_config.pipeline_parallel_config.";
         if (data != null) {
-            if (!Files.isRegularFile(data)) {
-                throw new UserInputException("--data: " + data + " is not a readable file, expected a UTF-8 text file");
+            if (!Files.isRegularFile(data) && !dev.ttpipe.stages.data.TokenFiles.isTokenPath(data.toString())) {
+                throw new UserInputException("--data: " + data + " is not a readable file, expected a UTF-8 text file or token files");
             }
             cfg.training.dataPath = data.toString();
             cfg.origins.recordFlag("training_config.data_path", "--data");

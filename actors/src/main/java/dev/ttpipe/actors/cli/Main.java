@@ -30,6 +30,10 @@ import java.io.PrintWriter;
                 TopCommand.class,
                 ReportCommand.class,
                 BenchCommand.class,
+                PrepareCommand.class,
+                ExportCommand.class,
+                EvalCommand.class,
+                GenerateCommand.class,
                 CommandLine.HelpCommand.class,
         },
         footer = {"", "Run 'ttpipe COMMAND --help' for a command's options and examples."})
@@ -95,7 +99,8 @@ public final class Main implements Runnable {
             if (t instanceof ConfigException || t instanceof UserInputException
                     || t instanceof CommandLine.ParameterException || t instanceof dev.ttpipe.schedules.ScheduleException
                     || t instanceof dev.ttpipe.stages.StagesException
-                    || t instanceof dev.ttpipe.stages.checkpoint.CheckpointException) {
+                    || t instanceof dev.ttpipe.stages.checkpoint.CheckpointException
+                    || t instanceof dev.ttpipe.stages.data.DataException) {
                 return EXIT_BAD_INPUT;
             }
         }
@@ -108,6 +113,7 @@ public final class Main implements Runnable {
             if (t instanceof ConfigException || t instanceof UserInputException
                     || t instanceof dev.ttpipe.schedules.ScheduleException || t instanceof dev.ttpipe.stages.StagesException
                     || t instanceof dev.ttpipe.stages.checkpoint.CheckpointException
+                    || t instanceof dev.ttpipe.stages.data.DataException
                     || t instanceof dev.ttpipe.actors.runtime.PipelineFailure) {
                 return t.getMessage();
             }

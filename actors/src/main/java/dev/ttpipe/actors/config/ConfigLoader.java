@@ -33,7 +33,7 @@ public final class ConfigLoader {
     static final List<String> OPTIMIZERS = List.of("adamw", "sgd");
     static final List<String> SCHEDULERS = List.of("identity", "warmup_linear", "cosine");
     static final List<String> DTYPES = List.of("fp32", "bf16");
-    static final List<String> TOKENIZERS = List.of("char");
+    static final List<String> TOKENIZERS = List.of("char", "bpe");
     static final List<String> POSITIONAL = List.of("trainable", "rope", "none");
 
     private ConfigLoader() {
@@ -197,6 +197,7 @@ public final class ConfigLoader {
         t.clipGradNormMaxNorm = s.number("clip_grad_norm_max_norm", t.clipGradNormMaxNorm, 1e-12, Double.MAX_VALUE);
         t.gradientAccumulationSteps = s.integer("gradient_accumulation_steps", t.gradientAccumulationSteps, 1, 1 << 20);
         t.dataPath = path(s, "data_path", t.dataPath, baseDir);
+        t.valDataPath = path(s, "val_data_path", t.valDataPath, baseDir);
         t.tokenizerType = s.choice("tokenizer_type", t.tokenizerType, TOKENIZERS);
         t.validationFraction = s.number("validation_fraction", t.validationFraction, 0, 0.9);
         t.evalEvery = s.integer("eval_every", t.evalEvery, 0, Integer.MAX_VALUE);
@@ -208,9 +209,18 @@ public final class ConfigLoader {
         if (s.has("max_restarts")) t.maxRestarts = s.integer("max_restarts", 0, 0, 1 << 20);
         t.maxNonfiniteSteps = s.integer("max_nonfinite_steps", t.maxNonfiniteSteps, 1, 1 << 20);
         t.runsDir = s.string("runs_dir", t.runsDir);
+        String initFrom = path(s, "init_from", null, baseDir);
+        String modelPath = path(s, "model_path", null, baseDir);   // TTML's name for it
+        if (initFrom != null && modelPath != null && !initFrom.equals(modelPath)) {
+            s.problems().add(s.keyPath("model_path"), "'" + modelPath + "' given beside init_from '" + initFrom
+                    + "', expected one of them (model_path is TTML's name for init_from)");
+        }
+        t.initFrom = initFrom != null ? initFrom : modelPath != null ? modelPath : t.initFrom;
+        String tokenizerPath = s.string("tokenizer_path", t.tokenizerPath);
+        // a bundled tokenizer's name stays a name; anything else is a file
+        t.tokenizerPath = tokenizerPath != null && TtpipeConfig.BUNDLED_TOKENIZERS.contains(tokenizerPath) ? tokenizerPath
+                : path(s, "tokenizer_path", t.tokenizerPath, baseDir);
         // TTML keys accepted as they are; ttpipe has no use for them.
-        t.modelPath = path(s, "model_path", t.modelPath, baseDir);
-        t.tokenizerPath = path(s, "tokenizer_path", t.tokenizerPath, baseDir);
         s.accept("model_type", "use_moreh_adamw", "use_kahan_summation", "use_no_op", "save_and_exit", "model_config",
                 "transformer_config");
     }

@@ -38,6 +38,11 @@ public final class ConfigProblems {
         return new java.util.TreeMap<>(flags);
     }
 
+    /** Whether the YAML or a flag gave this key (not a default). */
+    public boolean given(String keyPath) {
+        return lines.containsKey(keyPath) || flags.containsKey(keyPath);
+    }
+
     /** Where a key came from, as a message prefix: {@code file:line: key.path} or {@code --flag (key.path)}. */
     public String where(String keyPath) {
         String flag = flags.get(keyPath);

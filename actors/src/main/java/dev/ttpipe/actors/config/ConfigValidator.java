@@ -16,6 +16,7 @@ public final class ConfigValidator {
     public static void validate(TtpipeConfig cfg) {
         ConfigProblems p = cfg.origins;
         p.problems().clear(); // validate may run again after more flags were applied
+        HfShape.applyShape(cfg);
         checkModel(cfg, p);
         checkPipeline(cfg, p);
         checkMesh(cfg, p);
@@ -55,13 +56,21 @@ public final class ConfigValidator {
             p.add(tc + "num_epochs", t.numEpochs + " given: not supported yet (a run lasts max_steps steps), expected 1"
                     + " or the key left out; set max_steps instead");
         }
-        if (t.modelPath != null) {
-            p.add(tc + "model_path", "'" + t.modelPath + "' given: not supported yet (ttpipe initialises its own"
-                    + " weights), expected the key left out");
+        if (t.initFrom != null && !java.nio.file.Files.isDirectory(java.nio.file.Path.of(t.initFrom))
+                && !"latest".equals(t.initFrom)) {
+            p.add(tc + (cfg.origins.given(tc + "model_path") ? "model_path" : "init_from"), "'" + t.initFrom + "' given: no such directory, expected a Hugging Face model directory"
+                    + " (config.json + model.safetensors) or a ttpipe checkpoint");
         }
-        if (t.tokenizerPath != null) {
-            p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given: not supported yet (the char tokenizer is"
-                    + " built from the data), expected the key left out");
+        if (t.tokenizerPath != null && t.tokenizerPath.endsWith(".json") && !"bpe".equals(t.tokenizerType)) {
+            p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given with tokenizer_type " + t.tokenizerType
+                    + ", expected tokenizer_type: bpe for a Hugging Face tokenizer.json");
+        } else if (t.tokenizerPath != null && "bpe".equals(t.tokenizerType)
+                && !TtpipeConfig.BUNDLED_TOKENIZERS.contains(t.tokenizerPath)
+                && !java.nio.file.Files.isRegularFile(java.nio.file.Path.of(t.tokenizerPath))
+                && !java.nio.file.Files.isRegularFile(java.nio.file.Path.of(t.tokenizerPath).resolve("tokenizer.json"))
+                && !java.nio.file.Files.isRegularFile(java.nio.file.Path.of(t.tokenizerPath).resolve("tokenizer.txt"))) {
+            p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given for tokenizer_type bpe, expected gpt2 (GPT-2's BPE,"
+                    + " bundled), a Hugging Face tokenizer.json (or its folder) or a folder written by ttpipe prepare --tokenizer gpt2");
         }
         if (cfg.eval.topP != 1.0) {
             p.add("eval_config.top_p", cfg.eval.topP + " given: not supported yet (sampling uses temperature and"

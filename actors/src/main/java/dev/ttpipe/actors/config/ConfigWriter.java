@@ -36,7 +36,10 @@ public final class ConfigWriter {
         kv(y, 2, "clip_grad_norm_max_norm", t.clipGradNormMaxNorm);
         kv(y, 2, "gradient_accumulation_steps", t.gradientAccumulationSteps);
         if (t.dataPath != null) kv(y, 2, "data_path", quote(t.dataPath));
+        if (t.initFrom != null) kv(y, 2, "init_from", quote(t.initFrom));
+        if (t.valDataPath != null) kv(y, 2, "val_data_path", quote(t.valDataPath));
         kv(y, 2, "tokenizer_type", t.tokenizerType);
+        if (t.tokenizerPath != null) kv(y, 2, "tokenizer_path", quote(t.tokenizerPath));
         kv(y, 2, "validation_fraction", t.validationFraction);
         kv(y, 2, "eval_every", t.evalEvery);
         kv(y, 2, "eval_batches", t.evalBatches);

@@ -53,9 +53,14 @@ public final class TtpipeConfig {
         public boolean useClipGradNorm = false;
         public double clipGradNormMaxNorm = 1.0;
         public int gradientAccumulationSteps = 1;
-        /** A UTF-8 text file; null means the generated arithmetic corpus. */
+        /**
+         * A UTF-8 text file, or token files: a nanoGPT/llm.c {@code .bin}, a directory of them (its {@code val}
+         * files are the validation data) or a glob; null means the generated arithmetic corpus.
+         */
         public String dataPath = null;
-        /** char (the only tokenizer so far). */
+        /** Validation text or token files (null: the data directory's val files, else the held-out fraction). */
+        public String valDataPath = null;
+        /** char (one id per character of the data) | bpe (GPT-2's byte-level BPE). */
         public String tokenizerType = "char";
         public double validationFraction = 0.1;
         /** Evaluate validation loss every N steps (0: only at the end). */
@@ -73,12 +78,19 @@ public final class TtpipeConfig {
         public int maxRestarts = -1;
         /** Steps in a row with a non-finite loss or gradient (each not applied) after which the job stops. */
         public int maxNonfiniteSteps = 3;
-        /** TTML's model_path / tokenizer_path: refused when set (no loading of weights or tokenizers yet). */
-        public String modelPath = null;
+        /**
+         * The weights to start from: a Hugging Face model directory or a ttpipe checkpoint (TTML's
+         * {@code model_path} is read into it too). Null: ttpipe initialises its own.
+         */
+        public String initFrom = null;
+        /** char: a vocab.txt (one code point per line, hex); bpe: gpt2 (the default) or a folder that ttpipe prepare wrote. */
         public String tokenizerPath = null;
         /** Parent folder of run directories. */
         public String runsDir = "runs";
     }
+
+    /** Tokenizers ttpipe bundles, by the name {@code tokenizer_path} may give. */
+    public static final java.util.List<String> BUNDLED_TOKENIZERS = java.util.List.of("gpt2", "r50k_base");
 
     /** {@code transformer_config} (TTML nests it in training_config too; both load). */
     public static final class TransformerConfig {

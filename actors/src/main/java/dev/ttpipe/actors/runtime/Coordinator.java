@@ -73,7 +73,8 @@ public final class Coordinator {
     }
 
     /** {@code nonFinite}: where a non-finite gradient first appeared on this rank ("stage 2, h.3.attn.c_attn.weight"), or null. */
-    public record GradReport(int rank, double sumSquares, String nonFinite, int nonFiniteStage, ActionEvent event)
+    /** {@code tiedGrads}: this rank's halves of a token embedding tied across stages (first stage's, then last's), or empty. */
+    public record GradReport(int rank, double sumSquares, String nonFinite, int nonFiniteStage, float[][] tiedGrads, ActionEvent event)
             implements Command, ClusterMessage {
     }
 
@@ -235,6 +236,9 @@ public final class Coordinator {
         int nonFiniteStage = -1;
         double clip = 1.0;
         double lr;
+        /** The tied embedding's gradient halves, by rank (the first stage's rank is the lower one, or the same rank first). */
+        final java.util.TreeMap<Integer, float[][]> tiedGrads = new java.util.TreeMap<>();
+        float[] tiedSum;
 
         StepState(RunStep request) {
             this.request = request;
@@ -321,16 +325,42 @@ public final class Coordinator {
         return during(st)
                 .onMessage(GradReport.class, m -> {
                     st.sumSquares += m.sumSquares();
+                    if (m.tiedGrads() != null && m.tiedGrads().length > 0) st.tiedGrads.put(m.rank(), m.tiedGrads());
                     if (m.nonFinite() != null && m.nonFiniteStage() > st.nonFiniteStage) {
                         st.nonFinite = m.nonFinite();     // backward runs from the last stage down: the highest saw it first
                         st.nonFiniteStage = m.nonFiniteStage();
                     }
                     st.events.add(m.event());
                     if (--waiting[0] > 0) return Behaviors.same();
+                    sumTied(st);
                     return optimizer(st);
                 })
                 .onAnyMessage(m -> Behaviors.same())
                 .build();
+    }
+
+    /**
+     * Megatron's tied embedding: the first stage's gradient plus the last stage's copy's, summed in that
+     * order (both ranks then apply the same sum, so the copies stay equal bit for bit), counted once in
+     * the gradient norm.
+     */
+    private void sumTied(StepState st) {
+        if (st.tiedGrads.isEmpty()) return;
+        float[] sum = null;
+        for (float[][] halves : st.tiedGrads.values()) {
+            for (float[] g : halves) {
+                if (sum == null) {
+                    sum = g.clone();
+                } else {
+                    for (int i = 0; i < sum.length; i++) sum[i] += g[i];
+                }
+            }
+        }
+        double ss = 0;
+        for (float v : sum) ss += (double) v * v;
+        st.sumSquares += ss;
+        if (!Double.isFinite(ss) && st.nonFinite == null) st.nonFinite = "the tied token embedding (embed.tokens, first and last stage)";
+        st.tiedSum = sum;
     }
 
     // ---- optimizer -------------------------------------------------------------------------------------
@@ -348,7 +378,8 @@ public final class Coordinator {
         }
         st.nonFinite = skip;
         for (ActorRef<StageActor.Command> r : ranks) {
-            r.tell(new StageActor.ApplyOptimizer(st.request.step(), st.lr, st.clip, skip != null, ctx.getSelf()));
+            r.tell(new StageActor.ApplyOptimizer(st.request.step(), st.lr, st.clip, skip != null,
+                    st.tiedGrads.containsKey(ranks.indexOf(r)) ? st.tiedSum : null, ctx.getSelf()));
         }
         int[] waiting = {ranks.size()};
         return during(st)

@@ -53,10 +53,13 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
     public static JobPlan from(TtpipeConfig cfg, int dataVocabSize) {
         ModelSpec model = model(cfg, dataVocabSize);
         TtpipeConfig.PipelineConfig pc = cfg.pipeline();
-        if (model.weightTying() && pc.ranks() * pc.effectiveVirtualStages() > 1) {
+        long embeddingBytes = 4L * model.vocabSize() * model.embeddingDim();
+        if (model.weightTying() && pc.ranks() * pc.effectiveVirtualStages() > 1 && cfg.multihost.enabled
+                && embeddingBytes > (48L << 20)) {
             throw new ConfigException(cfg.origins.where("transformer_config.weight_tying")
-                    + ": true given with " + pc.ranks() + " pipeline ranks; the token embedding (first stage) and"
-                    + " the LM head (last stage) would be on different stages, expected weight_tying: false for a pipeline");
+                    + ": true given for a multi-process pipeline whose token embedding is " + (embeddingBytes >> 20) + " MiB: not"
+                    + " supported yet (the tied gradient travels in one cluster message, at most 48 MiB), expected weight_tying:"
+                    + " false or one process");
         }
         TtpipeConfig.TrainingConfig t = cfg.training;
         Builder b = builder(model)

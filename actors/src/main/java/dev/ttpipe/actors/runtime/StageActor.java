@@ -85,7 +85,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
      * Step every local stage's optimizer with this learning rate and clip factor; {@code skip}: the
      * step had a non-finite loss or gradient, so drop the gradients and change nothing.
      */
-    public record ApplyOptimizer(int step, double lr, double clip, boolean skip, ActorRef<Coordinator.Command> replyTo)
+    /** {@code tiedGrad}: the summed gradient of a token embedding tied across stages, for this rank's halves (else null). */
+    public record ApplyOptimizer(int step, double lr, double clip, boolean skip, float[] tiedGrad, ActorRef<Coordinator.Command> replyTo)
             implements Command, ClusterMessage {
     }
 
@@ -146,8 +147,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private record ComputeFailed(int generation, Action action, Throwable error) implements Command {
     }
 
-    private record StepWorkDone(ActionKind what, double value, String nonFinite, int nonFiniteStage, long startNs, long endNs,
-                                ActorRef<Coordinator.Command> replyTo) implements Command {
+    private record StepWorkDone(ActionKind what, double value, String nonFinite, int nonFiniteStage, float[][] tiedGrads,
+                                long startNs, long endNs, ActorRef<Coordinator.Command> replyTo) implements Command {
     }
 
     /** The transport dropped a frame meant for this rank (checksum, a chunk missing or out of order). */
@@ -745,6 +746,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                 double sumSq = 0;
                 String nonFinite = null;
                 int nonFiniteStage = -1;
+                List<float[]> tied = new ArrayList<>();
                 int[] poison = testPoison;
                 for (Stage s : stages.values()) {
                     if (poison != null && poison[0] == s.index() && m.step() >= poison[1]) {
@@ -753,6 +755,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                     }
                     s.reduceGradients();
                     sumSq += s.gradSumSquares();
+                    // Megatron's tied embedding: this stage's half of the gradient goes to the coordinator, which sums both.
+                    if (s.tiedAcrossStages() != null) tied.add(s.tiedAcrossStages().fullGrad().toHost());
                     // Backward runs from the last stage down: the highest stage with a non-finite gradient saw it first.
                     if (s.nonFiniteGradient() != null && s.index() > nonFiniteStage) {
                         nonFiniteStage = s.index();
@@ -760,8 +764,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                     }
                 }
                 submesh.synchronize();
-                self.tell(new StepWorkDone(ActionKind.REDUCE_GRAD, sumSq, nonFinite, nonFiniteStage, start, System.nanoTime(),
-                        m.replyTo()));
+                self.tell(new StepWorkDone(ActionKind.REDUCE_GRAD, sumSq, nonFinite, nonFiniteStage, tied.toArray(new float[0][]),
+                        start, System.nanoTime(), m.replyTo()));
             } catch (Throwable t) {
                 m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ", gradient reduction: " + Coordinator.describe(t)));
             }
@@ -775,11 +779,14 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             long start = System.nanoTime();
             try {
                 for (Map.Entry<Integer, Stage> e : stages.entrySet()) {
+                    if (!m.skip() && m.tiedGrad() != null && e.getValue().tiedAcrossStages() != null) {
+                        e.getValue().tiedAcrossStages().replaceFullGrad(m.tiedGrad());   // both halves: the same sum, the same update
+                    }
                     if (m.skip()) e.getValue().endStep();         // no weight, no moment, no step count changes
                     else optimizers.get(e.getKey()).step(e.getValue(), m.lr(), m.clip());
                 }
                 submesh.synchronize();
-                self.tell(new StepWorkDone(ActionKind.OPTIMIZER_STEP, 0, null, -1, start, System.nanoTime(), m.replyTo()));
+                self.tell(new StepWorkDone(ActionKind.OPTIMIZER_STEP, 0, null, -1, null, start, System.nanoTime(), m.replyTo()));
             } catch (Throwable t) {
                 m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ", optimizer step: " + Coordinator.describe(t)));
             }
@@ -791,7 +798,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         ActionEvent e = new ActionEvent(rank, new Action(mySlices.get(0).index(), m.what()), -1, m.startNs(), m.endNs(), 0, 0,
                 0, stashed, submesh.maxInUse());
         if (m.what() == ActionKind.REDUCE_GRAD) {
-            m.replyTo().tell(new Coordinator.GradReport(rank, m.value(), m.nonFinite(), m.nonFiniteStage(), e));
+            m.replyTo().tell(new Coordinator.GradReport(rank, m.value(), m.nonFinite(), m.nonFiniteStage(), m.tiedGrads(), e));
         } else {
             m.replyTo().tell(new Coordinator.OptimizerDone(rank, e, submesh.maxPeak()));
             submesh.devices().forEach(d -> d.resetPeak());

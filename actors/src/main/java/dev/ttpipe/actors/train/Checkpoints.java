@@ -134,7 +134,7 @@ public final class Checkpoints implements AutoCloseable {
                     .append(",\"blocks\":[").append(s.firstBlock()).append(',').append(s.endBlock()).append("]}");
         }
         String config = job.configYaml();
-        String vocab = job.data().dataset().tokenizer().decode(allIds(job.data().dataset().tokenizer().vocabSize()));
+        String vocab = job.data().dataset().tokenizer().vocabulary();
         return "{\n  \"format\": " + FORMAT
                 + ",\n  \"ttpipe_version\": " + Json.str(version())
                 + ",\n  \"step\": " + stepsDone
@@ -149,12 +149,6 @@ public final class Checkpoints implements AutoCloseable {
                 + ",\n  \"config\": " + Json.str(config)
                 + ",\n  \"vocabulary\": " + Json.str(vocab)
                 + ",\n  \"files\": " + files + "\n}\n";
-    }
-
-    private static int[] allIds(int n) {
-        int[] ids = new int[n];
-        for (int i = 0; i < n; i++) ids[i] = i;
-        return ids;
     }
 
     static String version() {

@@ -93,6 +93,14 @@ public final class TrainingJob {
         return new TrainingJob(cfg, false, new TrainingData(text, "text given in code", false), plan);
     }
 
+    private Path initFromDir;
+
+    /** The directory training_config.init_from resolves to (null: ttpipe's own initialisation). */
+    public Path initFrom() {
+        if (initFromDir == null && cfg.training.initFrom != null) initFromDir = InitFrom.resolve(cfg);
+        return initFromDir;
+    }
+
     public JobPlan plan() {
         return plan;
     }
@@ -310,6 +318,11 @@ public final class TrainingJob {
             st.first = resumeFrom.step();
             st.done = st.first;
             out.println("resumed from " + resumeFrom.dir() + " at step " + st.first);
+        } else if (initFrom() != null) {
+            long t0 = System.nanoTime();
+            runtime.loadState(initFrom(), 0);
+            out.printf(Locale.ROOT, "initialised from %s (%.1f s; each rank read its own stages' tensors)%n", initFrom(),
+                    (System.nanoTime() - t0) / 1e9);
         }
         session = st;
         MetricsServer metricsServer = null;
@@ -438,7 +451,7 @@ public final class TrainingJob {
                     + " the same config to see them)");
         } else {
             val = validationLoss(runtime);
-            out.printf(Locale.ROOT, "validation loss: %s nats/char%n", lossText(val));
+            out.printf(Locale.ROOT, "validation loss: %s nats/%s%n", lossText(val), data.dataset().tokenizer().name().equals("char") ? "char" : "token");
             printSamples(runtime, out);
         }
         if (runDir != null) {
@@ -468,6 +481,7 @@ public final class TrainingJob {
         int back = ck == null ? 0 : ck.step();
         int fromMemory = 0;
         if (ck != null) fromMemory = runtime.loadState(ck.dir(), ck.step(), ck.optimizerSteps());
+        else if (initFrom() != null) runtime.loadState(initFrom(), 0);
         else runtime.reinitialize();
         out.printf(Locale.ROOT, "recovered in %.1f s (every rank joined after %.1f s; %d of %d ranks restored from their copy in"
                         + " memory, the others from the disk): back at %s; steps %d..%d are redone%n",

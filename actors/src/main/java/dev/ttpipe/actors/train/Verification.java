@@ -80,6 +80,11 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
              ReferenceTrainer ref = new ReferenceTrainer(plan.model(), refMesh.asSubmesh(),
                      singleDevice ? Parallelism.NONE : plan.parallelism(), plan.seed(),
                      plan.optimizer(), plan.lr(), plan.clipMaxNorm(), wholeBatch ? 1 : plan.microbatches())) {
+            if (job.initFrom() != null) {
+                runtime.loadState(job.initFrom(), 0);
+                dev.ttpipe.stages.checkpoint.StageState.load(job.initFrom(), plan.model(), List.of(ref.stage()));
+                out.println("both initialised from " + job.initFrom());
+            }
             out.printf("%5s %14s %14s %14s %14s %12s %14s  %s%n", "step", "pipeline loss", "reference loss",
                     "pipeline |g|", "reference |g|", "|g| rel diff", "max rel diff", "worst parameter");
             for (int step = 0; step < steps; step++) {

@@ -97,11 +97,19 @@ public final class StageState {
 
     /**
      * Loads every parameter of {@code stages} (and its moments where the checkpoint has them) from the
-     * stage files in {@code dir}, whichever split wrote them.
+     * stage files in {@code dir}, whichever split wrote them, or from a Hugging Face model directory
+     * ({@link HfModel}: weights only, the optimizer starts fresh). Each tensor is read from its mapped
+     * file when its stage needs it: a rank reads only its own.
      *
      * @throws CheckpointException naming the first tensor that is missing or whose shape differs
      */
     public static void load(Path dir, ModelSpec spec, List<Stage> stages) {
+        if (HfModel.isHfDir(dir)) {
+            try (HfModel hf = HfModel.open(dir, spec)) {
+                load(hf.where().toString(), hf::read, spec, stages);
+            }
+            return;
+        }
         List<SafeTensors.Reader> readers = new ArrayList<>();
         try {
             Map<String, SafeTensors.Reader> byTensor = new HashMap<>();
@@ -114,38 +122,50 @@ public final class StageState {
             } catch (IOException e) {
                 throw new CheckpointException(dir + ": cannot list its stage files (" + e.getMessage() + ")");
             }
-            if (readers.isEmpty()) throw new CheckpointException(dir + ": no stage-*.safetensors files");
-            for (Stage stage : stages) {
-                Map<String, CheckpointNames.HostTensor> fromFile = new LinkedHashMap<>();
-                for (Param p : stage.parameters()) {
-                    String base = CheckpointNames.fileName(spec, p.name());
-                    for (String suffix : new String[]{"", CheckpointNames.EXP_AVG, CheckpointNames.EXP_AVG_SQ}) {
-                        String n = base + suffix;
-                        if (fromFile.containsKey(n)) continue;
-                        SafeTensors.Reader r = byTensor.get(n);
-                        if (r == null) {
-                            if (suffix.isEmpty()) throw new CheckpointException(dir + ": no tensor " + n + " (parameter " + p.name() + ")");
-                            continue;
-                        }
-                        fromFile.put(n, new CheckpointNames.HostTensor(r.tensors().get(n).shape(), r.read(n)));
-                    }
-                }
-                Map<String, CheckpointNames.HostTensor> mine = CheckpointNames.fromFile(spec, fromFile);
-                for (Param p : stage.parameters()) {
-                    CheckpointNames.HostTensor v = mine.get(p.name());
-                    if (v == null) throw new CheckpointException(dir + ": no tensor for parameter " + p.name());
-                    if (!Arrays.equals(v.shape(), dims(p))) {
-                        throw new CheckpointException(dir + ": tensor " + CheckpointNames.fileName(spec, p.name()) + " has shape "
-                                + Arrays.toString(v.shape()) + " in the checkpoint, the model's " + p.name() + " is "
-                                + Arrays.toString(dims(p)) + " (a checkpoint of another model shape)");
-                    }
-                    CheckpointNames.HostTensor m = mine.get(p.name() + CheckpointNames.EXP_AVG);
-                    CheckpointNames.HostTensor s = mine.get(p.name() + CheckpointNames.EXP_AVG_SQ);
-                    p.load(v.values(), m == null ? null : m.values(), s == null ? null : s.values(), true);
-                }
+            if (readers.isEmpty()) {
+                throw new CheckpointException(dir + ": no stage-*.safetensors files (nor a Hugging Face config.json with"
+                        + " model.safetensors), expected a ttpipe checkpoint or a Hugging Face model directory");
             }
+            load(dir.toString(), n -> {
+                SafeTensors.Reader r = byTensor.get(n);
+                return r == null ? null : new CheckpointNames.HostTensor(r.tensors().get(n).shape(), r.read(n));
+            }, spec, stages);
         } finally {
             readers.forEach(SafeTensors.Reader::close);
+        }
+    }
+
+    /** Loads from tensors by checkpoint name ({@code lookup} gives null for one it does not have). */
+    private static void load(String where, java.util.function.Function<String, CheckpointNames.HostTensor> lookup, ModelSpec spec,
+                             List<Stage> stages) {
+        for (Stage stage : stages) {
+            Map<String, CheckpointNames.HostTensor> fromFile = new LinkedHashMap<>();
+            for (Param p : stage.parameters()) {
+                String base = CheckpointNames.fileName(spec, p.name());
+                for (String suffix : new String[]{"", CheckpointNames.EXP_AVG, CheckpointNames.EXP_AVG_SQ}) {
+                    String n = base + suffix;
+                    if (fromFile.containsKey(n)) continue;
+                    CheckpointNames.HostTensor t = lookup.apply(n);
+                    if (t == null) {
+                        if (suffix.isEmpty()) throw new CheckpointException(where + ": no tensor " + n + " (parameter " + p.name() + ")");
+                        continue;
+                    }
+                    fromFile.put(n, t);
+                }
+            }
+            Map<String, CheckpointNames.HostTensor> mine = CheckpointNames.fromFile(spec, fromFile);
+            for (Param p : stage.parameters()) {
+                CheckpointNames.HostTensor v = mine.get(p.name());
+                if (v == null) throw new CheckpointException(where + ": no tensor for parameter " + p.name());
+                if (!Arrays.equals(v.shape(), dims(p))) {
+                    throw new CheckpointException(where + ": tensor " + CheckpointNames.fileName(spec, p.name()) + " has shape "
+                            + Arrays.toString(v.shape()) + " in the checkpoint, the model's " + p.name() + " is "
+                            + Arrays.toString(dims(p)) + " (a checkpoint of another model shape)");
+                }
+                CheckpointNames.HostTensor m = mine.get(p.name() + CheckpointNames.EXP_AVG);
+                CheckpointNames.HostTensor s = mine.get(p.name() + CheckpointNames.EXP_AVG_SQ);
+                p.load(v.values(), m == null ? null : m.values(), s == null ? null : s.values(), true);
+            }
         }
     }
 

@@ -14,7 +14,7 @@ import java.util.TreeSet;
  * Saved with a run as one code point per line in hex ({@code vocab.txt}), so any character,
  * newline included, round-trips.
  */
-public final class CharTokenizer {
+public final class CharTokenizer implements Tokenizer {
     private final int[] codePoints;
     private final Map<Integer, Integer> ids = new HashMap<>();
 
@@ -23,16 +23,33 @@ public final class CharTokenizer {
         for (int i = 0; i < codePoints.length; i++) ids.put(codePoints[i], i);
     }
 
+    /** The tokenizer of these (distinct, sorted) code points. */
+    public static CharTokenizer fromCodePoints(int[] sortedCodePoints) {
+        return new CharTokenizer(sortedCodePoints.clone());
+    }
+
     public static CharTokenizer fromText(String text) {
         TreeSet<Integer> set = new TreeSet<>();
         text.codePoints().forEach(set::add);
         return new CharTokenizer(set.stream().mapToInt(Integer::intValue).toArray());
     }
 
+    @Override
+    public String name() {
+        return "char";
+    }
+
+    @Override
+    public String vocabulary() {
+        return decode(java.util.stream.IntStream.range(0, vocabSize()).toArray());
+    }
+
+    @Override
     public int vocabSize() {
         return codePoints.length;
     }
 
+    @Override
     public int[] encode(String text) {
         return text.codePoints().map(cp -> {
             Integer id = ids.get(cp);
@@ -44,20 +61,24 @@ public final class CharTokenizer {
         }).toArray();
     }
 
+    @Override
     public boolean canEncode(String text) {
         return text.codePoints().allMatch(ids::containsKey);
     }
 
+    @Override
     public String decode(int[] tokens) {
         StringBuilder sb = new StringBuilder();
         for (int t : tokens) sb.appendCodePoint(codePoints[t]);
         return sb.toString();
     }
 
+    @Override
     public String decode(int token) {
         return new String(Character.toChars(codePoints[token]));
     }
 
+    @Override
     public void save(Path file) throws IOException {
         StringBuilder sb = new StringBuilder();
         for (int cp : codePoints) sb.append(Integer.toHexString(cp)).append('\n');

@@ -9,21 +9,35 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 /**
- * A text tokenised by characters, split into a training part (the first 1 - f of the tokens) and a
- * validation part (the last f). Batches are windows at offsets drawn from (seed, pass), so every
+ * Training and validation tokens with their tokenizer: a text tokenised in memory and split into a
+ * training part (the first 1 - f of the tokens) and a validation part (the last f), or memory-mapped
+ * token files ({@link TokenFiles}). Batches are windows at offsets drawn from (seed, pass), so every
  * run with the same seed sees the same data whatever its pipeline.
  */
 public final class TextDataset {
-    private final CharTokenizer tokenizer;
-    private final int[] train;
-    private final int[] validation;
+    private final Tokenizer tokenizer;
+    private final TokenSource train;
+    private final TokenSource validation;
 
-    public TextDataset(String text, CharTokenizer tokenizer, double validationFraction) {
+    public TextDataset(String text, Tokenizer tokenizer, double validationFraction) {
         this.tokenizer = tokenizer;
         int[] all = tokenizer.encode(text);
         int nVal = (int) Math.round(all.length * validationFraction);
-        this.train = java.util.Arrays.copyOfRange(all, 0, all.length - nVal);
-        this.validation = java.util.Arrays.copyOfRange(all, all.length - nVal, all.length);
+        this.train = TokenSource.of(java.util.Arrays.copyOfRange(all, 0, all.length - nVal));
+        this.validation = TokenSource.of(java.util.Arrays.copyOfRange(all, all.length - nVal, all.length));
+    }
+
+    private TextDataset(Tokenizer tokenizer, TokenSource train, TokenSource validation) {
+        this.tokenizer = tokenizer;
+        this.train = train;
+        this.validation = validation;
+    }
+
+    /** Tokens already made (token files): {@code validation} null takes the last {@code validationFraction} of {@code train}. */
+    public static TextDataset ofTokens(Tokenizer tokenizer, TokenSource train, TokenSource validation, double validationFraction) {
+        if (validation != null) return new TextDataset(tokenizer, train, validation);
+        long nVal = Math.round(train.size() * validationFraction);
+        return new TextDataset(tokenizer, train.slice(0, train.size() - nVal), train.slice(train.size() - nVal, train.size()));
     }
 
     public static TextDataset of(String text, double validationFraction) {
@@ -43,16 +57,16 @@ public final class TextDataset {
         }
     }
 
-    public CharTokenizer tokenizer() {
+    public Tokenizer tokenizer() {
         return tokenizer;
     }
 
-    public int trainTokens() {
-        return train.length;
+    public long trainTokens() {
+        return train.size();
     }
 
-    public int validationTokens() {
-        return validation.length;
+    public long validationTokens() {
+        return validation.size();
     }
 
     /** The training batch of forward pass {@code pass}. */
@@ -65,10 +79,10 @@ public final class TextDataset {
         return sample(validation, seed ^ 0x5DEECE66DL, index, batchSize, seqLen, "validation");
     }
 
-    private static Batch sample(int[] tokens, long seed, int pass, int batchSize, int seqLen, String part) {
-        int span = tokens.length - seqLen - 1;
+    private static Batch sample(TokenSource tokens, long seed, int pass, int batchSize, int seqLen, String part) {
+        long span = tokens.size() - seqLen - 1;
         if (span < 1) {
-            throw new IllegalArgumentException("the " + part + " text has " + tokens.length + " tokens, too few for sequences of "
+            throw new IllegalArgumentException("the " + part + " text has " + tokens.size() + " tokens, too few for sequences of "
                     + seqLen + " (need at least " + (seqLen + 2) + ")");
         }
         int[] in = new int[batchSize * seqLen];
@@ -80,9 +94,9 @@ public final class TextDataset {
             z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
             z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
             z ^= z >>> 31;
-            int off = (int) Math.floorMod(z, (long) span);
-            System.arraycopy(tokens, off, in, i * seqLen, seqLen);
-            System.arraycopy(tokens, off + 1, tg, i * seqLen, seqLen);
+            long off = Math.floorMod(z, span);
+            tokens.copy(off, in, i * seqLen, seqLen);
+            tokens.copy(off + 1, tg, i * seqLen, seqLen);
         }
         return new Batch(batchSize, seqLen, in, tg);
     }

@@ -1,0 +1,79 @@
+package dev.ttpipe.actors.cli;
+
+import dev.ttpipe.stages.data.CorpusPreparation;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+
+/**
+ * {@code ttpipe prepare TEXT --tokenizer char|gpt2 --out DIR}: tokenises a text corpus into llm.c
+ * token files, streaming (a corpus larger than memory works), with a progress line.
+ */
+@Command(name = "prepare",
+        mixinStandardHelpOptions = true,
+        description = {"Tokenize a UTF-8 text into train/val token files (llm.c .bin), streaming.",
+                "The files have llm.c's 1024-byte header and uint16 tokens; the text is never held in memory whole.",
+                "Train on them with data_path: DIR."},
+        footer = {"", "Examples:",
+                "  ttpipe prepare input.txt --tokenizer gpt2 --out data/shakespeare     # then tokenizer_type: bpe",
+                "  ttpipe prepare input.txt --tokenizer char --out data/chars --val-fraction 0.05"})
+public final class PrepareCommand implements Callable<Integer> {
+    @Parameters(index = "0", paramLabel = "TEXT", description = "A UTF-8 text file.")
+    Path text;
+
+    @Option(names = "--tokenizer", paramLabel = "NAME", defaultValue = "gpt2",
+            description = "gpt2 (GPT-2's BPE, bundled) or char (the text's characters; writes vocab.txt). Default ${DEFAULT-VALUE}.")
+    String tokenizer;
+
+    @Option(names = "--out", paramLabel = "DIR", required = true, description = "Where train_000000.bin, val_000000.bin go.")
+    Path out;
+
+    @Option(names = "--val-fraction", paramLabel = "F", defaultValue = "0.1",
+            description = "The last fraction of the text that becomes val_*.bin (default ${DEFAULT-VALUE}).")
+    double valFraction;
+
+    @Override
+    public Integer call() throws Exception {
+        if (!List.of("gpt2", "char").contains(tokenizer)) {
+            throw new UserInputException("--tokenizer: '" + tokenizer + "' given, expected gpt2 or char");
+        }
+        if (!Files.isRegularFile(text)) throw new UserInputException(text + ": no such file, expected a UTF-8 text file");
+        if (!(valFraction >= 0 && valFraction < 1)) {
+            throw new UserInputException("--val-fraction: " + valFraction + " given, expected 0 <= F < 1");
+        }
+        PrintStream err = System.err;
+        long t0 = System.nanoTime();
+        long[] last = {0};
+        CorpusPreparation.Result r = CorpusPreparation.prepare(text, tokenizer, out, valFraction, (done, total, tokens) -> {
+            long now = System.nanoTime();
+            if (now - last[0] < 250_000_000L && done < total) return;
+            last[0] = now;
+            double s = Math.max(1e-9, (now - t0) / 1e9);
+            err.printf(Locale.ROOT, "\rprepare: %3.0f%%  %s of %s  %s tokens  %.1f MB/s   ", 100.0 * done / Math.max(1, total),
+                    mb(done), mb(total), human(tokens), done / 1e6 / s);
+            err.flush();
+        });
+        err.println();
+        double s = (System.nanoTime() - t0) / 1e9;
+        System.out.printf(Locale.ROOT, "%s: %s, %s tokenizer (%d ids): %s training tokens in %d file(s), %s validation tokens"
+                        + " in %d file(s) under %s (%.1f s)%n", text, mb(r.bytes()), r.tokenizer().name(), r.tokenizer().vocabSize(),
+                human(r.trainTokens()), r.trainFiles().size(), human(r.valTokens()), r.valFiles().size(), out, s);
+        System.out.println("train on them: data_path: " + out + (r.tokenizer().name().equals("gpt2") ? "  tokenizer_type: bpe" : ""));
+        return Main.EXIT_OK;
+    }
+
+    private static String mb(long bytes) {
+        return String.format(Locale.ROOT, "%.1f MB", bytes / 1e6);
+    }
+
+    private static String human(long n) {
+        return dev.ttpipe.actors.train.TrainingJob.human(n);
+    }
+}

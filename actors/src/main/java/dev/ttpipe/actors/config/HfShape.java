@@ -1,0 +1,84 @@
+package dev.ttpipe.actors.config;
+
+import dev.ttpipe.stages.ModelSpec;
+import dev.ttpipe.stages.checkpoint.HfModel;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * The model shape of a job whose {@code init_from} (TTML's {@code model_path}) is a Hugging Face
+ * model directory: taken from its config.json wherever the YAML does not give it, before the config
+ * is checked; a key the YAML gives differently is an error naming every difference in one line.
+ */
+public final class HfShape {
+    static final String KEY = "training_config.init_from";
+
+    private HfShape() {
+    }
+
+    /** The key the user wrote: init_from, or TTML's model_path. */
+    public static String key(TtpipeConfig cfg) {
+        return cfg.origins.given("training_config.model_path") ? "training_config.model_path" : KEY;
+    }
+
+    /** Takes the model's shape from config.json where the YAML leaves it out; refuses a key that contradicts it. */
+    public static void applyShape(TtpipeConfig cfg) {
+        if (cfg.training.initFrom == null) return;
+        Path dir = Path.of(cfg.training.initFrom);
+        if (!HfModel.isHfDir(dir)) return;
+        HfModel.Config hf = HfModel.config(dir);
+        TtpipeConfig.TransformerConfig t = cfg.transformer;
+        List<String> diff = new ArrayList<>();
+        String type = hf.type() == ModelSpec.ModelType.LLAMA ? "llama" : "gpt2";
+        t.modelType = take(cfg, "model_type", t.modelType, type, diff);
+        if (type.equals("llama")) t.positionalEmbeddingType = "rope";
+        t.vocabSize = take(cfg, "vocab_size", t.vocabSize, hf.vocabSize(), diff);
+        t.embeddingDim = take(cfg, "embedding_dim", t.embeddingDim, hf.embeddingDim(), diff);
+        t.numHeads = take(cfg, "num_heads", t.numHeads, hf.numHeads(), diff);
+        if (type.equals("llama")) t.numGroups = take(cfg, "num_groups", t.numGroups, hf.numKvHeads(), diff);
+        t.numBlocks = take(cfg, "num_blocks", t.numBlocks, hf.numBlocks(), diff);
+        t.intermediateDim = take(cfg, "intermediate_dim", t.intermediateDim, hf.intermediateDim(), diff);
+        if (!given(cfg, "max_sequence_length")) {
+            t.maxSequenceLength = hf.maxSequenceLength();
+        } else if (hf.type() == ModelSpec.ModelType.GPT2 ? t.maxSequenceLength != hf.maxSequenceLength()
+                : t.maxSequenceLength > hf.maxSequenceLength()) {
+            diff.add("max_sequence_length " + t.maxSequenceLength + " vs config.json's " + hf.maxSequenceLength()
+                    + " (train on shorter sequences with sequence_length)");
+        }
+        if (type.equals("llama")) t.theta = take(cfg, "theta", t.theta, hf.ropeTheta(), diff);
+        if (!given(cfg, "weight_tying")) {
+            t.weightTying = hf.tied();                 // across stages too: the runtime sums the two copies' gradients
+        } else if (t.weightTying && !hf.tied()) {                // false over a tied model: the head starts as a copy of wte
+            diff.add("weight_tying true vs config.json's tie_word_embeddings false");
+        }
+        if (!diff.isEmpty()) {
+            throw new ConfigException(cfg.origins.where(key(cfg)) + ": " + dir.resolve(HfModel.CONFIG) + " differs from transformer_config ("
+                    + String.join(", ", diff) + "), expected the same values or those keys left out to take config.json's");
+        }
+    }
+
+    private static boolean given(TtpipeConfig cfg, String key) {
+        return cfg.origins.given("transformer_config." + key) || cfg.origins.given("training_config.transformer_config." + key);
+    }
+
+    private static String take(TtpipeConfig cfg, String key, String yaml, String hf, List<String> diff) {
+        if (!given(cfg, key)) return hf;
+        if (!yaml.equals(hf)) diff.add(key + " " + yaml + " vs config.json's " + hf);
+        return yaml;
+    }
+
+    private static int take(TtpipeConfig cfg, String key, int yaml, int hf, List<String> diff) {
+        if (!given(cfg, key)) return hf;
+        if (yaml != hf) diff.add(key + " " + yaml + " vs config.json's " + hf);
+        return yaml;
+    }
+
+    private static double take(TtpipeConfig cfg, String key, double yaml, double hf, List<String> diff) {
+        if (!given(cfg, key)) return hf;
+        if ((float) yaml != (float) hf) diff.add(String.format(Locale.ROOT, "%s %s vs config.json's %s", key, yaml, hf));
+        return yaml;
+    }
+}

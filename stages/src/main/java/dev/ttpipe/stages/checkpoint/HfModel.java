@@ -1,0 +1,257 @@
+package dev.ttpipe.stages.checkpoint;
+
+import dev.ttpipe.stages.ModelSpec;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * A Hugging Face model directory: {@code config.json} and {@code model.safetensors}, or shards
+ * {@code model-0000k-of-0000n.safetensors} listed in {@code model.safetensors.index.json}. GPT-2
+ * ({@code GPT2LMHeadModel}: {@code wte}, {@code h.N.attn.c_attn} Conv1D {@code [in, out]}, with or
+ * without the {@code transformer.} prefix) and Llama ({@code LlamaForCausalLM}).
+ *
+ * <p>Tensors are read under ttpipe's checkpoint names ({@link CheckpointNames}), one at a time from
+ * memory-mapped files, so a rank reads only the tensors of its own stages. Two conventions differ:
+ * <ul>
+ *   <li>Llama's rotary embedding: Hugging Face rotates halves (dimension i pairs with i + hd/2),
+ *   ttpipe rotates interleaved pairs (2i, 2i+1). The rows of each head of {@code q_proj} and
+ *   {@code k_proj} are permuted on the way in ({@link #fromRotateHalf}) and back on the way out, which
+ *   gives the same attention scores exactly (q.k sums the same products in another order).</li>
+ *   <li>A tied LM head: the file has no {@code lm_head.weight}; the token embedding is read for it.</li>
+ * </ul>
+ * GPT-2's key bias (in {@code c_attn.bias}) is read and dropped by {@link CheckpointNames}: ttpipe has
+ * none, and dropping it is exact, since q.b_k adds the same constant to every score of a query's row,
+ * which softmax cancels.
+ */
+public final class HfModel implements AutoCloseable {
+    public static final String CONFIG = "config.json", WEIGHTS = "model.safetensors", INDEX = "model.safetensors.index.json";
+
+    /** What config.json says about the model's shape. */
+    public record Config(ModelSpec.ModelType type, int vocabSize, int embeddingDim, int numHeads, int numKvHeads, int numBlocks,
+                         int intermediateDim, int maxSequenceLength, float ropeTheta, boolean tied) {
+        public ModelSpec spec() {
+            return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim, maxSequenceLength,
+                    0f, tied, ropeTheta, false);
+        }
+    }
+
+    private final Path dir;
+    private final ModelSpec spec;
+    private final boolean tied;
+    private final Map<String, SafeTensors.Reader> byTensor = new LinkedHashMap<>();
+    private final List<SafeTensors.Reader> readers = new ArrayList<>();
+
+    /** True for a directory with a config.json and safetensors weights. */
+    public static boolean isHfDir(Path dir) {
+        return Files.isRegularFile(dir.resolve(CONFIG))
+                && (Files.isRegularFile(dir.resolve(WEIGHTS)) || Files.isRegularFile(dir.resolve(INDEX)));
+    }
+
+    /**
+     * Reads config.json.
+     *
+     * @throws CheckpointException naming the file and key for a model ttpipe cannot run exactly
+     */
+    public static Config config(Path dir) {
+        Path file = dir.resolve(CONFIG);
+        Map<?, ?> c;
+        try {
+            Object parsed = MiniJson.parse(Files.readString(file, StandardCharsets.UTF_8));
+            if (!(parsed instanceof Map<?, ?> m)) throw new CheckpointException(file + ": not a JSON object");
+            c = m;
+        } catch (IOException | IllegalArgumentException e) {
+            throw new CheckpointException(file + ": cannot be read (" + e.getMessage() + ")");
+        }
+        String type = String.valueOf(c.get("model_type"));
+        switch (type) {
+            case "gpt2" -> {
+                int d = num(file, c, "n_embd", null), heads = num(file, c, "n_head", null);
+                Object inner = c.get("n_inner");
+                expect(file, c, "activation_function", "gelu_new", "ttpipe's GELU is the tanh approximation (gelu_new)");
+                eps(file, c, "layer_norm_epsilon");
+                return new Config(ModelSpec.ModelType.GPT2, num(file, c, "vocab_size", null), d, heads, heads,
+                        num(file, c, "n_layer", null), inner == null ? 4 * d : ((Number) inner).intValue(),
+                        num(file, c, "n_positions", c.get("n_ctx") == null ? 1024 : ((Number) c.get("n_ctx")).intValue()), 10000f,
+                        !Boolean.FALSE.equals(c.get("tie_word_embeddings")));
+            }
+            case "llama" -> {
+                int heads = num(file, c, "num_attention_heads", null);
+                expect(file, c, "hidden_act", "silu", "ttpipe's Llama MLP is SwiGLU with SiLU");
+                eps(file, c, "rms_norm_eps");
+                if (c.get("rope_scaling") != null) {
+                    throw new CheckpointException(file + ": rope_scaling " + c.get("rope_scaling")
+                            + " given: not supported (ttpipe's RoPE is unscaled), expected null");
+                }
+                if (Boolean.TRUE.equals(c.get("attention_bias")) || Boolean.TRUE.equals(c.get("mlp_bias"))) {
+                    throw new CheckpointException(file + ": attention_bias/mlp_bias true given: not supported (ttpipe's Llama has no"
+                            + " biases), expected false");
+                }
+                Object theta = c.get("rope_theta");
+                return new Config(ModelSpec.ModelType.LLAMA, num(file, c, "vocab_size", null), num(file, c, "hidden_size", null),
+                        heads, num(file, c, "num_key_value_heads", heads), num(file, c, "num_hidden_layers", null),
+                        num(file, c, "intermediate_size", null), num(file, c, "max_position_embeddings", 2048),
+                        theta == null ? 10000f : ((Number) theta).floatValue(), Boolean.TRUE.equals(c.get("tie_word_embeddings")));
+            }
+            default -> throw new CheckpointException(file + ": model_type '" + type + "' given, expected gpt2 or llama");
+        }
+    }
+
+    private static int num(Path file, Map<?, ?> c, String key, Integer dflt) {
+        Object v = c.get(key);
+        if (v == null) {
+            if (dflt != null) return dflt;
+            throw new CheckpointException(file + ": no " + key + ", expected a number");
+        }
+        if (!(v instanceof Number n)) throw new CheckpointException(file + ": " + key + ": " + v + " given, expected a number");
+        return n.intValue();
+    }
+
+    private static void expect(Path file, Map<?, ?> c, String key, String value, String why) {
+        Object v = c.get(key);
+        if (v != null && !value.equals(v)) {
+            throw new CheckpointException(file + ": " + key + " '" + v + "' given: not supported (" + why + "), expected " + value);
+        }
+    }
+
+    /** ttpipe's norms use eps 1e-5 (as GPT-2, Llama 2, TinyLlama); another eps would change every output a little. */
+    private static void eps(Path file, Map<?, ?> c, String key) {
+        Object v = c.get(key);
+        if (v != null && Math.abs(((Number) v).doubleValue() - 1e-5) > 1e-12) {
+            throw new CheckpointException(file + ": " + key + " " + v + " given: not supported (ttpipe's norms use 1e-05), expected 1e-05");
+        }
+    }
+
+    /** The one line naming every difference between config.json and the model the job describes, or null. */
+    public static String mismatch(Config hf, ModelSpec spec) {
+        List<String> d = new ArrayList<>();
+        if (hf.type() != spec.type()) d.add("model_type " + hf.type().name().toLowerCase(Locale.ROOT) + " vs " + spec.type().name().toLowerCase(Locale.ROOT));
+        if (hf.vocabSize() != spec.vocabSize()) d.add("vocab_size " + hf.vocabSize() + " vs " + spec.vocabSize());
+        if (hf.embeddingDim() != spec.embeddingDim()) d.add("embedding_dim " + hf.embeddingDim() + " vs " + spec.embeddingDim());
+        if (hf.numHeads() != spec.numHeads()) d.add("num_heads " + hf.numHeads() + " vs " + spec.numHeads());
+        if (hf.numKvHeads() != spec.numKvHeads()) d.add("num_groups " + hf.numKvHeads() + " vs " + spec.numKvHeads());
+        if (hf.numBlocks() != spec.numBlocks()) d.add("num_blocks " + hf.numBlocks() + " vs " + spec.numBlocks());
+        if (hf.intermediateDim() != spec.intermediateDim()) d.add("intermediate_dim " + hf.intermediateDim() + " vs " + spec.intermediateDim());
+        if (spec.isLlama() ? hf.maxSequenceLength() < spec.maxSequenceLength() : hf.maxSequenceLength() != spec.maxSequenceLength()) {
+            d.add("max_sequence_length " + hf.maxSequenceLength() + " vs " + spec.maxSequenceLength());   // GPT-2's positions table
+        }
+        if (spec.isLlama() && hf.ropeTheta() != spec.ropeTheta()) d.add("theta " + hf.ropeTheta() + " vs " + spec.ropeTheta());
+        return d.isEmpty() ? null : String.join(", ", d);
+    }
+
+    private HfModel(Path dir, ModelSpec spec, boolean tied) {
+        this.dir = dir;
+        this.spec = spec;
+        this.tied = tied;
+    }
+
+    /**
+     * Opens the weights of {@code dir} for a model of shape {@code spec} (checked against config.json).
+     *
+     * @throws CheckpointException naming the file: config.json that differs, an index or header that cannot be read
+     */
+    public static HfModel open(Path dir, ModelSpec spec) {
+        Config cfg = config(dir);
+        String diff = mismatch(cfg, spec);
+        if (diff != null) {
+            throw new CheckpointException(dir.resolve(CONFIG) + ": the model differs from the job's (config.json vs the job: " + diff
+                    + "), expected the same shape (leave the transformer_config keys out to take config.json's)");
+        }
+        HfModel m = new HfModel(dir, spec, cfg.tied());
+        try {
+            List<Path> files = new ArrayList<>();
+            if (Files.isRegularFile(dir.resolve(INDEX))) {
+                Object idx = MiniJson.parse(Files.readString(dir.resolve(INDEX), StandardCharsets.UTF_8));
+                if (!(idx instanceof Map<?, ?> im) || !(im.get("weight_map") instanceof Map<?, ?> wm)) {
+                    throw new CheckpointException(dir.resolve(INDEX) + ": no weight_map, expected {\"weight_map\": {tensor: file}}");
+                }
+                for (Object f : wm.values()) {
+                    Path p = dir.resolve(String.valueOf(f));
+                    if (!files.contains(p)) files.add(p);
+                }
+            } else {
+                files.add(dir.resolve(WEIGHTS));
+            }
+            for (Path f : files) {
+                if (!Files.isRegularFile(f)) throw new CheckpointException(f + ": missing (listed in " + dir.resolve(INDEX) + ")");
+                SafeTensors.Reader r = new SafeTensors.Reader(f);
+                m.readers.add(r);
+                for (String n : r.tensors().keySet()) m.byTensor.put(n, r);
+            }
+        } catch (IOException | IllegalArgumentException e) {
+            m.close();
+            throw new CheckpointException(dir.resolve(INDEX) + ": cannot be read (" + e.getMessage() + ")");
+        } catch (RuntimeException e) {
+            m.close();
+            throw e;
+        }
+        return m;
+    }
+
+    /** The file that holds a tensor, for messages: the one weights file or the index. */
+    public Path where() {
+        return readers.size() == 1 ? readers.get(0).file() : dir.resolve(INDEX);
+    }
+
+    /** The tensor a ttpipe checkpoint calls {@code name} (its HF name, the {@code transformer.} prefix, a tied head), or null. */
+    public CheckpointNames.HostTensor read(String name) {
+        String actual = find(name);
+        if (actual == null && name.equals("lm_head.weight") && tied) actual = find(spec.isLlama() ? "model.embed_tokens.weight" : "wte.weight");
+        if (actual == null) return null;
+        SafeTensors.Reader r = byTensor.get(actual);
+        CheckpointNames.HostTensor t = new CheckpointNames.HostTensor(r.tensors().get(actual).shape(), r.read(actual));
+        if (spec.isLlama() && isQk(name)) t = fromRotateHalf(t, heads(name));
+        return t;
+    }
+
+    private String find(String name) {
+        if (byTensor.containsKey(name)) return name;
+        if (!spec.isLlama() && byTensor.containsKey("transformer." + name)) return "transformer." + name;
+        return null;
+    }
+
+    private static boolean isQk(String name) {
+        return name.endsWith(".self_attn.q_proj.weight") || name.endsWith(".self_attn.k_proj.weight");
+    }
+
+    private int heads(String name) {
+        return name.endsWith("q_proj.weight") ? spec.numHeads() : spec.numKvHeads();
+    }
+
+    /** Rows of each head from Hugging Face's rotate-half order (i, i + hd/2) to interleaved pairs (2i, 2i+1). */
+    static CheckpointNames.HostTensor fromRotateHalf(CheckpointNames.HostTensor t, int heads) {
+        return permuteRows(t, heads, false);
+    }
+
+    /** The inverse of {@link #fromRotateHalf}: ttpipe's interleaved rows back to Hugging Face's order. */
+    static CheckpointNames.HostTensor toRotateHalf(CheckpointNames.HostTensor t, int heads) {
+        return permuteRows(t, heads, true);
+    }
+
+    private static CheckpointNames.HostTensor permuteRows(CheckpointNames.HostTensor t, int heads, boolean toHf) {
+        int rows = (int) t.shape()[0], cols = (int) t.shape()[1], hd = rows / heads, half = hd / 2;
+        float[] out = new float[t.values().length];
+        for (int h = 0; h < heads; h++) {
+            for (int i = 0; i < half; i++) {
+                for (int j = 0; j < 2; j++) {
+                    int interleaved = h * hd + 2 * i + j, rotateHalf = h * hd + j * half + i;
+                    int from = toHf ? interleaved : rotateHalf, to = toHf ? rotateHalf : interleaved;
+                    System.arraycopy(t.values(), from * cols, out, to * cols, cols);
+                }
+            }
+        }
+        return new CheckpointNames.HostTensor(t.shape(), out);
+    }
+
+    @Override
+    public void close() {
+        readers.forEach(SafeTensors.Reader::close);
+    }
+}

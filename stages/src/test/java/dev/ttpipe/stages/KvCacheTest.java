@@ -1,0 +1,47 @@
+package dev.ttpipe.stages;
+
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+/**
+ * Greedy generation with the key/value cache gives the tokens of generation that runs the whole
+ * context again for each token, for GPT-2 (learned positions) and Llama (RoPE at each position, GQA),
+ * in one stage and in two.
+ */
+class KvCacheTest {
+    @ParameterizedTest
+    @EnumSource(ModelSpec.ModelType.class)
+    void greedyTokensWithTheCacheEqualThoseWithout(ModelSpec.ModelType type) {
+        boolean llama = type == ModelSpec.ModelType.LLAMA;           // GradientCheck's models, with a context of 32
+        ModelSpec spec = new ModelSpec(type, 11, 16, 4, llama ? 2 : 4, 2, 24, 32, 0f, false, 10000f, false);
+        int[] prompt = {3, 1, 4, 1, 5};
+        int n = Math.min(20, spec.maxSequenceLength() - prompt.length);
+        for (List<StageSlice> split : List.of(List.of(GradientCheck.WHOLE),
+                List.of(new StageSlice(0, 0, 0, 1, true, false), new StageSlice(1, 1, 1, 2, false, true)))) {
+            List<Stage> stages = new ArrayList<>();
+            try {
+                Random rng = new Random(17);
+                for (StageSlice s : split) {
+                    Stage st = new Stage(spec, s, GradientCheck.FP64, Parallelism.NONE, 5);
+                    GradientCheck.rescale(st, rng);
+                    stages.add(st);
+                }
+                int[] without = Evaluation.generate(stages, prompt, n, 0, 0, 1);
+                List<Integer> streamed = new ArrayList<>();
+                int[] with = Evaluation.generateCached(stages, prompt, n, 0, 0, 1, streamed::add);
+                assertArrayEquals(without, with, type + " in " + split.size() + " stage(s)");
+                assertEquals(n, streamed.size());
+                assertEquals(with[with.length - 1], streamed.get(n - 1));
+            } finally {
+                stages.forEach(Stage::close);
+            }
+        }
+    }
+}
