@@ -149,16 +149,15 @@ class ConfigLoaderTest {
 
     @Test
     void keysNotImplementedYetAreRefusedByNameUnlessTheyHaveTheirDefault() {
-        String changed = TTML.replace("  model_save_interval: 500", "  model_save_interval: 500\n"
-                        + "  model_path: m.safetensors\n  tokenizer_path: t.json")
-                .replace("  num_epochs: 1", "  num_epochs: 3")
+        // (model_path and tokenizer_path are implemented now: init_from and the BPE tokenizers have their own tests)
+        String changed = TTML.replace("  num_epochs: 1", "  num_epochs: 3")
                 + "device_config:\n  dtype: bf16\n  device_ids: [0, 1]\n";
         List<String> p = problems(changed);
-        for (String key : List.of("training_config.model_path: '", "training_config.tokenizer_path: '", "training_config.num_epochs: 3",
-                "device_config.dtype: 'bf16' given: not supported yet", "device_config.device_ids: [0, 1]")) {
+        for (String key : List.of("training_config.num_epochs: 3", "device_config.dtype: 'bf16' given: not supported yet",
+                "device_config.device_ids: [0, 1]")) {
             assertTrue(p.stream().anyMatch(l -> l.contains(key)), key + " not refused in " + p);
         }
-        assertEquals(5, p.size(), p.toString());
+        assertEquals(3, p.size(), p.toString());
         // the defaults written out are accepted
         load(TTML + "device_config:\n  dtype: fp32\n  device_ids: []\n");
     }
