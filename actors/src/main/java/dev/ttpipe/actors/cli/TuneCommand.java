@@ -4,6 +4,8 @@ import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.MemoryPlan;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.actors.tune.Calibration;
 import dev.ttpipe.actors.tune.Candidate;
@@ -48,6 +50,8 @@ import java.util.concurrent.Callable;
                 "  ttpipe tune configs/nanogpt-pp4-1f1b.yaml --costs-from runs/a --costs-from runs/b --fix split"})
 public final class TuneCommand implements Callable<Integer> {
     static final List<String> DIMENSIONS = List.of("schedule", "microbatches", "split", "recompute");
+    /** Candidates, best first, whose memory is planned as `ttpipe train` plans it until one fits. */
+    static final int MEMORY_PLAN_TRIES = 5;
 
     @Parameters(index = "0", paramLabel = "CONFIG", description = "A training config YAML.")
     Path config;
@@ -94,6 +98,10 @@ public final class TuneCommand implements Callable<Integer> {
     @Option(names = "--measure",
             description = "Calibrate by real steps on the sim backend too (its modelled time, and the host's own overhead).")
     boolean measure;
+
+    @Option(names = "--ranks", paramLabel = "RANKS",
+            description = "Also search the number of pipeline ranks: a range A..B or a list such as 2,4,8 (default: the config's).")
+    String ranks;
 
     @Option(names = "--fix", paramLabel = "DIMS", split = ",",
             description = "Keep these as the config has them: schedule, microbatches, split, recompute.")
@@ -149,7 +157,12 @@ public final class TuneCommand implements Callable<Integer> {
             if (bytes <= 0) throw new UserInputException("--memory-per-device: '" + memoryPerDevice + "' given, expected a size > 0");
             cfg.device.memoryPerDevice = bytes;
         }
-        Tuning tuning = new Tuning(cfg, fixed);
+        List<Integer> rankCounts = ranks == null ? null : rankCounts(ranks, cfg, fixed);
+        if (rankCounts != null && cfg.device.backend == Backend.CPU && cfg.device.threads == 0) {
+            // Every candidate runs with the threads per rank its costs were measured with, whatever its rank count.
+            cfg.device.threads = Math.max(1, Runtime.getRuntime().availableProcessors() / cfg.pipeline().ranks());
+        }
+        Tuning tuning = new Tuning(cfg, fixed, rankCounts);
         tuning.checkMemory(memoryPerDevice != null ? "--memory-per-device " + memoryPerDevice
                 : cfg.origins.where("device_config.memory_per_device") + " " + Sizes.format(cfg.device.memoryPerDevice));
         Search.Space space = tuning.space();
@@ -232,6 +245,31 @@ public final class TuneCommand implements Callable<Integer> {
             best = fastest == measured.size() - 1 ? shippedPrediction : outcome.ranked().get(fastest);
             pickedBy = String.format(Locale.ROOT, "measured %.1f ms/step, the fastest of those verified", measured.get(fastest)[0] * 1e3);
         }
+        // What `ttpipe train` checks at start: the pick's memory planned by replaying its rows on sim devices. The
+        // search's estimate is a model of that; when they disagree on fitting, the next candidate that does fit is taken.
+        String memoryNote = null;
+        if (measured.isEmpty()) {
+            int tries = Math.min(MEMORY_PLAN_TRIES, outcome.ranked().size());
+            for (int i = 0; i < tries; i++) {
+                Prediction p = outcome.ranked().get(i);
+                MemoryPlan.Rank worst = MemoryPlan.of(JobPlan.from(tuning.configOf(p.candidate()), Tuning.vocab(cfg))).largest();
+                memoryNote = String.format(Locale.ROOT, "memory plan of %s (what `ttpipe train` checks at start): at most %s of %s per device,"
+                                + " rank %d; the search estimated %s", i == 0 ? "the pick" : "#" + (i + 1), Sizes.format(worst.peak()),
+                        Sizes.format(cfg.device.memoryPerDevice), worst.rank(), Sizes.format(p.peakBytes()));
+                if (worst.peak() <= cfg.device.memoryPerDevice) {
+                    if (i > 0) {
+                        best = p;
+                        memoryNote += "; #1 to #" + i + " would not fit by the memory plan, so #" + (i + 1) + " is the pick";
+                    }
+                    break;
+                }
+                if (i == tries - 1) {
+                    memoryNote += "; none of the first " + tries + " fits by the memory plan, so `ttpipe train` would refuse the pick:"
+                            + " give a smaller --memory-per-device to the search or let it recompute";
+                    best = outcome.best();
+                }
+            }
+        }
         Path written = null;
         if (out != null) {
             written = out;
@@ -250,10 +288,47 @@ public final class TuneCommand implements Callable<Integer> {
             o.println(json(cfg, how, costs, outcome, ranked, shippedPrediction, measured, written, best));
         } else {
             o.print(report(cfg, how, costs, outcome, ranked, shippedPrediction, measured, calibrationSeconds, written));
+            if (memoryNote != null) o.println(memoryNote);
             o.printf(Locale.ROOT, "best: %s (%s)%s%n", best.candidate(), pickedBy,
                     written != null ? ", written to " + written : "");
         }
         return Main.EXIT_OK;
+    }
+
+    /**
+     * The rank counts {@code --ranks} names: {@code A..B} (every count between) or {@code a,b,c}, each from 1 to the
+     * number of blocks; refused for a multihost config (its rank_bindings fix the ranks) and with {@code --fix split}.
+     */
+    static List<Integer> rankCounts(String spec, TtpipeConfig cfg, Set<String> fixed) {
+        int blocks = cfg.pipeline().numBlocks > 0 ? cfg.pipeline().numBlocks : cfg.transformer.numBlocks;
+        String expected = "expected rank counts from 1 to the " + blocks + " blocks, as A..B or a list such as 2,4,8";
+        java.util.TreeSet<Integer> out = new java.util.TreeSet<>();
+        try {
+            String s = spec.strip();
+            int dots = s.indexOf("..");
+            if (dots >= 0) {
+                int a = Integer.parseInt(s.substring(0, dots).strip()), b = Integer.parseInt(s.substring(dots + 2).strip());
+                for (int p = a; p <= b; p++) out.add(p);
+                if (a > b) throw new NumberFormatException();
+            } else {
+                for (String part : s.split(",")) out.add(Integer.parseInt(part.strip()));
+            }
+        } catch (NumberFormatException e) {
+            throw new UserInputException("--ranks: '" + spec + "' given, " + expected);
+        }
+        if (out.isEmpty() || out.first() < 1 || out.last() > blocks) {
+            throw new UserInputException("--ranks: '" + spec + "' given, " + expected);
+        }
+        if (cfg.multihost.enabled) {
+            throw new UserInputException("--ranks: '" + spec + "' given for a multihost config, whose rank_bindings fix its "
+                    + cfg.pipeline().ranks() + " ranks; expected --ranks only with multihost_config.enabled: false (tune a"
+                    + " single-process copy of the config, then bind the ranks it picks)");
+        }
+        if (fixed.contains("split")) {
+            throw new UserInputException("--ranks with --fix split: the split fixes the ranks at " + cfg.pipeline().ranks()
+                    + ", expected one of them");
+        }
+        return List.copyOf(out);
     }
 
     /** The host's one-minute load average (NaN where the JVM cannot tell): a shared machine's noise, for the record. */
@@ -273,13 +348,19 @@ public final class TuneCommand implements Callable<Integer> {
                 r.dominated(), r.overflowing().size(), r.invalid(), r.stoppedAtBudget() ? "; stopped at the budget" : ""));
         List<String[]> rows = new ArrayList<>();
         boolean verified = !measured.isEmpty();
+        // a P column when the ranking holds more than one rank count (tune --ranks)
+        java.util.Set<Integer> counts = new java.util.HashSet<>();
+        for (Prediction p : ranked) counts.add(p.candidate().ranks());
+        if (shipped != null) counts.add(shipped.candidate().ranks());
+        boolean ranks = counts.size() > 1;
         for (int i = 0; i < ranked.size(); i++) {
             Prediction p = ranked.get(i);
-            rows.add(row(Integer.toString(i + 1), p, cfg, verified && i < measured.size() - 1 ? measured.get(i) : null, verified));
+            rows.add(row(Integer.toString(i + 1), p, cfg, verified && i < measured.size() - 1 ? measured.get(i) : null, verified, ranks));
         }
-        if (shipped != null) rows.add(row("shipped", shipped, cfg, verified ? measured.get(measured.size() - 1) : null, verified));
+        if (shipped != null) rows.add(row("shipped", shipped, cfg, verified ? measured.get(measured.size() - 1) : null, verified, ranks));
         List<String> header = new ArrayList<>(List.of("#", "schedule", "V", "M", "mbs", "split", "recompute", "step ms", "bubble",
                 "peak mem/rank", "tokens/s"));
+        if (ranks) header.add(1, "P");
         if (verified) header.addAll(List.of("measured ms", "error", "at its load"));
         t.append(SimulateCommand.table(header.toArray(new String[0]), rows));
         if (verified) {
@@ -299,7 +380,7 @@ public final class TuneCommand implements Callable<Integer> {
         return t.toString();
     }
 
-    private static String[] row(String label, Prediction p, TtpipeConfig cfg, double[] m, boolean verified) {
+    private static String[] row(String label, Prediction p, TtpipeConfig cfg, double[] m, boolean verified, boolean ranks) {
         double measured = m == null ? Double.NaN : m[0];
         Candidate c = p.candidate();
         int mbs = cfg.training.batchSize / c.microbatches();
@@ -307,6 +388,7 @@ public final class TuneCommand implements Callable<Integer> {
                 Integer.toString(c.microbatches()), Integer.toString(mbs), c.split(), c.recompute() ? "yes" : "no",
                 String.format(Locale.ROOT, "%.1f", p.stepSeconds() * 1e3), String.format(Locale.ROOT, "%.1f%%", 100 * p.bubble()),
                 Sizes.format(p.peakBytes()), String.format(Locale.ROOT, "%.0f", p.tokensPerSecond())));
+        if (ranks) cells.add(1, Integer.toString(c.ranks()));
         if (verified) {
             cells.add(Double.isNaN(measured) ? "" : String.format(Locale.ROOT, "%.1f", measured * 1e3));
             cells.add(Double.isNaN(measured) ? "" : String.format(Locale.ROOT, "%+.1f%%", 100 * (measured - p.stepSeconds()) / p.stepSeconds()));
@@ -343,7 +425,7 @@ public final class TuneCommand implements Callable<Integer> {
     private static String json(Prediction p, double measured) {
         Candidate c = p.candidate();
         StringBuilder j = new StringBuilder("{\"schedule\":").append(Json.str(c.schedule()))
-                .append(",\"virtual_stages\":").append(c.virtualStages()).append(",\"microbatches\":").append(c.microbatches())
+                .append(",\"ranks\":").append(c.ranks()).append(",\"virtual_stages\":").append(c.virtualStages()).append(",\"microbatches\":").append(c.microbatches())
                 .append(",\"blocks_per_rank\":[").append(c.split()).append("],\"recompute\":").append(c.recompute())
                 .append(",\"predicted_step_seconds\":").append(Json.num(p.stepSeconds()))
                 .append(",\"bubble\":").append(Json.num(p.bubble())).append(",\"tokens_per_second\":").append(Json.num(p.tokensPerSecond()))

@@ -39,11 +39,15 @@ public final class Search {
      * @param microbatches   microbatch counts (divisors of the batch)
      * @param splits         blocks per rank to try; null: searched (all, or the balanced one and its neighbours)
      * @param recompute      runner types to try: false (default), true (memory_efficient)
-     * @param ranks          pipeline ranks P
+     * @param ranks          pipeline rank counts P to try (one: the config's)
      * @param maxVirtualStages largest V tried for interleaved
      */
     public record Space(List<String> schedules, List<Integer> microbatches, List<int[]> splits, List<Boolean> recompute,
-                        int ranks, int maxVirtualStages) {
+                        List<Integer> ranks, int maxVirtualStages) {
+        public Space(List<String> schedules, List<Integer> microbatches, List<int[]> splits, List<Boolean> recompute,
+                     int ranks, int maxVirtualStages) {
+            this(schedules, microbatches, splits, recompute, List.of(ranks), maxVirtualStages);
+        }
     }
 
     /**
@@ -140,10 +144,28 @@ public final class Search {
         return e == null ? null : e.simulate();
     }
 
-    /** Every candidate of {@code space}, in a fixed order. */
+    /**
+     * Every candidate of {@code space}, in a fixed order: the rank counts taken in turn (one candidate of each
+     * at a time), so that a search stopped by its budget has looked at every rank count alike.
+     */
     List<Candidate> candidates(Space space) {
-        Set<Candidate> out = new LinkedHashSet<>();
-        int p = space.ranks();
+        List<List<Candidate>> byRanks = new ArrayList<>();
+        int most = 0;
+        for (int p : space.ranks()) {
+            Set<Candidate> some = new LinkedHashSet<>();
+            candidates(space, p, some);
+            byRanks.add(new ArrayList<>(some));
+            most = Math.max(most, some.size());
+        }
+        List<Candidate> out = new ArrayList<>();
+        for (int k = 0; k < most; k++) {
+            for (List<Candidate> l : byRanks) if (k < l.size()) out.add(l.get(k));
+        }
+        return out;
+    }
+
+    /** The candidates of {@code space} with {@code p} ranks, added to {@code out}. */
+    private void candidates(Space space, int p, Set<Candidate> out) {
         int blocks = costs.blocks();
         for (String name : space.schedules()) {
             List<Integer> vs = new ArrayList<>();
@@ -157,12 +179,12 @@ public final class Search {
                 List<int[]> splits = space.splits() != null ? space.splits() : splits(p, v);
                 for (int m : space.microbatches()) {
                     for (int[] split : splits) {
+                        if (split.length != p) continue;
                         for (boolean rc : space.recompute()) out.add(new Candidate(key, v, m, split, rc));
                     }
                 }
             }
         }
-        return new ArrayList<>(out);
     }
 
     /** The splits searched for P ranks with V stages each: all when few, else the balanced one and its neighbours. */

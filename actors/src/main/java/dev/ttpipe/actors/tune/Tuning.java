@@ -15,18 +15,30 @@ import java.util.Set;
 
 /**
  * A tune of one config: what it leaves free to search ({@code --fix} keeps the config's schedule,
- * microbatches, split or recompute), the candidate the config itself is, and the config a candidate
- * becomes (everything else as the config has it).
+ * microbatches, split or recompute; {@code --ranks} frees the number of pipeline ranks), the candidate
+ * the config itself is, and the config a candidate becomes (everything else as the config has it).
  */
 public final class Tuning {
     private final TtpipeConfig cfg;
     private final Set<String> fixed;
     private final JobPlan plan;
+    private final List<Integer> ranks;
 
     public Tuning(TtpipeConfig cfg, Set<String> fixed) {
+        this(cfg, fixed, null);
+    }
+
+    /** @param ranks the pipeline rank counts to search; null: the config's */
+    public Tuning(TtpipeConfig cfg, Set<String> fixed, List<Integer> ranks) {
         this.cfg = cfg;
         this.fixed = fixed;
         this.plan = JobPlan.from(cfg, vocab(cfg));
+        this.ranks = ranks == null ? List.of(plan.ranks()) : List.copyOf(ranks);
+    }
+
+    /** The rank counts searched. */
+    public List<Integer> ranks() {
+        return ranks;
     }
 
     /** The vocabulary the job trains with: the config's vocab_size, else its data's (as `ttpipe train` builds it). */
@@ -63,12 +75,13 @@ public final class Tuning {
         List<int[]> splits = fixed.contains("split") ? List.<int[]>of(own.blocksPerRank()) : null;
         List<Boolean> recompute = fixed.contains("recompute") ? List.of(own.recompute()) : List.of(false, true);
         int maxV = fixed.contains("schedule") && own.virtualStages() > 1 ? own.virtualStages() : 4;
-        return new Search.Space(schedules, microbatches, splits, recompute, plan.ranks(), maxV);
+        return new Search.Space(schedules, microbatches, splits, recompute, ranks, maxV);
     }
 
     /** How many candidates the space holds, at most (1: nothing to tune). */
     public long size(Search.Space s) {
-        long splits = s.splits() != null ? s.splits().size() : plan.model().numBlocks() > plan.ranks() ? 2 : 1;
+        long splits = 0;
+        for (int p : s.ranks()) splits += s.splits() != null ? s.splits().size() : plan.model().numBlocks() > p ? 2 : 1;
         return (long) s.schedules().size() * s.microbatches().size() * splits * s.recompute().size();
     }
 
@@ -81,7 +94,7 @@ public final class Tuning {
         if (!fixed.contains("microbatches") && space().microbatches().size() == 1) {
             why.add("microbatches fixed by training_config.batch_size " + cfg.training.batchSize);
         }
-        if (!fixed.contains("split") && plan.model().numBlocks() == plan.ranks()) {
+        if (!fixed.contains("split") && ranks.size() == 1 && plan.model().numBlocks() == plan.ranks()) {
             why.add("split fixed by num_blocks " + plan.model().numBlocks() + " = " + plan.ranks() + " ranks");
         }
         return String.join(", ", why);
@@ -94,11 +107,12 @@ public final class Tuning {
     public void checkMemory(String given) {
         ModelSpec m = plan.model();
         double params = m.numBlocks() * (double) m.blockParameters() + Calibration.embedParams(m) + Calibration.headParams(m);
-        double perRank = params * Calibration.stateBytesPerParam(cfg) / plan.ranks() / ConfigValidator.tpSize(cfg.device);
+        int most = java.util.Collections.max(ranks);
+        double perRank = params * Calibration.stateBytesPerParam(cfg) / most / ConfigValidator.tpSize(cfg.device);
         if (cfg.device.memoryPerDevice < perRank) {
             throw new UserInputException(given + " per device is below the parameters' share of one rank: "
                     + Sizes.format((long) params) + " parameters x " + (int) Calibration.stateBytesPerParam(cfg)
-                    + " bytes (weights, gradients, optimizer state) over " + plan.ranks() + " ranks = "
+                    + " bytes (weights, gradients, optimizer state) over " + most + " ranks = "
                     + Sizes.format((long) perRank) + "; expected at least that");
         }
     }
@@ -114,6 +128,7 @@ public final class Tuning {
         pc.numRanks = 0;
         pc.blocksPerRank.clear();
         for (int b : c.blocksPerRank()) pc.blocksPerRank.add(b);
+        if (out.multihost.numWorkers > 0 && c.ranks() != plan.ranks()) out.multihost.numWorkers = c.ranks();   // one per rank, as given
         out.transformer.runnerType = c.recompute() ? "memory_efficient" : "default";
         return out;
     }

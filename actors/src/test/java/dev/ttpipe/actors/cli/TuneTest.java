@@ -65,6 +65,45 @@ class TuneTest {
         assertEquals(2 * 35, r.considered(), "2 schedules x the 35 splits of 8 blocks over 4 ranks");
     }
 
+    /**
+     * Eight equal blocks of 1 MiB of parameters state each, no activations, a hop of 20 (slow links): on
+     * 2 ranks a step is fastest (fewest hops), but 4 MiB per rank does not fit in 3.5 MiB; searching
+     * P in {2, 4, 8} finds 4 ranks, and with memory to spare, 2.
+     */
+    @Test
+    void searchesTheNumberOfRanksUnderMemory() {
+        int n = 8;
+        LayerCosts.Curve[] f = new LayerCosts.Curve[n];
+        Arrays.fill(f, LayerCosts.Curve.affine(0, 1));
+        LayerCosts.Curve zero = LayerCosts.Curve.affine(0, 0);
+        LayerCosts.Curve[] none = {zero, zero, zero};
+        long[] params = new long[n];
+        Arrays.fill(params, MIB / 16);
+        LayerCosts costs = new LayerCosts(f, f, f, none, none, 0, 0, 0, params, 0, 0, 16,
+                LayerCosts.Hop.latency(20), 0, Double.NaN, 0, LayerCosts.Curve.constant(0), List.of());
+        Search.Space space = new Search.Space(List.of("1f1b"), List.of(8), null, List.of(false), List.of(2, 4, 8), 1);
+
+        Search.Outcome tight = new Search(costs, new Search.Job(8, 1, 7 * MIB / 2, 1, 1)).run(space, 30, 5);
+        Search.Outcome ample = new Search(costs, new Search.Job(8, 1, 64 * MIB, 1, 1)).run(space, 30, 5);
+
+        assertEquals(4, tight.best().candidate().ranks(), "2 ranks overflow, 8 pay twice the hops: " + tight.best().candidate());
+        assertTrue(tight.ranked().stream().noneMatch(p -> p.candidate().ranks() == 2), "every split over 2 ranks holds 4 MiB or more");
+        assertEquals(7, tight.overflowing().stream().filter(p -> p.candidate().ranks() == 2).count());
+        assertEquals(2, ample.best().candidate().ranks(), ample.best().candidate().toString());
+        assertEquals(7 + 35 + 1, tight.considered(), "the splits of 8 blocks over 2, 4 and 8 ranks");
+    }
+
+    @Test
+    void refusesBadRankRangesInOneLine() {
+        CliTest.assertOneLineBadInput(CliTest.run("tune", config("nanogpt-pp4-1f1b.yaml"), "--ranks", "0..4"),
+                "--ranks", "'0..4'", "expected rank counts from 1 to the 6 blocks");
+        CliTest.assertOneLineBadInput(CliTest.run("tune", config("nanogpt-pp4-1f1b.yaml"), "--ranks", "2,x"), "--ranks", "'2,x'");
+        CliTest.assertOneLineBadInput(CliTest.run("tune", config("nanogpt-pp4-1f1b.yaml"), "--ranks", "2..4", "--fix", "split"),
+                "--ranks with --fix split");
+        CliTest.assertOneLineBadInput(CliTest.run("tune", config("multihost-pp2.yaml"), "--ranks", "2..4"),
+                "multihost config", "rank_bindings");
+    }
+
     @Test
     void refusesABudgetOfZero() {
         CliTest.Result r = CliTest.run("tune", config("nanogpt-pp4-1f1b.yaml"), "--budget", "0");
