@@ -77,6 +77,11 @@ public final class MemoryPlan {
         return new MemoryPlan(plan, out, (System.nanoTime() - t0) / 1e9);
     }
 
+    /** Plans rank {@code rank} of {@code plan} alone. */
+    public static Rank ofRank(JobPlan plan, int rank) {
+        return planRank(plan, rank);
+    }
+
     /** No modeled time (nothing waits), no capacity limit (the plan is compared with it afterwards). */
     private static final SimCosts NO_TIME = new SimCosts(1e9, 1e9, 0, 1e9, 1e-9);
 

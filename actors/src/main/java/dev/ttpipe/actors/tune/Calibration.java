@@ -5,6 +5,7 @@ import dev.ttpipe.actors.config.ConfigValidator;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.MemoryPlan;
 import dev.ttpipe.actors.telemetry.ActionEvent;
 import dev.ttpipe.device.SimCosts;
 import dev.ttpipe.device.SimProfile;
@@ -551,15 +552,27 @@ public final class Calibration {
         double flopRate = sim.gflops() * 1e9 * tp;
         double memRate = sim.memoryGbps() * 1e9 * tp;
         double lat = sim.opLatencyUs() * 1e-6;
-        double act = analyticActivationBytes(model, seq);
+        double analytic = analyticActivationBytes(model, seq);
+        double act = plannedActivationBytes(cfg, model);
+        boolean planned = !Double.isNaN(act);
+        if (!planned) act = analytic;
         // per sample (seq tokens), spread over the DDP replicas
         double fPer = (2 * p * seq + 4 * d * seq * seq) / flopRate / ddp + act / memRate / ddp;
         double iPer = (2 * p * seq + 8 * d * seq * seq) / flopRate / ddp + act / memRate / ddp;
         double wPer = 2 * p * seq / flopRate / ddp;
+        // Collectives as the sim backend charges them (ring: all_reduce moves 2 (n - 1) / n of the bytes over the link).
+        // TP: the two row-parallel outputs of a block are all-reduced in F, the two column-parallel input gradients in I.
+        double link = sim.linkGbps() * 1e9;
+        double tpReducePer = tp > 1 ? 2 * ringAllReduce(tp) * 4 * d * seq / ddp / link : 0;
+        double tpReduceLat = tp > 1 ? 2 * lat : 0;
+        fPer += tpReducePer;
+        iPer += tpReducePer;
+        // DDP: every parameter's gradient all-reduced over the replicas once a step (its TP shard).
+        double ddpReducePerParam = ddp > 1 ? ringAllReduce(ddp) * 4 / tp / link : 0;
         int n = model.numBlocks();
         LayerCosts.Curve[] bf = new LayerCosts.Curve[n], bi = new LayerCosts.Curve[n], bw = new LayerCosts.Curve[n];
-        Arrays.fill(bf, LayerCosts.Curve.affine(12 * lat, fPer));
-        Arrays.fill(bi, LayerCosts.Curve.affine(16 * lat, iPer));
+        Arrays.fill(bf, LayerCosts.Curve.affine(12 * lat + tpReduceLat, fPer));
+        Arrays.fill(bi, LayerCosts.Curve.affine(16 * lat + tpReduceLat, iPer));
         Arrays.fill(bw, LayerCosts.Curve.affine(6 * lat, wPer));
         double headF = 2 * d * model.vocabSize() * seq / flopRate / ddp;
         LayerCosts.Curve[] head = {LayerCosts.Curve.affine(4 * lat, headF), LayerCosts.Curve.affine(4 * lat, headF),
@@ -571,7 +584,7 @@ public final class Calibration {
         Arrays.fill(blockParams, model.blockParameters());
         long embedParams = embedParams(model), headParams = headParams(model);
         double stateBytes = stateBytesPerParam(cfg);
-        double optPerParam = stateBytes * 2 / memRate;
+        double optPerParam = stateBytes * 2 / memRate + ddpReducePerParam;
         int chipsPerRank = cfg.device.devicesPerRank();
         double hopLatency = lat;
         LayerCosts.Hop hop = profile != null
@@ -592,10 +605,47 @@ public final class Calibration {
         }
         notes.add(String.format(Locale.ROOT, "per block, F = %.3f ms + %.3f ms x mbs, I = %.3f + %.3f x mbs, W = %.3f + %.3f x mbs",
                 12 * lat * 1e3, fPer * 1e3, 16 * lat * 1e3, iPer * 1e3, 6 * lat * 1e3, wPer * 1e3));
-        notes.add(String.format(Locale.ROOT, "activation bytes per block per sample: %s (2 s h (34 + 5 a s / h), Korthikanti et al. 2022, fp32)",
-                bytes(act)));
+        notes.add(planned
+                ? String.format(Locale.ROOT, "activation bytes per block per sample: %s, as `ttpipe train`'s memory plan replays a rank"
+                        + " holding only blocks (the estimate 2 s h (34 + 5 a s / h) gives %s)", bytes(act), bytes(analytic))
+                : String.format(Locale.ROOT, "activation bytes per block per sample: %s (2 s h (34 + 5 a s / h), Korthikanti et al."
+                        + " 2022, fp32; no rank holds only blocks to plan)", bytes(act)));
+        if (tp > 1) {
+            notes.add(String.format(Locale.ROOT, "TP over %d devices: 2 all-reduces per block in F and 2 in I (ring, link %.0f GB/s),"
+                    + " %.3f ms per sample in each", tp, sim.linkGbps(), tpReducePer * 1e3));
+        }
+        if (ddp > 1) {
+            notes.add(String.format(Locale.ROOT, "DDP over %d devices: the gradients' all-reduce (ring, link %.0f GB/s) %.3f ns per"
+                    + " parameter a step", ddp, sim.linkGbps(), ddpReducePerParam * 1e9));
+        }
         return new LayerCosts(bf, bi, bw, embed, head, act, 4 * d * seq, 4.0 * seq * model.vocabSize() * 2, blockParams,
                 embedParams, headParams, stateBytes, hop, 0, Double.NaN, optPerParam, LayerCosts.Curve.constant(0), notes);
+    }
+
+    /**
+     * Activation bytes one sample keeps per block, from the memory plan of the config's first rank that holds
+     * only blocks (its activations over its microbatches in flight, blocks and microbatch size); NaN when no
+     * rank does, or the config recomputes (then the plan holds only the blocks' inputs).
+     */
+    static double plannedActivationBytes(TtpipeConfig cfg, ModelSpec model) {
+        if (model.recompute()) return Double.NaN;
+        JobPlan plan = JobPlan.from(cfg, model.vocabSize());
+        for (int r = 0; r < plan.ranks(); r++) {
+            List<StageSlice> slices = plan.slicesOfRank(r);
+            if (slices.stream().anyMatch(s -> s.embedding() || s.head())) continue;
+            int blocks = slices.stream().mapToInt(StageSlice::blocks).sum();
+            MemoryPlan.Rank rank = MemoryPlan.ofRank(plan, r);
+            if (blocks == 0 || rank.inFlight() == 0) continue;
+            // per device; the search divides by DDP x TP again
+            double shards = (double) plan.parallelism().ddpSize() * plan.parallelism().tpSize();
+            return rank.activations() * shards / ((double) rank.inFlight() * blocks * plan.microbatchSize());
+        }
+        return Double.NaN;
+    }
+
+    /** The share of a tensor's bytes each device sends in a ring all-reduce over {@code n} devices. */
+    static double ringAllReduce(int n) {
+        return 2.0 * (n - 1) / n;
     }
 
     /** The job's shape for the search. */
