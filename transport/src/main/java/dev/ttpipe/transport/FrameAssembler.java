@@ -350,7 +350,14 @@ final class FrameAssembler implements FragmentHandler {
                 return in.header + " does not fit on rank " + rank + "'s " + target.describe() + ": " + e.getMessage();
             }
         }
-        if (in.tensor == null) in.bytes = buffers.acquire(in.payloadLength);
+        if (in.tensor == null) {
+            try {
+                in.bytes = buffers.acquire(in.payloadLength);
+            } catch (OutOfMemoryError e) { // direct memory (-XX:MaxDirectMemorySize) exhausted: drop the frame, fail the step
+                return in.header + " (" + in.payloadLength + " bytes) does not fit in rank " + rank
+                        + "'s receive buffers: " + e.getMessage() + " (raise -XX:MaxDirectMemorySize through TTPIPE_JAVA_OPTS)";
+            }
+        }
         scratch.getBytes(FrameCodec.FRAME_START, in.frameBytes, 0, in.frameBytes.capacity());
         in.inFrame = true;
         return null;

@@ -15,6 +15,7 @@ import picocli.CommandLine.Command;
                 BenchScheduleCommand.class,
                 BenchTransportCommand.class,
                 BenchBridgeCommand.class,
+                BenchNetworkCommand.class,
         },
         footer = {"", "Examples:",
                 "  ttpipe bench matmul --size 1024 --threads 2",

@@ -41,7 +41,7 @@ class HandStartedWorkersTest {
                 .start();
         Process again = null;
         try {
-            NetworkFaultTest.waitForSteps(dir.resolve("run/metrics.jsonl"), 25, new NetworkFaultTest.Job(rank0, rank1, out0, out0));
+            NetworkFaultTest.waitForSteps(dir.resolve("run/metrics.jsonl"), 25, new NetworkLab.Job(rank0, rank1, out0, out0));
             rank1.destroyForcibly().waitFor(10, TimeUnit.SECONDS);
             again = new ProcessBuilder(l.workerCommand(1)).redirectErrorStream(true).redirectOutput(dir.resolve("rank1-again.log")
                     .toFile()).start();
