@@ -176,6 +176,7 @@ public final class TuneCommand implements Callable<Integer> {
         PrintStream progress = json ? null : o;
         LayerCosts costs;
         String how;
+        boolean measuredCosts = false;
         if (costsFrom != null && !costsFrom.isEmpty()) {
             if (prof != null) throw new UserInputException("--costs-from and --profile given, expected one of them");
             costs = Calibration.fromRuns(cfg, costsFrom, progress);
@@ -190,6 +191,7 @@ public final class TuneCommand implements Callable<Integer> {
             }
             costs = Calibration.measure(cfg, calibrationSteps, progress);
             how = "measured on the " + cfg.device.backend + " backend";
+            measuredCosts = true;
         }
         double calibrationSeconds = (System.nanoTime() - t0) / 1e9;
         double searchBudget = Math.max(0.1 * budget, budget - calibrationSeconds);
@@ -216,18 +218,34 @@ public final class TuneCommand implements Callable<Integer> {
             for (int i = 0; i < k; i++) runs.add(outcome.ranked().get(i).candidate());
             int shippedAt = runs.indexOf(shipped);
             if (shippedAt < 0) runs.add(shipped);
+            // Measured costs are measured again beside the candidates (ZB-H1 at their microbatch sizes, stepped in turn with
+            // them), so that the host's load while they run is the load the costs were measured under.
+            java.util.TreeSet<Integer> sizes = new java.util.TreeSet<>();
+            for (Candidate c : runs) sizes.add(cfg.training.batchSize / c.microbatches());
             if (progress != null) {
-                progress.printf(Locale.ROOT, "verifying the top %d%s: %d steps each, stepped in turn...%n", k,
-                        shippedAt < 0 ? " and the shipped config" : " (the shipped config among them)", verifySteps);
+                progress.printf(Locale.ROOT, "verifying the top %d%s: %d steps each, stepped in turn%s...%n", k,
+                        shippedAt < 0 ? " and the shipped config" : " (the shipped config among them)", verifySteps,
+                        measuredCosts ? " with calibration runs at microbatch sizes " + sizes : "");
             }
             List<dev.ttpipe.actors.config.TtpipeConfig> configs = new ArrayList<>();
             for (Candidate c : runs) configs.add(tuning.configOf(c));
-            // {median seconds, the prediction again at the share of the cores the run got (the host's load then)}
+            // {median seconds, the prediction again at the share of the cores the run got (the host's load then),
+            //  the prediction from costs calibrated beside it}
             Search.Job shape = Calibration.job(cfg);
-            List<Trial.Result> results = Trial.interleaved(configs, verifySteps);
+            List<Trial.Result> results;
+            LayerCosts beside = null;
+            if (measuredCosts) {
+                Calibration.Beside b = Calibration.measureBeside(cfg, new ArrayList<>(sizes), configs, verifySteps);
+                results = b.others();
+                beside = b.costs();
+            } else {
+                results = Trial.interleaved(configs, verifySteps);
+            }
             for (int i = 0; i < results.size(); i++) {
                 Prediction again = new Search(costs.atCoreShare(Calibration.coreShare(results.get(i))), shape).predict(runs.get(i));
-                measured.add(new double[]{results.get(i).medianSeconds(), again == null ? Double.NaN : again.stepSeconds()});
+                Prediction near = beside == null ? null : new Search(beside, shape).predict(runs.get(i));
+                measured.add(new double[]{results.get(i).medianSeconds(), again == null ? Double.NaN : again.stepSeconds(),
+                        near == null ? Double.NaN : near.stepSeconds()});
             }
             if (shippedAt >= 0) measured.add(measured.get(shippedAt));
             how += String.format(Locale.ROOT, "; host load average %.1f before calibration, %.1f after it, %.1f after verifying,"
@@ -353,21 +371,27 @@ public final class TuneCommand implements Callable<Integer> {
         for (Prediction p : ranked) counts.add(p.candidate().ranks());
         if (shipped != null) counts.add(shipped.candidate().ranks());
         boolean ranks = counts.size() > 1;
+        boolean besides = verified && measured.stream().anyMatch(m -> m.length > 2 && !Double.isNaN(m[2]));
         for (int i = 0; i < ranked.size(); i++) {
             Prediction p = ranked.get(i);
-            rows.add(row(Integer.toString(i + 1), p, cfg, verified && i < measured.size() - 1 ? measured.get(i) : null, verified, ranks));
+            rows.add(row(Integer.toString(i + 1), p, cfg, verified && i < measured.size() - 1 ? measured.get(i) : null, verified, ranks,
+                    besides));
         }
-        if (shipped != null) rows.add(row("shipped", shipped, cfg, verified ? measured.get(measured.size() - 1) : null, verified, ranks));
+        if (shipped != null) {
+            rows.add(row("shipped", shipped, cfg, verified ? measured.get(measured.size() - 1) : null, verified, ranks, besides));
+        }
         List<String> header = new ArrayList<>(List.of("#", "schedule", "V", "M", "mbs", "split", "recompute", "step ms", "bubble",
                 "peak mem/rank", "tokens/s"));
         if (ranks) header.add(1, "P");
         if (verified) header.addAll(List.of("measured ms", "error", "at its load"));
+        if (besides) header.add("calibrated beside");
         t.append(SimulateCommand.table(header.toArray(new String[0]), rows));
         if (verified) {
             t.append(String.format(Locale.ROOT, "measured: `ttpipe train`'s runtime, median step of the steps after the first %d"
                     + " (warm-up, left out); error = (measured - predicted) / predicted; at its load: against the same model"
                     + " re-run at the share of the cores the run itself got (the host's load moves between calibration and"
-                    + " verification)%n", Trial.WARMUP_STEPS));
+                    + " verification)%s%n", Trial.WARMUP_STEPS, besides ? "; calibrated beside: predicted again from costs measured by"
+                    + " calibration runs stepped in turn with the verified ones (the same load), and its error" : ""));
         }
         if (!r.overflowing().isEmpty()) {
             t.append("\ndo not fit (fastest first):\n");
@@ -380,7 +404,8 @@ public final class TuneCommand implements Callable<Integer> {
         return t.toString();
     }
 
-    private static String[] row(String label, Prediction p, TtpipeConfig cfg, double[] m, boolean verified, boolean ranks) {
+    private static String[] row(String label, Prediction p, TtpipeConfig cfg, double[] m, boolean verified, boolean ranks,
+                                boolean besides) {
         double measured = m == null ? Double.NaN : m[0];
         Candidate c = p.candidate();
         int mbs = cfg.training.batchSize / c.microbatches();
@@ -393,6 +418,10 @@ public final class TuneCommand implements Callable<Integer> {
             cells.add(Double.isNaN(measured) ? "" : String.format(Locale.ROOT, "%.1f", measured * 1e3));
             cells.add(Double.isNaN(measured) ? "" : String.format(Locale.ROOT, "%+.1f%%", 100 * (measured - p.stepSeconds()) / p.stepSeconds()));
             cells.add(m == null || Double.isNaN(m[1]) ? "" : String.format(Locale.ROOT, "%+.1f%%", 100 * (measured - m[1]) / m[1]));
+        }
+        if (besides) {
+            cells.add(m == null || Double.isNaN(m[2]) ? "" : String.format(Locale.ROOT, "%.1f ms, %+.1f%%", m[2] * 1e3,
+                    100 * (measured - m[2]) / m[2]));
         }
         return cells.toArray(new String[0]);
     }
@@ -407,22 +436,24 @@ public final class TuneCommand implements Callable<Integer> {
                 .append(",\"stopped_at_budget\":").append(r.stoppedAtBudget());
         j.append(",\"ranking\":[");
         for (int i = 0; i < ranked.size(); i++) {
-            j.append(i == 0 ? "" : ",").append(json(ranked.get(i), i < measured.size() - 1 ? measured.get(i)[0] : Double.NaN));
+            j.append(i == 0 ? "" : ",").append(json(ranked.get(i), i < measured.size() - 1 ? measured.get(i) : null));
         }
         j.append("]");
-        if (shipped != null) j.append(",\"shipped\":").append(json(shipped, measured.isEmpty() ? Double.NaN : measured.get(measured.size() - 1)[0]));
+        if (shipped != null) j.append(",\"shipped\":").append(json(shipped, measured.isEmpty() ? null : measured.get(measured.size() - 1)));
         j.append(",\"overflowing\":[");
         for (int i = 0; i < Math.min(5, r.overflowing().size()); i++) {
             Prediction p = r.overflowing().get(i);
-            j.append(i == 0 ? "" : ",").append(json(p, Double.NaN));
+            j.append(i == 0 ? "" : ",").append(json(p, null));
         }
         j.append("]");
-        j.append(",\"best\":").append(json(best, Double.NaN));
+        j.append(",\"best\":").append(json(best, null));
         if (written != null) j.append(",\"written\":").append(Json.str(written.toString()));
         return j.append('}').toString();
     }
 
-    private static String json(Prediction p, double measured) {
+    /** @param m null, or {measured seconds, the prediction at the run's core share, the prediction calibrated beside it} */
+    private static String json(Prediction p, double[] m) {
+        double measured = m == null ? Double.NaN : m[0];
         Candidate c = p.candidate();
         StringBuilder j = new StringBuilder("{\"schedule\":").append(Json.str(c.schedule()))
                 .append(",\"ranks\":").append(c.ranks()).append(",\"virtual_stages\":").append(c.virtualStages()).append(",\"microbatches\":").append(c.microbatches())
@@ -436,6 +467,7 @@ public final class TuneCommand implements Callable<Integer> {
         if (!Double.isNaN(measured)) {
             j.append(",\"measured_step_seconds\":").append(Json.num(measured))
                     .append(",\"error\":").append(Json.num((measured - p.stepSeconds()) / p.stepSeconds()));
+            if (m.length > 2 && !Double.isNaN(m[2])) j.append(",\"calibrated_beside_step_seconds\":").append(Json.num(m[2]));
         }
         return j.append('}').toString();
     }

@@ -58,25 +58,51 @@ public final class Calibration {
         int ddp = ConfigValidator.ddpSize(cfg.device);
         List<Integer> sizes = sizes(batch, ddp, m0);
         ModelSpec model = JobPlan.model(cfg, Tuning.vocab(cfg));
-        List<Measurement> runs = new ArrayList<>();
-        int cores = Runtime.getRuntime().availableProcessors();
+        if (out != null) {
+            out.printf(Locale.ROOT, "calibrating: zb-h1 at microbatch sizes %s, %d steps each, stepped in turn (%s backend)...%n",
+                    sizes, steps, cfg.device.backend);
+        }
+        List<Trial.Result> results = Trial.interleaved(calibrationConfigs(cfg, sizes), steps);
+        return fit(cfg, model, measurements(sizes, results), out, true);
+    }
+
+    /** The config's calibration runs: ZB-H1 (F, I and W timed apart) at each microbatch size, no recompute. */
+    static List<TtpipeConfig> calibrationConfigs(TtpipeConfig cfg, List<Integer> sizes) {
         List<TtpipeConfig> configs = new ArrayList<>();
         for (int mbs : sizes) {
             TtpipeConfig c = Trial.copy(cfg);
-            c.pipeline().numMicrobatches = batch / mbs;
+            c.pipeline().numMicrobatches = cfg.training.batchSize / mbs;
             c.pipeline().schedule = "zb-h1";
             c.pipeline().virtualStages = 1;
             c.pipeline().mode = dev.ttpipe.actors.config.PipelineMode.STATIC;
             c.transformer.runnerType = "default";
             configs.add(c);
         }
-        if (out != null) {
-            out.printf(Locale.ROOT, "calibrating: zb-h1 at microbatch sizes %s, %d steps each, stepped in turn (%s backend)...%n",
-                    sizes, steps, cfg.device.backend);
-        }
-        List<Trial.Result> results = Trial.interleaved(configs, steps);
+        return configs;
+    }
+
+    private static List<Measurement> measurements(List<Integer> sizes, List<Trial.Result> results) {
+        List<Measurement> runs = new ArrayList<>();
+        int cores = Runtime.getRuntime().availableProcessors();
         for (int k = 0; k < sizes.size(); k++) runs.add(fromTrial(results.get(k), sizes.get(k), cores));
-        return fit(cfg, model, runs, out, true);
+        return runs;
+    }
+
+    /** Costs calibrated in the same interleaved run as other configs, and those configs' results. */
+    public record Beside(LayerCosts costs, List<Trial.Result> others) {
+    }
+
+    /**
+     * Runs {@code others} and calibration runs at {@code sizes} stepped in turn, {@code steps} steps each, and
+     * fits the costs again from the calibration runs: costs measured under the load the others ran under.
+     */
+    public static Beside measureBeside(TtpipeConfig cfg, List<Integer> sizes, List<TtpipeConfig> others, int steps) {
+        List<TtpipeConfig> all = new ArrayList<>(others);
+        all.addAll(calibrationConfigs(cfg, sizes));
+        List<Trial.Result> results = Trial.interleaved(all, steps);
+        List<Trial.Result> calibration = results.subList(others.size(), results.size());
+        LayerCosts costs = fit(cfg, JobPlan.model(cfg, Tuning.vocab(cfg)), measurements(sizes, calibration), null, true);
+        return new Beside(costs, results.subList(0, others.size()));
     }
 
     /**
