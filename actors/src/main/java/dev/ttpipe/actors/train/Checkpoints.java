@@ -199,9 +199,14 @@ public final class Checkpoints implements AutoCloseable {
      * checkpoint, or null when there is none yet.
      */
     Found abandonPending() {
+        return abandonPending(2);
+    }
+
+    /** {@link #abandonPending()}, waiting at most {@code seconds} per save being written. */
+    Found abandonPending(int seconds) {
         for (Future<Saved> f : pending) {
             try {
-                done.add(f.get(2, java.util.concurrent.TimeUnit.SECONDS));
+                done.add(f.get(seconds, java.util.concurrent.TimeUnit.SECONDS));
             } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
                 f.cancel(true);
             } catch (InterruptedException e) {

@@ -48,6 +48,9 @@ import java.util.Locale;
  * </pre>
  */
 public final class TrainingJob {
+    /** How long a failing job waits for each checkpoint still being written before it gives it up. */
+    static final int FINISH_SAVES_ON_FAILURE_SECONDS = 5;
+
     /** Steps whose timelines go into trace.json: the first ones and the last (keeps the file small). */
     static final int TRACED_STEPS = 10;
 
@@ -413,6 +416,14 @@ public final class TrainingJob {
             }
         } catch (RuntimeException e) {
             if (st.record != null) st.record.write("failed: " + e.getMessage(), st.done, Double.NaN);
+            if (checkpoints != null) {
+                // the checkpoints taken before the failure, finished (a dead rank's never are: `latest` keeps naming the one before)
+                try (checkpoints) {
+                    checkpoints.abandonPending(FINISH_SAVES_ON_FAILURE_SECONDS);
+                } catch (RuntimeException ignored) {
+                    // the failure is what gets reported
+                }
+            }
             try {
                 st.writeTrace();                                       // the timeline up to the failure
             } catch (IOException | RuntimeException ignored) {
