@@ -90,7 +90,11 @@ final class SimSubmesh extends SubmeshBase {
 
     @Override
     public void synchronize() {
-        long until = busyUntil();
+        parkUntil(busyUntil());
+    }
+
+    /** Waits until {@code until} (System.nanoTime scale). */
+    static void parkUntil(long until) {
         // Park, never spin: a pipeline runs many submeshes' queues on few cores, and a spinning
         // thread would steal the core another queue needs to issue its work on time.
         for (long left; (left = until - System.nanoTime()) > 0; ) {
