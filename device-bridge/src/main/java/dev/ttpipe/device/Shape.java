@@ -5,9 +5,13 @@ import java.util.Arrays;
 /** An immutable tensor shape, outermost dimension first. Negative indices count from the end. */
 public final class Shape {
     private final int[] dims;
+    private final long numel;
 
     private Shape(int[] dims) {
         this.dims = dims;
+        long n = 1;
+        for (int d : dims) n *= d;
+        this.numel = n;
     }
 
     public static Shape of(int... dims) {
@@ -36,9 +40,7 @@ public final class Shape {
     }
 
     public long numel() {
-        long n = 1;
-        for (int d : dims) n *= d;
-        return n;
+        return numel;
     }
 
     /** Product of all dimensions but the last ("rows" of a row-major matrix view). */

@@ -30,6 +30,35 @@ public interface Submesh {
     /** Waits until every op issued so far has finished (a no-op for synchronous backends). */
     void synchronize();
 
+    /**
+     * For a backend whose ops return before their work has run and which knows when it will have (the
+     * sim backend's modeled queue): when every op issued so far will be done, on
+     * {@link System#nanoTime()}'s scale, so a caller can go on issuing and still time its work. -1 for
+     * the others: their work is done when {@link #synchronize} returns, and not known before. Safe to
+     * call from any thread.
+     */
+    default long queuedUntilNanos() {
+        return -1;
+    }
+
+    /**
+     * On a backend whose {@link #queuedUntilNanos} is known: when the last op issued so far that
+     * touched {@code t} (a tensor on this submesh) will be done, which is when another queue that
+     * uses it can start; -1 for the others.
+     */
+    default long readyAtNanos(Tensor t) {
+        return -1;
+    }
+
+    /**
+     * Makes {@code t} (a tensor on this submesh) ready for another queue only once every op issued here
+     * so far has run, not as soon as the op that wrote it has (TTNN's {@code record_event} after a
+     * stage's action): a rank hands its output on at the end of its action. A no-op for backends whose
+     * work is done when it returns.
+     */
+    default void fence(Tensor t) {
+    }
+
     /** Memory of every device, row-major. */
     default List<MemoryStats> memory() {
         return devices().stream().map(Device::memory).toList();

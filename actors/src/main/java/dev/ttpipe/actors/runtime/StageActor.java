@@ -20,6 +20,9 @@ import dev.ttpipe.transport.TensorKind;
 import dev.ttpipe.transport.TensorPayload;
 import dev.ttpipe.transport.TensorReceiver;
 import dev.ttpipe.transport.Transport;
+import org.agrona.collections.Long2LongHashMap;
+import org.agrona.collections.Long2ObjectHashMap;
+import org.agrona.collections.LongHashSet;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.PostStop;
@@ -49,7 +52,13 @@ import java.util.concurrent.TimeUnit;
  * <p>Static mode runs the row in order (a RECV waits for its data; SENDs hand the tensor to the
  * transport and move on, or, when the tensor is still being computed, when it is done). Like a
  * device command queue, the device queue holds up to {@link #QUEUE_DEPTH} compute actions, so the
- * next kernel is already queued when the current one ends. Ready-first mode runs whichever compute action is ready, keeping to the
+ * next kernel is already queued when the current one ends. On a backend whose device queue runs
+ * ahead of the issuing thread and says when it will be done ({@link Submesh#queuedUntilNanos}, the sim
+ * backend), an action is done for the actor as soon as it is issued: its times are the queue's, its
+ * output is fenced at the action's end and handed on at once (the receiving queue waits for it), and a
+ * pass ends when the queue has run everything. The runtime's thread wake-ups then overlap the devices'
+ * work instead of adding to it, as they do with a real device's command queue.
+ * Ready-first mode runs whichever compute action is ready, keeping to the
  * static schedule's per-stage in-flight limit and to ascending microbatch order of weight-gradient
  * accumulation (so the sums, and therefore the results, are the same bit for bit).
  */
@@ -140,8 +149,14 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             implements Command {
     }
 
-    private record ComputeDone(int generation, Action action, Tensor output, LossOutput loss, long startNs, long endNs, int queueDepth)
-            implements Command {
+    /**
+     * {@code startNs}, {@code endNs}: when the action ran on the device; on a backend whose queue runs
+     * ahead of the issuing thread (sim), the queue's times, which may still be ahead when this arrives.
+     * {@code inputReadyNs}: on such a backend, when its input from another rank was ready on the
+     * device (-1: not known, or no such input).
+     */
+    private record ComputeDone(int generation, Action action, Tensor output, LossOutput loss, long startNs, long endNs, int queueDepth,
+                               long inputReadyNs) implements Command {
     }
 
     private record ComputeFailed(int generation, Action action, Throwable error) implements Command {
@@ -245,6 +260,8 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private final int rank;
     private final Submesh submesh;
     private final Transport transport;
+    /** Channels to other ranks by rank, opened on first use. */
+    private final TensorChannel[] channels;
     private final ExecutorService device;
     private ExecutorService writer;
     /** Checkpoint files being written, by step. */
@@ -262,23 +279,30 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     /** Compute actions on the device queue, oldest (running) first: at most {@link #QUEUE_DEPTH}. */
     private final java.util.ArrayDeque<Action> queued = new java.util.ArrayDeque<>();
     /** Remote SENDs (static mode) whose tensor is still being computed: sent as soon as it exists. */
-    private final java.util.Set<Long> sendOnCompletion = new java.util.HashSet<>();
-    private final Map<Long, TensorPayload> forwardIn = new HashMap<>();
-    private final Map<Long, TensorPayload> backwardIn = new HashMap<>();
-    private final Map<Long, Tensor> forwardOut = new HashMap<>();
-    private final Map<Long, Tensor> backwardOut = new HashMap<>();
-    private final Map<Long, Long> recvWaitStart = new HashMap<>();
+    // Keyed by key(stage, microbatch) or its directed(): primitive maps, nothing boxed per message.
+    private final LongHashSet sendOnCompletion = new LongHashSet();
+    private final Long2ObjectHashMap<TensorPayload> forwardIn = new Long2ObjectHashMap<>();
+    private final Long2ObjectHashMap<TensorPayload> backwardIn = new Long2ObjectHashMap<>();
+    private final Long2ObjectHashMap<Tensor> forwardOut = new Long2ObjectHashMap<>();
+    private final Long2ObjectHashMap<Tensor> backwardOut = new Long2ObjectHashMap<>();
+    private static final long NONE = Long.MIN_VALUE;
+    /** When the row reached each RECV still waiting for its tensor. */
+    private final Long2LongHashMap recvWaitStart = new Long2LongHashMap(NONE);
+    /** The RECV events of this pass whose input no action has used yet (index in {@link #events}), by direction and key. */
+    private final Long2LongHashMap recvEvent = new Long2LongHashMap(NONE);
     /** When each buffered tensor arrived (transport's stamp), by direction and key. */
-    private final Map<Long, Long> arrivedAt = new HashMap<>();
+    private final Long2LongHashMap arrivedAt = new Long2LongHashMap(NONE);
     /** The job's id on every frame this rank sends: the plan's, until the Coordinator's JoinJob. */
     private long jobId;
     /** Set on the device thread if building the stages failed. */
     private volatile Throwable deviceInitError;
     private final boolean[] done;
+    /** Actions of the row not done in this pass. */
+    private int notDone;
     private final int[] inFlight;
     private final int[] lastWeightMb;
-    private final java.util.Set<Long> forwardDone = new java.util.HashSet<>();
-    private final java.util.Set<Long> inputGradDone = new java.util.HashSet<>();
+    private final LongHashSet forwardDone = new LongHashSet();
+    private final LongHashSet inputGradDone = new LongHashSet();
     private final List<ActionEvent> events = new ArrayList<>();
     private final Map<Integer, LossOutput> losses = new HashMap<>();
     private int stashed;
@@ -300,6 +324,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         this.rank = rank;
         this.submesh = submesh;
         this.transport = transport;
+        this.channels = new TensorChannel[plan.ranks()];
         this.device = Executors.newSingleThreadExecutor(r -> {
             Thread t = new Thread(r, "ttpipe-rank" + rank + "-device");
             t.setDaemon(true);
@@ -399,12 +424,14 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         position = 0;
         failed = false;
         java.util.Arrays.fill(done, false);
+        notDone = done.length;
         java.util.Arrays.fill(inFlight, 0);
         java.util.Arrays.fill(lastWeightMb, -1);
         forwardDone.clear();
         inputGradDone.clear();
         sendOnCompletion.clear();
         events.clear();
+        recvEvent.clear();
         losses.clear();
         advance();
         return this;
@@ -422,6 +449,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         arrivedAt.put(directed(key, forward), m.arrivedNs());
         if (pass != null && plan.readyFirst()) {
             // No RECV in the row to time here: mark the arrival so telemetry knows when the data came.
+            recvEvent.put(directed(key, forward), events.size());
             record(new Action(h.toStage(), forward ? ActionKind.RECV_F : ActionKind.RECV_B, h.microbatch()),
                     m.arrivedNs(), m.arrivedNs(), 0, 0);
         }
@@ -455,7 +483,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             if (done[i]) continue;
             Action a = row.get(i);
             if (!a.kind().isCompute()) {
-                done[i] = true; // satisfied implicitly
+                markDone(i); // satisfied implicitly
                 continue;
             }
             if (readyFirstAllows(a)) tryRun(i, a);
@@ -487,34 +515,38 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         switch (a.kind()) {
             case RECV_F:
             case RECV_B: {
-                Map<Long, TensorPayload> buffer = a.kind() == ActionKind.RECV_F ? forwardIn : backwardIn;
+                Long2ObjectHashMap<TensorPayload> buffer = a.kind() == ActionKind.RECV_F ? forwardIn : backwardIn;
                 long now = System.nanoTime();
                 long wait = directed(key, a.kind() == ActionKind.RECV_F);
-                Long waitStart = recvWaitStart.putIfAbsent(wait, now);
-                if (!buffer.containsKey(key)) return false;
-                long start = waitStart == null ? now : waitStart;
+                long waitStart = recvWaitStart.get(wait);
+                if (!buffer.containsKey(key)) {
+                    if (waitStart == NONE) recvWaitStart.put(wait, now);
+                    return false;
+                }
+                long start = waitStart == NONE ? now : waitStart;
                 recvWaitStart.remove(wait);
                 // Waited from reaching the RECV until the transport delivered the tensor (not until the actor saw it).
-                Long arrived = arrivedAt.remove(wait);
-                long end = arrived == null ? start : Math.max(start, arrived);
+                long arrived = arrivedAt.remove(wait);
+                long end = arrived == NONE ? start : Math.max(start, arrived);
+                recvEvent.put(wait, events.size());
                 record(a, start, end, 0, end - start);
-                done[index] = true;
+                markDone(index);
                 return true;
             }
             case SEND_F:
             case SEND_B: {
-                Map<Long, Tensor> out = a.kind() == ActionKind.SEND_F ? forwardOut : backwardOut;
+                Long2ObjectHashMap<Tensor> out = a.kind() == ActionKind.SEND_F ? forwardOut : backwardOut;
                 Tensor t = out.remove(key);
                 if (t == null) {
                     // Its producer is still on the device queue (the row runs in order): send it when it is done.
                     sendOnCompletion.add(directed(key, a.kind() == ActionKind.SEND_F));
-                    done[index] = true;
+                    markDone(index);
                     return true;
                 }
                 long start = System.nanoTime();
                 long bytes = send(a.kind() == ActionKind.SEND_F ? TensorKind.ACTIVATION : TensorKind.GRADIENT, s, mb, t);
                 record(a, start, System.nanoTime(), bytes, 0);
-                done[index] = true;
+                markDone(index);
                 return true;
             }
             case F:
@@ -527,7 +559,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             case W:
                 break;
             default:
-                done[index] = true; // REDUCE_GRAD / OPTIMIZER_STEP run in the step protocol
+                markDone(index); // REDUCE_GRAD / OPTIMIZER_STEP run in the step protocol
                 return true;
         }
         submit(index, a);
@@ -542,7 +574,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         BeginPass p = pass;
         int buffered = forwardIn.size() + backwardIn.size();
         queued.addLast(a);
-        done[index] = true;
+        markDone(index);
         if (a.kind() == ActionKind.F) inFlight[s]++;
         ActorRef<Command> self = getContext().getSelf();
         int gen = generation;
@@ -553,13 +585,18 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                 var delay = testDelay;
                 if (delay != null && delay.getKey().equals(a)) Thread.sleep(delay.getValue());
                 Stage stage = stages.get(s);
+                // The input from another rank first: on a queue that runs ahead, this is where it waits for the sender.
+                Tensor remote = in == null ? null : in.materialize(submesh);
+                long inputReady = remote == null ? -1 : submesh.readyAtNanos(remote);
+                long queued = submesh.queuedUntilNanos();
+                if (queued >= 0) start = Math.max(System.nanoTime(), queued);     // when the queue reaches this action
                 Tensor output = null;
                 LossOutput loss = null;
                 switch (a.kind()) {
                     case F: {
                         Tensor x = stage.isFirst()
                                 ? Inputs.ids(submesh.ops(), plan.parallelism(), p.data().inputs()[mb], p.data().microbatchSize(), p.data().seqLen())
-                                : in.materialize(submesh);
+                                : remote;
                         if (stage.isLast()) {
                             stage.setTargets(mb, Inputs.ids(submesh.ops(), plan.parallelism(), p.data().targets()[mb],
                                     p.data().microbatchSize(), p.data().seqLen()), p.data().lossScale());
@@ -569,10 +606,10 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                         break;
                     }
                     case B:
-                        output = stage.backward(p.pass(), mb, in == null ? null : in.materialize(submesh));
+                        output = stage.backward(p.pass(), mb, remote);
                         break;
                     case I:
-                        output = stage.backwardInput(p.pass(), mb, in == null ? null : in.materialize(submesh));
+                        output = stage.backwardInput(p.pass(), mb, remote);
                         break;
                     case W:
                         stage.backwardWeight(p.pass(), mb);
@@ -580,8 +617,16 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                     default:
                         throw new IllegalStateException("not a compute action: " + a);
                 }
-                submesh.synchronize();
-                self.tell(new ComputeDone(gen, a, output, loss, start, System.nanoTime(), buffered));
+                // A queue that runs ahead is not waited for: the actor goes on issuing, and a rank that
+                // adopts the output waits for it on its own queue. Otherwise the action ends here.
+                long end = submesh.queuedUntilNanos();
+                if (end < 0) {
+                    submesh.synchronize();
+                    end = System.nanoTime();
+                } else if (output != null) {
+                    submesh.fence(output);      // handed on at the action's end, as the simulator assumes
+                }
+                self.tell(new ComputeDone(gen, a, output, loss, start, end, buffered, inputReady));
             } catch (Throwable t) {
                 self.tell(new ComputeFailed(gen, a, t));
             }
@@ -604,6 +649,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             if (m.output() != null) m.output().close();
             return this;
         }
+        if (m.inputReadyNs() >= 0) inputReadyOnDevice(a, m.inputReadyNs());
         switch (a.kind()) {
             case F:
                 stashed++;
@@ -657,7 +703,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         int to = kind == TensorKind.ACTIVATION ? from + 1 : from - 1;
         FrameHeader h = header(kind, from, to, mb, t);
         long bytes = t.bytesPerDevice() * t.submesh().devices().size();
-        TensorChannel ch = transport.channel(rank, plan.schedule().rankOfStage(to));
+        TensorChannel ch = channel(plan.schedule().rankOfStage(to));
         ActorRef<Command> self = getContext().getSelf();
         long job = jobId;
         ch.send(h, t).whenComplete((v, err) -> {
@@ -665,6 +711,13 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                     : ActionKind.SEND_B, mb), err, job));
         });
         return bytes;
+    }
+
+    /** The transport's channel to {@code toRank}, looked up once (a send is on the hot path). */
+    private TensorChannel channel(int toRank) {
+        TensorChannel ch = channels[toRank];
+        if (ch == null) channels[toRank] = ch = transport.channel(rank, toRank);
+        return ch;
     }
 
     private FrameHeader header(TensorKind kind, int from, int to, int mb, Tensor t) {
@@ -676,15 +729,45 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                 submesh.maxInUse()));
     }
 
+    private void markDone(int index) {
+        if (!done[index]) {
+            done[index] = true;
+            notDone--;
+        }
+    }
+
     private boolean allDone() {
-        for (boolean d : done) if (!d) return false;
-        return true;
+        return notDone == 0;
+    }
+
+    /**
+     * On a queue that runs ahead of the actor (sim): {@code a}'s input from another rank was there when
+     * the sender's queue produced it, which its RECV now says, instead of when the message came (the
+     * runtime's delay in between is then seen as the device's wait, not as the data's).
+     */
+    private void inputReadyOnDevice(Action a, long readyNs) {
+        if (!(a.kind() == ActionKind.F || a.kind() == ActionKind.B || a.kind() == ActionKind.I)) return;
+        long i = recvEvent.remove(directed(key(a.stage(), a.microbatch()), a.kind() == ActionKind.F));
+        if (i == NONE) return;
+        ActionEvent e = events.get((int) i);
+        long end = Math.max(e.startNs(), readyNs);
+        events.set((int) i, new ActionEvent(e.rank(), e.action(), e.pass(), e.startNs(), end, e.bytes(), end - e.startNs(), e.queueDepth(),
+                e.stashed(), e.memory()));
     }
 
     private void finishPass() {
         BeginPass p = pass;
         pass = null;
-        p.replyTo().tell(new Coordinator.PassDone(rank, p.pass(), List.copyOf(events), Map.copyOf(losses)));
+        Coordinator.PassDone done = new Coordinator.PassDone(rank, p.pass(), List.copyOf(events), Map.copyOf(losses));
+        if (submesh.queuedUntilNanos() <= System.nanoTime()) {
+            p.replyTo().tell(done);
+        } else {
+            // The device queue runs ahead (sim): the pass is done when it has run everything issued.
+            device.execute(() -> {
+                submesh.synchronize();
+                p.replyTo().tell(done);
+            });
+        }
     }
 
     private Behavior<Command> onComputeFailed(ComputeFailed m) {
@@ -728,6 +811,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         forwardIn.clear();
         backwardIn.clear();
         arrivedAt.clear();
+        recvEvent.clear();
         forwardOut.clear();
         backwardOut.clear();
         sendOnCompletion.clear();
@@ -827,10 +911,10 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
             Action next = row.get(position);
             if (next.kind() == ActionKind.RECV_F || next.kind() == ActionKind.RECV_B) {
                 boolean fwd = next.kind() == ActionKind.RECV_F;
-                Long since = recvWaitStart.get(directed(key(next.stage(), next.microbatch()), fwd));
+                long since = recvWaitStart.get(directed(key(next.stage(), next.microbatch()), fwd));
                 waitingFor = next.toString();
                 from = plan.schedule().rankOfStage(fwd ? next.stage() - 1 : next.stage() + 1);
-                waitingMs = since == null ? 0 : (now - since) / 1_000_000;
+                waitingMs = since == NONE ? 0 : (now - since) / 1_000_000;
             }
         }
         return new Waiting(running == null ? null : running.toString(), running == null || started == 0 ? 0 : (now - started) / 1_000_000,

@@ -158,8 +158,10 @@ public final class TrainingJob {
         this.maxRecoveries = n;
     }
 
-    /** Where this run's checkpoints go, or null when it saves none (no run directory and no checkpoint_dir). */
+    /** Where this run's checkpoints go, or null when it saves none (no run directory and no checkpoint_dir, or the sim backend). */
     Checkpoints checkpoints(Path runDir) {
+        // A sim run's weights are placeholders: a checkpoint of them would only cost the host copy and the disk.
+        if (plan.backend() == Backend.SIM) return null;
         Path root = cfg.training.checkpointDir != null ? Path.of(cfg.training.checkpointDir)
                 : runDir != null ? runDir.resolve("checkpoints") : null;
         return root == null ? null : new Checkpoints(this, root, cfg.training.modelSaveInterval, cfg.training.checkpointKeep);
@@ -456,7 +458,7 @@ public final class TrainingJob {
         StageTable.print(out, plan, st.lastAnalysis, last);
         double val = Double.NaN;
         if (plan.backend() == Backend.SIM) {
-            out.println("(sim backend: no values, so no validation loss or samples)");
+            out.println("(sim backend: no values, so no validation loss, samples or checkpoints)");
         } else if (!allLocal(runtime)) {
             out.println("(multi-process job: validation loss and samples need every stage in one process; run `ttpipe train` with"
                     + " the same config to see them)");

@@ -60,35 +60,46 @@ final class SimOps extends CheckedOps implements LocalPiecesOps {
     private void memoryBound(MeshTensor... touched) {
         double bytes = 0;
         for (MeshTensor t : touched) if (t != null) bytes += t.bytesPerDevice();
-        sub.enqueue(costs.memorySeconds(bytes));
+        long end = sub.enqueue(costs.memorySeconds(bytes));
+        for (MeshTensor t : touched) touched(t, end);
     }
 
-    private void link(double bytes) {
-        sub.enqueue(costs.linkSeconds(bytes));
+    /** Link time for {@code bytes}; {@code written}: the tensor the transfer fills. */
+    private void link(double bytes, MeshTensor written) {
+        touched(written, sub.enqueue(costs.linkSeconds(bytes)));
+    }
+
+    /**
+     * Stamps {@code t}'s memory with the end of an op that touched it: a submesh that adopts it waits
+     * for that, not for whatever this queue runs later. Inputs are stamped too (reads end there as
+     * well), which can only make an adopter wait longer, never too little.
+     */
+    private static void touched(MeshTensor t, long end) {
+        if (t != null) ((SimStorage) t.storage()).touchedUntil(end);
     }
 
     // ---- creation and movement ---------------------------------------------------------------------
 
     @Override
     protected void writeHostKernel(MeshTensor t, float[] data) {
-        link(t.bytesPerDevice());
+        link(t.bytesPerDevice(), t);
     }
 
     @Override
     protected void writeHostIntsKernel(MeshTensor t, int[] data) {
-        link(t.bytesPerDevice());
+        link(t.bytesPerDevice(), t);
     }
 
     @Override
     protected void writeLocalKernel(MeshTensor t, float[][] pieces) {
-        link(t.bytesPerDevice());
+        link(t.bytesPerDevice(), t);
     }
 
     /** Nothing to copy (no values); costs the bytes over the host link, as {@code fromHostLocal}. */
     @Override
     public Tensor fromLocalBytes(ByteBuffer src, Shape shape, Layout layout, DType dtype) {
         MeshTensor out = allocateForLocalBytes(src, shape, layout, dtype);
-        link(out.bytesPerDevice());
+        link(out.bytesPerDevice(), out);
         return out;
     }
 
@@ -116,15 +127,16 @@ final class SimOps extends CheckedOps implements LocalPiecesOps {
     /** Moves the accounting (nothing to copy); later work here waits for the tensor's producer. */
     @Override
     protected MeshTensor adoptKernel(MeshTensor t) {
-        // The tensor is ready when the sender's queue has reached it: no later than now if the sender
-        // synchronized after producing it (the runtime does, at the end of every action), and never later
-        // than the sender's queue end. Work the sender queued since must not delay the receiver.
-        long readyAt = Math.min(System.nanoTime(), ((SimSubmesh) t.submesh()).busyUntil());
+        // The tensor is ready when the sender's queue has run the last op that touched it (which may
+        // still be ahead: ops return before their modeled time has passed). Work the sender queued
+        // since must not delay the receiver.
+        long readyAt = ((SimStorage) t.storage()).readyAt();
         MeshTensor moved = moveHere(t, memories);
         if (moved == null) {
             moved = allocate(t.shape(), t.layout(), t.dtype());
             t.close();
         }
+        touched(moved, readyAt);
         sub.waitFor(readyAt);
         return moved;
     }
@@ -134,7 +146,10 @@ final class SimOps extends CheckedOps implements LocalPiecesOps {
     @Override
     protected void matmulKernel(MeshTensor out, MeshTensor a, MeshTensor b, boolean ta, boolean tb, float alpha,
                                 float beta) {
-        sub.enqueue(costs.computeSeconds(MatmulDims.of(a.localShape(), ta, b.localShape(), tb).flops()));
+        long end = sub.enqueue(costs.computeSeconds(MatmulDims.of(a.localShape(), ta, b.localShape(), tb).flops()));
+        touched(out, end);
+        touched(a, end);
+        touched(b, end);
     }
 
     // ---- memory-bound --------------------------------------------------------------------------------
@@ -252,11 +267,14 @@ final class SimOps extends CheckedOps implements LocalPiecesOps {
         memoryBound(out, x);
     }
 
-    /** A NaN sum over every target (ids are not stored), after the queue has run the loss. */
+    /**
+     * A NaN sum over every target (ids are not stored), at once: the placeholder needs no wait, and a
+     * wait here would idle the last stage's queue between each forward and its backward for as long as
+     * the issuing thread takes to wake, which is the host's cost, not the modeled device's.
+     */
     @Override
     protected LossOutput crossEntropyKernel(MeshTensor logits, MeshTensor targets, int ignoreIndex) {
         memoryBound(logits, targets);
-        sub.synchronize();
         return new LossOutput(Double.NaN, targets.shape().numel());
     }
 
@@ -286,18 +304,18 @@ final class SimOps extends CheckedOps implements LocalPiecesOps {
 
     @Override
     protected void allGatherKernel(MeshTensor out, MeshTensor x, int dim, int axis) {
-        link((sub.shape().axisSize(axis) - 1) * (double) x.bytesPerDevice());
+        link((sub.shape().axisSize(axis) - 1) * (double) x.bytesPerDevice(), out);
     }
 
     @Override
     protected void reduceScatterKernel(MeshTensor out, MeshTensor x, int dim, int axis) {
-        link((sub.shape().axisSize(axis) - 1) * (double) out.bytesPerDevice());
+        link((sub.shape().axisSize(axis) - 1) * (double) out.bytesPerDevice(), out);
     }
 
     @Override
     protected void allReduceKernel(MeshTensor out, MeshTensor x, int axis, ReduceOp op) {
         int n = sub.shape().axisSize(axis);
-        link(2.0 * (n - 1) / n * x.bytesPerDevice());
+        link(2.0 * (n - 1) / n * x.bytesPerDevice(), out);
     }
 
     /** A socket's receive side: a tensor like {@code t} here (accounting only; thread-safe). */

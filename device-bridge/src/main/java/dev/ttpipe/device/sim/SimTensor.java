@@ -45,11 +45,14 @@ final class SimTensor extends MeshTensor implements LocalPieces {
         submesh.synchronize();
     }
 
-    /** Zeros of the piece's length, once every op issued on the submesh has finished. */
+    /**
+     * Zeros of the piece's length, once the last op that touched this tensor has finished (a transport
+     * sends it: work queued after it must not hold the sender up).
+     */
     @Override
     public void copyLocalTo(int device, ByteBuffer dst) {
         int len = checkCopyLocalTo(device, dst);
-        submesh.synchronize();
+        SimSubmesh.parkUntil(((SimStorage) storage()).readyAt());
         for (int done = 0; done < len; done += ZEROS.length) dst.put(ZEROS, 0, Math.min(ZEROS.length, len - done));
     }
 

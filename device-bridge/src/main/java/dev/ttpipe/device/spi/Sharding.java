@@ -17,6 +17,8 @@ public final class Sharding {
 
     /** The shape each device holds: every sharded dimension divided by its mesh axis size. */
     public static Shape localShape(Shape shape, Layout layout, MeshShape mesh) {
+        // Every tensor computes this at creation: a replicated one's pieces are the tensor (Shape is immutable).
+        if (!(layout.on(0) instanceof Placement.Shard) && !(layout.on(1) instanceof Placement.Shard)) return shape;
         int[] d = shape.toArray();
         for (int axis = 0; axis < 2; axis++) {
             if (layout.on(axis) instanceof Placement.Shard s) d[s.dim()] /= mesh.axisSize(axis);

@@ -44,6 +44,21 @@ public abstract class SubmeshBase implements Submesh {
     }
 
     /** The accounting of every device, row-major (what a tensor on this submesh is charged to). */
+    /** Without a stream: the runtime asks for it at every action it records. */
+    @Override
+    public long maxInUse() {
+        long max = 0;
+        for (Device d : devices) max = Math.max(max, d.memory().inUse());
+        return max;
+    }
+
+    @Override
+    public long maxPeak() {
+        long max = 0;
+        for (Device d : devices) max = Math.max(max, d.memory().peak());
+        return max;
+    }
+
     public final List<DeviceMemory> accounting() {
         List<DeviceMemory> out = new ArrayList<>(devices.size());
         for (Device d : devices) out.add(((AccountedDevice) d).accounting());

@@ -180,6 +180,49 @@ class SimBackendTest {
     }
 
     @Test
+    void anAdoptedTensorIsReadyWhenItsProducerEndsNotWhenTheSendersQueueDoes() {
+        try (MeshDevice mesh = sim(1, 2)) {
+            List<Submesh> stages = mesh.createSubmeshes(new MeshShape(1, 1));
+            SimSubmesh sender = (SimSubmesh) stages.get(0);
+            SimSubmesh receiver = (SimSubmesh) stages.get(1);
+            Ops first = sender.ops();
+            try (Tensor m = first.zeros(Shape.of(128, 128), Layout.REPLICATED, DType.FP32)) {
+                Tensor p = first.matmul(m, m, false, false);              // ~4.2 ms of modeled compute
+                long produced = sender.queuedUntilNanos();
+                assertTrue(produced > System.nanoTime(), "the op returned before its modeled time passed");
+                try (Tensor later = first.matmul(m, m, false, false)) {   // more work queued behind it
+                    assertTrue(sender.queuedUntilNanos() > produced);
+                    try (Tensor got = receiver.ops().adopt(p)) {
+                        assertEquals(produced, receiver.queuedUntilNanos(), "the receiver waits for p's producer, and only for it");
+                    }
+                }
+            }
+        }
+    }
+
+    @Test
+    void aFencedTensorIsReadyWhenEverythingQueuedBeforeTheFenceIs() {
+        try (MeshDevice mesh = sim(1, 2)) {
+            List<Submesh> stages = mesh.createSubmeshes(new MeshShape(1, 1));
+            SimSubmesh sender = (SimSubmesh) stages.get(0);
+            Ops first = sender.ops();
+            try (Tensor m = first.zeros(Shape.of(128, 128), Layout.REPLICATED, DType.FP32)) {
+                Tensor p = first.matmul(m, m, false, false);
+                long produced = sender.readyAtNanos(p);
+                try (Tensor rest = first.matmul(m, m, false, false)) {      // the rest of the action
+                    long actionEnd = sender.queuedUntilNanos();
+                    assertTrue(actionEnd > produced);
+                    sender.fence(p);
+                    assertEquals(actionEnd, sender.readyAtNanos(p));
+                    try (Tensor got = stages.get(1).ops().adopt(p)) {
+                        assertEquals(actionEnd, stages.get(1).queuedUntilNanos());
+                    }
+                }
+            }
+        }
+    }
+
+    @Test
     void aSixtyFourStagePipelineRunsOnOneHost() {
         try (MeshDevice mesh = Backends.open("sim", new MeshShape(1, 64), MeshOptions.defaults()
                 .withSimCosts(new SimCosts(1000, 1000, 1, 100, 1)))) {
