@@ -530,8 +530,9 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
             throw e;
         }
         try {
-            each(d -> FlashAttention.forward(par, out(o, d), out(lse, d), in(tq, d), in(tk, d), in(tv, d), lead, t, keys, hd,
-                    scale, causal));
+            each(d -> FlashAttention.forward(par, mesh.gemm(), staging.write((CpuTensor) o, d), staging.write((CpuTensor) lse, d),
+                    staging.read((CpuTensor) tq, d), staging.read((CpuTensor) tk, d), staging.read((CpuTensor) tv, d), lead, t,
+                    keys, hd, scale, causal));
             return new AttentionOutput(o, lse);
         } catch (RuntimeException | Error e) {
             o.close();
@@ -560,8 +561,10 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
             g[0] = allocate(tq.shape(), tq.layout(), tdo.dtype());
             g[1] = allocate(tk.shape(), tk.layout(), tdo.dtype());
             g[2] = allocate(tv.shape(), tv.layout(), tdo.dtype());
-            each(d -> FlashAttention.backward(par, out(g[0], d), out(g[1], d), out(g[2], d), in(tq, d), in(tk, d), in(tv, d),
-                    in(to, d), in(tl, d), in(tdo, d), lead, t, keys, hd, scale, causal));
+            each(d -> FlashAttention.backward(par, mesh.gemm(), staging.write((CpuTensor) g[0], d),
+                    staging.write((CpuTensor) g[1], d), staging.write((CpuTensor) g[2], d), staging.read((CpuTensor) tq, d),
+                    staging.read((CpuTensor) tk, d), staging.read((CpuTensor) tv, d), staging.read((CpuTensor) to, d),
+                    staging.read((CpuTensor) tl, d), staging.read((CpuTensor) tdo, d), lead, t, keys, hd, scale, causal));
             return new AttentionGrads(g[0], g[1], g[2]);
         } catch (RuntimeException | Error e) {
             for (MeshTensor x : g) if (x != null) x.close();

@@ -1,21 +1,27 @@
 package dev.ttpipe.device.cpu;
 
 import java.nio.FloatBuffer;
-import java.util.Arrays;
 
 /**
  * Fused scaled dot-product attention on one device's pieces, q [n, T, hd], k and v [n, Tk, hd]
- * (n = batch x heads), one (batch, head) at a time on one thread, parallel over them. Scores are
- * formed one query row at a time in a row of scratch that stays in L1, only over the keys the row
- * sees (causal: key j for query i when j <= i + Tk - T), so the masked half is never computed and no
- * [T, Tk] tensor is written. Forward keeps the rows' log-sum-exp; backward recomputes the
- * probabilities from it (FlashAttention's recipe). Inputs are copied to heap scratch (K and V also
- * transposed) so the inner loops are unit-stride array loops the JIT vectorises.
+ * (n = batch x heads): one (batch, head) at a time on one thread, parallel over them, in blocks of
+ * {@value #BLOCK} query rows. A block's scores are one small matmul into a [BLOCK, keys] tile that
+ * stays in cache, over only the keys its last row sees (causal: key j for query i when
+ * j <= i + Tk - T), so the masked part of the [T, Tk] scores is skipped block by block and no
+ * [T, Tk] tensor is ever written. Forward keeps the rows' log-sum-exp; backward recomputes the
+ * probabilities from it (FlashAttention's recipe), with dK and dV accumulated over the blocks.
+ *
+ * <p>The tile products go through the mesh's {@link Gemm}. With OpenBLAS they run single-threaded,
+ * one per pool thread (the (batch, head) pairs are the parallelism), instead of splitting each small
+ * product over threads that must meet after it.
  *
  * <p>Deterministic: every output element is computed by one thread in a fixed order, whatever the
  * thread count and however the leading dimension is split.
  */
 final class FlashAttention {
+    /** Query rows per block. */
+    static final int BLOCK = 64;
+
     private FlashAttention() {
     }
 
@@ -24,132 +30,126 @@ final class FlashAttention {
         return causal ? Math.max(0, Math.min(tk, i + tk - t + 1)) : tk;
     }
 
+    /** Runs {@code body} over the n pairs on the pool, OpenBLAS single-threaded meanwhile (each pool thread calls it). */
+    private static void pairs(Parallel par, Gemm gemm, int n, Parallel.Body body) {
+        boolean blas = gemm instanceof BlasGemm && par.threads() > 1;
+        if (blas) BlasGemm.setThreads(1);
+        try {
+            par.range(n, 1, body);
+        } finally {
+            if (blas) BlasGemm.setThreads(par.threads());
+        }
+    }
+
     /**
      * o = softmax(scale q k^T) v per leading index; lse [n, T] = the rows' log(sum(exp(scale s))) (a row
      * that sees no key: o = 0, lse = -inf).
      */
-    static void forward(Parallel par, FloatBuffer o, FloatBuffer lse, FloatBuffer q, FloatBuffer k, FloatBuffer v,
-                        int n, int t, int tk, int hd, float scale, boolean causal) {
-        par.range(n, 1, (lo, hi) -> {
-            float[] qs = new float[t * hd];
-            float[] kt = new float[hd * tk];                 // K^T: row e holds the keys' element e
-            float[] vs = new float[tk * hd];
-            float[] os = new float[t * hd];
-            float[] s = new float[tk];
-            float[] ls = new float[t];
-            for (int bh = lo; bh < hi; bh++) {
-                q.get(bh * t * hd, qs, 0, t * hd);
-                v.get(bh * tk * hd, vs, 0, tk * hd);
-                transpose(k, bh * tk * hd, kt, tk, hd);
-                for (int i = 0; i < t; i++) {
-                    int m = seen(i, t, tk, causal);
-                    int row = i * hd;
-                    if (m == 0) {
-                        Arrays.fill(os, row, row + hd, 0f);
-                        ls[i] = Float.NEGATIVE_INFINITY;
-                        continue;
-                    }
-                    scores(s, qs, row, kt, tk, hd, m, scale);
-                    float max = Float.NEGATIVE_INFINITY;
-                    for (int j = 0; j < m; j++) max = Math.max(max, s[j]);
-                    double sum = 0;
-                    for (int j = 0; j < m; j++) {
-                        float e = FloatExp.exp(s[j] - max);
-                        s[j] = e;
-                        sum += e;
-                    }
-                    float inv = (float) (1.0 / sum);
-                    for (int j = 0; j < m; j++) s[j] *= inv;
-                    ls[i] = max + (float) Math.log(sum);
-                    Arrays.fill(os, row, row + hd, 0f);
-                    for (int j = 0; j < m; j++) {                // o_i = sum_j p_j v_j
-                        float p = s[j];
-                        int vr = j * hd;
-                        for (int e = 0; e < hd; e++) os[row + e] += p * vs[vr + e];
+    static void forward(Parallel par, Gemm gemm, NativeBuffer o, NativeBuffer lse, NativeBuffer q, NativeBuffer k,
+                        NativeBuffer v, int n, int t, int tk, int hd, float scale, boolean causal) {
+        pairs(par, gemm, n, (lo, hi) -> {
+            NativeBuffer s = NativeBuffer.malloc(4 * BLOCK * Math.max(1, tk));
+            float[] row = new float[tk];
+            try {
+                for (int bh = lo; bh < hi; bh++) {
+                    int qb = bh * t * hd, kb = bh * tk * hd;
+                    for (int i0 = 0; i0 < t; i0 += BLOCK) {
+                        int rows = Math.min(BLOCK, t - i0);
+                        int keys = seen(i0 + rows - 1, t, tk, causal);
+                        // S = scale Q_blk K[0:keys]^T   [rows, keys]
+                        gemm.sgemm(false, true, rows, keys, hd, scale, q, qb + i0 * hd, hd, k, kb, hd, 0f, s, 0, Math.max(1, keys));
+                        for (int r = 0; r < rows; r++) {
+                            int i = i0 + r;
+                            lse.floats.put(bh * t + i, softmaxRow(s.floats, r * keys, row, seen(i, t, tk, causal), keys));
+                        }
+                        // O_blk = P V[0:keys]   [rows, hd]
+                        gemm.sgemm(false, false, rows, hd, keys, 1f, s, 0, Math.max(1, keys), v, kb, hd, 0f, o, qb + i0 * hd, hd);
                     }
                 }
-                o.put(bh * t * hd, os, 0, t * hd);
-                lse.put(bh * t, ls, 0, t);
+            } finally {
+                s.free();
             }
         });
     }
 
     /**
      * dq, dk, dv of {@link #forward} given dO, its output o and lse: P recomputed from q, k and lse,
-     * D_i = dO_i . o_i, dV = P^T dO, dS = scale P (dO V^T - D), dQ = dS K, dK = dS^T Q.
+     * D_i = dO_i . o_i, dV = P^T dO, dS = scale P (dO V^T - D), dQ = dS K, dK = dS^T Q. The blocks run
+     * last to first: the last sees every key (causal or not), so it initialises dK and dV and the others add to them.
      */
-    static void backward(Parallel par, FloatBuffer dq, FloatBuffer dk, FloatBuffer dv, FloatBuffer q, FloatBuffer k,
-                         FloatBuffer v, FloatBuffer o, FloatBuffer lse, FloatBuffer dO, int n, int t, int tk, int hd,
-                         float scale, boolean causal) {
-        par.range(n, 1, (lo, hi) -> {
-            float[] qs = new float[t * hd];
-            float[] ks = new float[tk * hd];
-            float[] kt = new float[hd * tk];
-            float[] vt = new float[hd * tk];
-            float[] dos = new float[t * hd];
-            float[] os = new float[t * hd];
-            float[] ls = new float[t];
-            float[] dqs = new float[t * hd];
-            float[] dks = new float[tk * hd];
-            float[] dvs = new float[tk * hd];
-            float[] p = new float[tk];
-            float[] ds = new float[tk];
-            for (int bh = lo; bh < hi; bh++) {
-                int qb = bh * t * hd, kb = bh * tk * hd;
-                q.get(qb, qs, 0, t * hd);
-                k.get(kb, ks, 0, tk * hd);
-                dO.get(qb, dos, 0, t * hd);
-                o.get(qb, os, 0, t * hd);
-                lse.get(bh * t, ls, 0, t);
-                transpose(k, kb, kt, tk, hd);
-                transpose(v, kb, vt, tk, hd);
-                Arrays.fill(dks, 0f);
-                Arrays.fill(dvs, 0f);
-                for (int i = 0; i < t; i++) {
-                    int m = seen(i, t, tk, causal);
-                    int row = i * hd;
-                    Arrays.fill(dqs, row, row + hd, 0f);
-                    if (m == 0) continue;
-                    scores(p, qs, row, kt, tk, hd, m, scale);
-                    float l = ls[i];
-                    for (int j = 0; j < m; j++) p[j] = FloatExp.exp(p[j] - l);
-                    scores(ds, dos, row, vt, tk, hd, m, 1f);     // dP_ij = dO_i . v_j
-                    double dd = 0;
-                    for (int e = 0; e < hd; e++) dd += (double) dos[row + e] * os[row + e];
-                    float d = (float) dd;
-                    for (int j = 0; j < m; j++) ds[j] = scale * p[j] * (ds[j] - d);
-                    for (int j = 0; j < m; j++) {
-                        float pj = p[j], sj = ds[j];
-                        int kr = j * hd;
-                        for (int e = 0; e < hd; e++) {
-                            dvs[kr + e] += pj * dos[row + e];
-                            dks[kr + e] += sj * qs[row + e];
-                            dqs[row + e] += sj * ks[kr + e];
+    static void backward(Parallel par, Gemm gemm, NativeBuffer dq, NativeBuffer dk, NativeBuffer dv, NativeBuffer q,
+                         NativeBuffer k, NativeBuffer v, NativeBuffer o, NativeBuffer lse, NativeBuffer dO, int n, int t,
+                         int tk, int hd, float scale, boolean causal) {
+        pairs(par, gemm, n, (lo, hi) -> {
+            int tile = 4 * BLOCK * Math.max(1, tk);
+            NativeBuffer p = NativeBuffer.malloc(tile);
+            NativeBuffer ds = NativeBuffer.malloc(tile);
+            float[] pr = new float[tk];
+            float[] dr = new float[tk];
+            try {
+                for (int bh = lo; bh < hi; bh++) {
+                    int qb = bh * t * hd, kb = bh * tk * hd;
+                    boolean first = true;
+                    for (int i0 = (t - 1) / BLOCK * BLOCK; i0 >= 0; i0 -= BLOCK) {
+                        int rows = Math.min(BLOCK, t - i0);
+                        int keys = seen(i0 + rows - 1, t, tk, causal);
+                        int ld = Math.max(1, keys);
+                        gemm.sgemm(false, true, rows, keys, hd, scale, q, qb + i0 * hd, hd, k, kb, hd, 0f, p, 0, ld);
+                        gemm.sgemm(false, true, rows, keys, hd, 1f, dO, qb + i0 * hd, hd, v, kb, hd, 0f, ds, 0, ld);
+                        for (int r = 0; r < rows; r++) {
+                            int i = i0 + r;
+                            int m = seen(i, t, tk, causal);
+                            p.floats.get(r * keys, pr, 0, keys);
+                            ds.floats.get(r * keys, dr, 0, keys);
+                            float l = lse.floats.get(bh * t + i);
+                            double dd = 0;
+                            for (int e = 0; e < hd; e++) dd += (double) dO.floats.get(qb + i * hd + e) * o.floats.get(qb + i * hd + e);
+                            float d = (float) dd;
+                            for (int j = 0; j < m; j++) {
+                                float pj = FloatExp.exp(pr[j] - l);
+                                pr[j] = pj;
+                                dr[j] = scale * pj * (dr[j] - d);
+                            }
+                            for (int j = m; j < keys; j++) {
+                                pr[j] = 0f;
+                                dr[j] = 0f;
+                            }
+                            p.floats.put(r * keys, pr, 0, keys);
+                            ds.floats.put(r * keys, dr, 0, keys);
                         }
+                        float beta = first ? 0f : 1f;
+                        // dV[0:keys] (+)= P^T dO_blk, dK[0:keys] (+)= dS^T Q_blk, dQ_blk = dS K[0:keys]
+                        gemm.sgemm(true, false, keys, hd, rows, 1f, p, 0, ld, dO, qb + i0 * hd, hd, beta, dv, kb, hd);
+                        gemm.sgemm(true, false, keys, hd, rows, 1f, ds, 0, ld, q, qb + i0 * hd, hd, beta, dk, kb, hd);
+                        gemm.sgemm(false, false, rows, hd, keys, 1f, ds, 0, ld, k, kb, hd, 0f, dq, qb + i0 * hd, hd);
+                        first = false;
                     }
                 }
-                dq.put(qb, dqs, 0, t * hd);
-                dk.put(kb, dks, 0, tk * hd);
-                dv.put(kb, dvs, 0, tk * hd);
+            } finally {
+                p.free();
+                ds.free();
             }
         });
     }
 
-    /** s[j] = scale * (x_row . kt[:, j]) for j < m, x_row = x[row, row + hd). */
-    private static void scores(float[] s, float[] x, int row, float[] kt, int tk, int hd, int m, float scale) {
-        Arrays.fill(s, 0, m, 0f);
-        for (int e = 0; e < hd; e++) {
-            float a = scale * x[row + e];
-            int kr = e * tk;
-            for (int j = 0; j < m; j++) s[j] += a * kt[kr + j];
+    /**
+     * One row of the tile, {@code s[at, at + keys)}, to probabilities in place: exp(s_j - max) / sum for
+     * j < m, 0 after; returns the row's log-sum-exp (-inf when it sees no key).
+     */
+    private static float softmaxRow(FloatBuffer s, int at, float[] row, int m, int keys) {
+        s.get(at, row, 0, keys);
+        float max = Float.NEGATIVE_INFINITY;
+        for (int j = 0; j < m; j++) max = Math.max(max, row[j]);
+        double sum = 0;
+        for (int j = 0; j < m; j++) {
+            float e = FloatExp.exp(row[j] - max);
+            row[j] = e;
+            sum += e;
         }
-    }
-
-    /** dst [hd, tk] = src[at..] viewed as [tk, hd], transposed. */
-    private static void transpose(FloatBuffer src, int at, float[] dst, int tk, int hd) {
-        for (int j = 0; j < tk; j++) {
-            int r = at + j * hd;
-            for (int e = 0; e < hd; e++) dst[e * tk + j] = src.get(r + e);
-        }
+        float inv = (float) (1.0 / sum);
+        for (int j = 0; j < m; j++) row[j] *= inv;
+        for (int j = m; j < keys; j++) row[j] = 0f;
+        s.put(at, row, 0, keys);
+        return m == 0 ? Float.NEGATIVE_INFINITY : max + (float) Math.log(sum);
     }
 }

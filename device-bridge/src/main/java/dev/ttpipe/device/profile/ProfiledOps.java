@@ -145,13 +145,13 @@ final class ProfiledOps implements Ops {
 
     @Override
     public AttentionOutput attention(Tensor q, Tensor k, Tensor v, float scale, boolean causal) {
-        return timed("attention fwd (fused)", attentionFlops(q, k, causal, 2), 0, () -> ops.attention(q, k, v, scale, causal));
+        return timed("attention fwd (QK^T, softmax, PV)", attentionFlops(q, k, causal, 2), 0, () -> ops.attention(q, k, v, scale, causal));
     }
 
     @Override
     public AttentionGrads attentionBackward(Tensor q, Tensor k, Tensor v, AttentionOutput out, Tensor dO, float scale,
                                             boolean causal) {
-        return timed("attention bwd (fused)", attentionFlops(q, k, causal, 4), 0,
+        return timed("attention bwd", attentionFlops(q, k, causal, 4), 0,
                 () -> ops.attentionBackward(q, k, v, out, dO, scale, causal));
     }
 

@@ -68,7 +68,7 @@ class FlashAttentionTest {
     }
 
     @ParameterizedTest(name = "causal={0} T={1} Tk={2} hd={3}")
-    @CsvSource({"true,7,7,5", "false,5,9,4", "true,3,8,6", "true,8,3,4", "true,64,64,16"})
+    @CsvSource({"true,7,7,5", "false,5,9,4", "true,3,8,6", "true,8,3,4", "true,64,64,16", "true,150,150,8", "false,70,130,8", "true,130,70,8"})
     void matchesTheComposedOpsForwardAndBackward(boolean causal, int t, int tk, int hd) {
         try (MeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(2))) {
             Ops ops = mesh.asSubmesh().ops();
