@@ -115,6 +115,52 @@ public interface Ops {
     /** Gradient w.r.t. the softmax input, given its output y: scale * y * (dy - sum(dy * y)). */
     Tensor softmaxBackward(Tensor y, Tensor dy, float scale);
 
+    /**
+     * Scaled dot-product attention per leading index (batch, head): {@code O = softmax(scale Q K^T, causal) V}
+     * with q [..., T, hd], k and v [..., Tk, hd] (causal: key j is seen by query i when j <= i). Returns O and
+     * what {@link #attentionBackward} needs, in a form the backend chooses: by default the probabilities
+     * [..., T, Tk] (this default is {@link #matmul}, {@link #softmax}, {@link #matmul}); a backend with a fused
+     * kernel may keep only per-row statistics and recompute the probabilities.
+     */
+    default AttentionOutput attention(Tensor q, Tensor k, Tensor v, float scale, boolean causal) {
+        Tensor att;
+        try (Tensor scores = matmul(q, k, false, true)) {
+            att = softmax(scores, scale, causal);
+        }
+        try {
+            return new AttentionOutput(matmul(att, v, false, false), att);
+        } catch (RuntimeException | Error e) {
+            att.close();
+            throw e;
+        }
+    }
+
+    /**
+     * The gradients of {@link #attention} given dO: {@code dV = P^T dO}, {@code dS = scale P (dP - rowsum(dP P))}
+     * with {@code dP = dO V^T}, {@code dQ = dS K}, {@code dK = dS^T Q}. {@code out} is {@link #attention}'s
+     * result for the same q, k, v, scale and causal (neither is closed).
+     */
+    default AttentionGrads attentionBackward(Tensor q, Tensor k, Tensor v, AttentionOutput out, Tensor dO, float scale,
+                                             boolean causal) {
+        Tensor att = out.saved();
+        Tensor dS;
+        try (Tensor dA = matmul(dO, v, false, true)) {
+            dS = softmaxBackward(att, dA, scale);
+        }
+        try (dS) {
+            Tensor dV = matmul(att, dO, true, false);
+            Tensor dQ = null;
+            try {
+                dQ = matmul(dS, k, false, false);
+                return new AttentionGrads(dQ, matmul(dS, q, true, false), dV);
+            } catch (RuntimeException | Error e) {
+                dV.close();
+                if (dQ != null) dQ.close();
+                throw e;
+            }
+        }
+    }
+
     /** GELU, tanh approximation (GPT-2's). */
     Tensor gelu(Tensor x);
 

@@ -1,5 +1,7 @@
 package dev.ttpipe.stages;
 
+import dev.ttpipe.device.AttentionGrads;
+import dev.ttpipe.device.AttentionOutput;
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.Ops;
@@ -16,8 +18,8 @@ import dev.ttpipe.device.Tensor;
  * <pre>
  *   q, k, v = x Wq^T, x Wk^T, x Wv^T        [b, T, H*hd]  (k, v: [b, T, Hkv*hd])
  *   Q, K, V = heads(q, k, v)                [b, H, T, hd] (rope on Q, K; K, V repeated per group)
- *   A = softmax(Q K^T / sqrt(hd), causal)   [b, H, T, T]
- *   O = A V                                 [b, H, T, hd]
+ *   A = softmax(Q K^T / sqrt(hd), causal)   [b, H, T, T]  (one op, Ops#attention: fused on the cpu backend,
+ *   O = A V                                 [b, H, T, hd]   which never forms A whole)
  *   y = merge(O) Wo^T                       [b, T, D]
  * </pre>
  */
@@ -29,7 +31,7 @@ final class Attention {
     private final boolean rope;
     private final Slots<Saved> saved = new Slots<>();
 
-    private record Saved(Tensor q, Tensor k, Tensor v, Tensor att) {
+    private record Saved(Tensor q, Tensor k, Tensor v, AttentionOutput att) {
         void close() {
             q.close();
             k.close();
@@ -63,14 +65,8 @@ final class Attention {
         Tensor q = splitHeads(wq.forward(m, x), b, t, heads, true);
         Tensor k = expand(splitHeads(wk.forward(m, x), b, t, kvHeads, true));
         Tensor v = expand(splitHeads(wv.forward(m, x), b, t, kvHeads, false));
-        Tensor att;
-        try (Tensor scores = ops.matmul(q, k, false, true)) {        // [b, H, T, T]
-            att = ops.softmax(scores, scale, true);
-        }
-        Tensor merged;
-        try (Tensor o = ops.matmul(att, v, false, false)) {          // [b, H, T, hd]
-            merged = mergeHeads(o, b, t);
-        }
+        AttentionOutput att = ops.attention(q, k, v, scale, true);   // O [b, H, T, hd]
+        Tensor merged = mergeHeads(att.out(), b, t);
         Tensor y;
         try (merged) {
             y = wo.forward(m, merged);
@@ -97,16 +93,12 @@ final class Attention {
             }
             Tensor dQ, dK, dV;
             try (dO) {
-                Tensor dS;
-                try (Tensor dA = ops.matmul(dO, s.v, false, true)) {        // [b, H, T, T]
-                    dS = ops.softmaxBackward(s.att, dA, Mutation.on(Mutation.DROP_SOFTMAX_SCALE) ? 1f : scale);
-                }
-                dV = ops.matmul(s.att, dO, true, false);                    // [b, H, T, hd]
-                try (dS) {
-                    dQ = ops.matmul(dS, s.k, false, false);
-                    if (Mutation.on(Mutation.NEGATE_DQ)) ops.scaleInPlace(dQ, -1f);
-                    dK = ops.matmul(dS, s.q, true, false);
-                }
+                AttentionGrads g = ops.attentionBackward(s.q, s.k, s.v, s.att, dO,
+                        Mutation.on(Mutation.DROP_SOFTMAX_SCALE) ? 1f : scale, true);  // each [b, H, T, hd]
+                dQ = g.dq();
+                dK = g.dk();
+                dV = g.dv();
+                if (Mutation.on(Mutation.NEGATE_DQ)) ops.scaleInPlace(dQ, -1f);
             }
             Tensor dq = mergeHeadsGrad(dQ, b, t, heads, true);
             Tensor dk = mergeHeadsGrad(collapse(dK), b, t, kvHeads, true);

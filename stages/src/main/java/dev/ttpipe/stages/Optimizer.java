@@ -44,16 +44,21 @@ public final class Optimizer {
 
     /** Steps every parameter of {@code stage} that received a gradient, then ends the stage's step. */
     public void step(Stage stage, double lr, double gradScale) {
-        step(stage.parameters(), lr, gradScale);
+        step(stage.parameters(), lr, gradScale, stage.submesh().ops());   // the stage's ops: a profiled submesh sees these
         stage.endStep();
     }
 
     void step(List<Param> params, double lr, double gradScale) {
+        step(params, lr, gradScale, null);
+    }
+
+    /** With {@code stageOps} null each parameter's own submesh's ops. */
+    private void step(List<Param> params, double lr, double gradScale, Ops stageOps) {
         steps++;
         for (Param p : params) {
             Tensor g = p.fullGrad();
             if (g == null) continue;
-            Ops ops = p.value().submesh().ops();
+            Ops ops = stageOps != null ? stageOps : p.value().submesh().ops();
             float wd = p.decays() ? (float) spec.weightDecay() : 0f;
             if (spec.kind() == OptimizerSpec.Kind.ADAMW) {
                 if (p.expAvg == null) {

@@ -10,6 +10,8 @@ import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.cpu.MachinePeak;
+import dev.ttpipe.device.profile.OpProfile;
+import dev.ttpipe.device.profile.ProfiledSubmesh;
 import dev.ttpipe.stages.ReferenceTrainer;
 import dev.ttpipe.stages.data.Batch;
 import picocli.CommandLine.Command;
@@ -38,7 +40,8 @@ import java.util.concurrent.Callable;
                 "attention) / (step time x this machine's measured FMA peak)."},
         footer = {"", "Examples:",
                 "  ttpipe bench step configs/bench/gpt-s.yaml",
-                "  ttpipe bench step configs/bench/gpt-s.yaml --steps 5 --json"})
+                "  ttpipe bench step configs/bench/gpt-s.yaml --steps 5 --json",
+                "  ttpipe bench step configs/bench/gpt-s.yaml --profile"})
 public final class BenchStepCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "CONFIG", description = "A training config YAML (its model, batch and device).")
     Path config;
@@ -51,6 +54,10 @@ public final class BenchStepCommand implements Callable<Integer> {
 
     @Option(names = "--json", description = "Print one JSON object.")
     boolean json;
+
+    @Option(names = "--profile", description = "Also time every op of the reference trainer's steps and print a table per op kind:"
+            + " ms/step, share of the step, calls and GFLOP/s (matmuls, attention) or GB/s.")
+    boolean profile;
 
     @Override
     public Integer call() {
@@ -77,10 +84,12 @@ public final class BenchStepCommand implements Callable<Integer> {
         String refName = "reference trainer (all blocks on one " + plan.rankMesh() + " submesh, no pipeline)";
         if (!json) System.out.println(refName + ":");
         double[] ref = new double[steps];
+        OpProfile ops = new OpProfile();
         try (MeshDevice mesh = Backends.open(Backend.CPU.id(), plan.rankMesh(), plan.meshOptions().withThreads(threads));
-             ReferenceTrainer t = new ReferenceTrainer(plan.model(), mesh.asSubmesh(), plan.parallelism(), plan.seed(),
-                     plan.optimizer(), plan.lr(), plan.clipMaxNorm(), 1)) {
+             ReferenceTrainer t = new ReferenceTrainer(plan.model(), profile ? new ProfiledSubmesh(mesh.asSubmesh(), ops)
+                     : mesh.asSubmesh(), plan.parallelism(), plan.seed(), plan.optimizer(), plan.lr(), plan.clipMaxNorm(), 1)) {
             double loss = t.step(0, training.batches(0)).loss();              // warm-up: JIT, allocator
+            ops.reset();
             for (int s = 0; s < steps; s++) {
                 List<Batch> b = training.batches(s + 1);
                 long t0 = System.nanoTime();
@@ -89,6 +98,12 @@ public final class BenchStepCommand implements Callable<Integer> {
                 if (!json) System.out.printf(Locale.ROOT, "  step %d: %.1f ms, loss %.4f%n", s + 1, ref[s] * 1e3, loss);
             }
             figures.add(new Figure("reference", refName, ref, loss));
+        }
+        if (profile && !json) {
+            double total = Arrays.stream(ref).sum();
+            System.out.printf(Locale.ROOT, "profile of the reference trainer's %d timed steps (%.1f ms/step on average):%n", steps,
+                    total * 1e3 / steps);
+            System.out.print(ops.table(steps, total));
         }
         if (plan.ranks() > 1) {
             String pipeName = "pipeline (" + plan.stages() + " stages on " + plan.ranks() + " ranks, " + plan.schedule().name() + ", "

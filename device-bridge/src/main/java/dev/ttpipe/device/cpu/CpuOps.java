@@ -1,6 +1,8 @@
 package dev.ttpipe.device.cpu;
 
 import dev.ttpipe.device.AdamWParams;
+import dev.ttpipe.device.AttentionGrads;
+import dev.ttpipe.device.AttentionOutput;
 import dev.ttpipe.device.BFloat16;
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.DeviceException;
@@ -503,6 +505,87 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
     protected void sgdKernel(MeshTensor param, MeshTensor grad, MeshTensor buf, SgdParams p) {
         int len = local(param);
         each(d -> Optimizers.sgd(par, update(param, d), in(grad, d), buf == null ? null : update(buf, d), len, p));
+    }
+
+    // ---- fused attention ----------------------------------------------------------------------------------
+
+    /**
+     * {@link FlashAttention} when q, k and v are [..., T, hd] / [..., Tk, hd] with the same leading dims and
+     * layout, T and hd whole on every device; anything else takes the composed default. What it keeps for
+     * backward is the rows' log-sum-exp, [..., T, 1].
+     */
+    @Override
+    public AttentionOutput attention(Tensor q, Tensor k, Tensor v, float scale, boolean causal) {
+        if (!fusable("attention", q, k, v)) return super.attention(q, k, v, scale, causal);
+        MeshTensor tq = (MeshTensor) q, tk = (MeshTensor) k, tv = (MeshTensor) v;
+        int r = tq.shape().rank();
+        int t = tq.shape().dim(r - 2), keys = tk.shape().dim(r - 2), hd = tq.shape().last();
+        int lead = (int) (tq.localShape().numel() / ((long) t * hd));
+        MeshTensor o = allocate(tq.shape(), tq.layout(), tq.dtype());
+        MeshTensor lse;
+        try {
+            lse = allocate(tq.shape().with(r - 1, 1), tq.layout(), DType.FP32);
+        } catch (RuntimeException | Error e) {
+            o.close();
+            throw e;
+        }
+        try {
+            each(d -> FlashAttention.forward(par, mesh.gemm(), staging.write((CpuTensor) o, d), staging.write((CpuTensor) lse, d),
+                    staging.read((CpuTensor) tq, d), staging.read((CpuTensor) tk, d), staging.read((CpuTensor) tv, d), lead, t,
+                    keys, hd, scale, causal));
+            return new AttentionOutput(o, lse);
+        } catch (RuntimeException | Error e) {
+            o.close();
+            lse.close();
+            throw e;
+        }
+    }
+
+    @Override
+    public AttentionGrads attentionBackward(Tensor q, Tensor k, Tensor v, AttentionOutput out, Tensor dO, float scale,
+                                            boolean causal) {
+        if (!fusable("attentionBackward", q, k, v)) return super.attentionBackward(q, k, v, out, dO, scale, causal);
+        MeshTensor tq = (MeshTensor) q, tk = (MeshTensor) k, tv = (MeshTensor) v;
+        MeshTensor to = floating("attentionBackward", "out", out.out());
+        MeshTensor tl = floating("attentionBackward", "lse", out.saved());
+        MeshTensor tdo = floating("attentionBackward", "dO", dO);
+        int r = tq.shape().rank();
+        int t = tq.shape().dim(r - 2), keys = tk.shape().dim(r - 2), hd = tq.shape().last();
+        if (!to.shape().equals(tq.shape()) || !tdo.shape().equals(tq.shape()) || !tl.shape().equals(tq.shape().with(r - 1, 1))) {
+            throw new DeviceException("attentionBackward: out " + to.shape() + ", saved " + tl.shape() + " and dO " + tdo.shape()
+                    + " do not fit q " + tq.shape() + ": expected attention's outputs for this q and dO like q");
+        }
+        int lead = (int) (tq.localShape().numel() / ((long) t * hd));
+        MeshTensor[] g = new MeshTensor[3];
+        try {
+            g[0] = allocate(tq.shape(), tq.layout(), tdo.dtype());
+            g[1] = allocate(tk.shape(), tk.layout(), tdo.dtype());
+            g[2] = allocate(tv.shape(), tv.layout(), tdo.dtype());
+            each(d -> FlashAttention.backward(par, mesh.gemm(), staging.write((CpuTensor) g[0], d),
+                    staging.write((CpuTensor) g[1], d), staging.write((CpuTensor) g[2], d), staging.read((CpuTensor) tq, d),
+                    staging.read((CpuTensor) tk, d), staging.read((CpuTensor) tv, d), staging.read((CpuTensor) to, d),
+                    staging.read((CpuTensor) tl, d), staging.read((CpuTensor) tdo, d), lead, t, keys, hd, scale, causal));
+            return new AttentionGrads(g[0], g[1], g[2]);
+        } catch (RuntimeException | Error e) {
+            for (MeshTensor x : g) if (x != null) x.close();
+            throw e;
+        }
+    }
+
+    /** {@code -Dttpipe.attention=composed}: the composed ops instead of {@link FlashAttention}, to compare the two. */
+    private static final boolean FUSED_ATTENTION = !"composed".equals(System.getProperty("ttpipe.attention"));
+
+    /** Whether {@link FlashAttention} can run q, k, v (checked as floating tensors of this submesh). */
+    private boolean fusable(String op, Tensor q, Tensor k, Tensor v) {
+        MeshTensor tq = floating(op, "q", q), tk = floating(op, "k", k), tv = floating(op, "v", v);
+        if (!FUSED_ATTENTION) return false;
+        int r = tq.shape().rank();
+        if (r < 3 || tk.shape().rank() != r || !tv.shape().equals(tk.shape())) return false;
+        if (tq.layout().hasPartial() || !tq.layout().equals(tk.layout()) || !tq.layout().equals(tv.layout())) return false;
+        for (int i = 0; i < r - 2; i++) if (tq.shape().dim(i) != tk.shape().dim(i)) return false;
+        return tq.shape().last() == tk.shape().last()
+                && tq.localShape().dim(r - 1) == tq.shape().dim(r - 1) && tq.localShape().dim(r - 2) == tq.shape().dim(r - 2)
+                && tk.localShape().dim(r - 2) == tk.shape().dim(r - 2);
     }
 
     // ---- collectives -------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@ import java.nio.FloatBuffer;
  */
 final class Elementwise {
     static final int GRAIN = 1 << 14;
+    /** Elements a kernel stages through heap scratch at a time. */
+    private static final int BLOCK = 4096;
 
     private static final float GELU_C = (float) Math.sqrt(2.0 / Math.PI);
     private static final float GELU_A = 0.044715f;
@@ -63,10 +65,16 @@ final class Elementwise {
      */
     static void gelu(Parallel par, FloatBuffer out, FloatBuffer x, int n) {
         par.range(n, GRAIN, (lo, hi) -> {
-            for (int i = lo; i < hi; i++) {
-                float v = x.get(i);
-                float u = GELU_C * (v + GELU_A * v * v * v);
-                out.put(i, v * FloatExp.sigmoid(2f * u));
+            float[] buf = new float[Math.min(BLOCK, hi - lo)];        // heap scratch: bulk copies, a tight loop
+            for (int c = lo; c < hi; c += buf.length) {
+                int len = Math.min(buf.length, hi - c);
+                x.get(c, buf, 0, len);
+                for (int i = 0; i < len; i++) {
+                    float v = buf[i];
+                    float u = GELU_C * (v + GELU_A * v * v * v);
+                    buf[i] = v * FloatExp.sigmoid(2f * u);
+                }
+                out.put(c, buf, 0, len);
             }
         });
     }
@@ -74,12 +82,20 @@ final class Elementwise {
     /** d gelu / dx = s + 2 x s (1 - s) u', with s = sigmoid(2u), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2). */
     static void geluBackward(Parallel par, FloatBuffer dx, FloatBuffer dy, FloatBuffer x, int n) {
         par.range(n, GRAIN, (lo, hi) -> {
-            for (int i = lo; i < hi; i++) {
-                float v = x.get(i);
-                float u = GELU_C * (v + GELU_A * v * v * v);
-                float du = GELU_C * (1f + 3f * GELU_A * v * v);
-                float s = FloatExp.sigmoid(2f * u);
-                dx.put(i, dy.get(i) * (s + 2f * v * s * (1f - s) * du));
+            float[] xs = new float[Math.min(BLOCK, hi - lo)];
+            float[] g = new float[xs.length];
+            for (int c = lo; c < hi; c += xs.length) {
+                int len = Math.min(xs.length, hi - c);
+                x.get(c, xs, 0, len);
+                dy.get(c, g, 0, len);
+                for (int i = 0; i < len; i++) {
+                    float v = xs[i];
+                    float u = GELU_C * (v + GELU_A * v * v * v);
+                    float du = GELU_C * (1f + 3f * GELU_A * v * v);
+                    float s = FloatExp.sigmoid(2f * u);
+                    g[i] = g[i] * (s + 2f * v * s * (1f - s) * du);
+                }
+                dx.put(c, g, 0, len);
             }
         });
     }

@@ -48,24 +48,31 @@ final class Norms {
     static void layerNormBackwardInput(Parallel par, FloatBuffer dx, FloatBuffer dy, FloatBuffer x, FloatBuffer gamma,
                                        FloatBuffer mean, FloatBuffer rstd, int rows, int d) {
         par.range(rows, rowGrain(d), (lo, hi) -> {
+            float[] gam = new float[d];                  // heap copies of a row: the same sums, no buffer access per element
+            float[] dyr = new float[d];
+            float[] xr = new float[d];
+            gamma.get(0, gam, 0, d);
             for (int r = lo; r < hi; r++) {
                 int base = r * d;
+                dy.get(base, dyr, 0, d);
+                x.get(base, xr, 0, d);
                 float m = mean.get(r);
                 float rs = rstd.get(r);
                 double sg = 0;
                 double sgx = 0;
                 for (int j = 0; j < d; j++) {
-                    double g = gamma.get(j) * dy.get(base + j);
+                    double g = gam[j] * dyr[j];
                     sg += g;
-                    sgx += g * (x.get(base + j) - m) * rs;
+                    sgx += g * (xr[j] - m) * rs;
                 }
                 float mg = (float) (sg / d);
                 float mgx = (float) (sgx / d);
                 for (int j = 0; j < d; j++) {
-                    float xhat = (x.get(base + j) - m) * rs;
-                    float g = gamma.get(j) * dy.get(base + j);
-                    dx.put(base + j, rs * (g - mg - xhat * mgx));
+                    float xhat = (xr[j] - m) * rs;
+                    float g = gam[j] * dyr[j];
+                    dyr[j] = rs * (g - mg - xhat * mgx);
                 }
+                dx.put(base, dyr, 0, d);
             }
         });
     }
@@ -74,22 +81,29 @@ final class Norms {
     static void layerNormBackwardWeight(Parallel par, FloatBuffer dy, FloatBuffer x, FloatBuffer mean, FloatBuffer rstd,
                                         FloatBuffer dGamma, FloatBuffer dBeta, int rows, int d, boolean accumulate) {
         par.range(d, 32, (lo, hi) -> {
-            if (!accumulate) {
-                for (int j = lo; j < hi; j++) {
-                    if (dGamma != null) dGamma.put(j, 0f);
-                    if (dBeta != null) dBeta.put(j, 0f);
-                }
+            int len = hi - lo;                           // this chunk's columns, summed in heap scratch row by row
+            float[] gs = new float[len];
+            float[] bs = new float[len];
+            float[] dyr = new float[len];
+            float[] xr = new float[len];
+            if (accumulate) {
+                if (dGamma != null) dGamma.get(lo, gs, 0, len);
+                if (dBeta != null) dBeta.get(lo, bs, 0, len);
             }
             for (int r = 0; r < rows; r++) {
                 int base = r * d;
                 float m = mean.get(r);
                 float rs = rstd.get(r);
-                for (int j = lo; j < hi; j++) {
-                    float g = dy.get(base + j);
-                    if (dGamma != null) dGamma.put(j, dGamma.get(j) + g * (x.get(base + j) - m) * rs);
-                    if (dBeta != null) dBeta.put(j, dBeta.get(j) + g);
+                dy.get(base + lo, dyr, 0, len);
+                x.get(base + lo, xr, 0, len);
+                for (int j = 0; j < len; j++) {
+                    float g = dyr[j];
+                    gs[j] = gs[j] + g * (xr[j] - m) * rs;
+                    bs[j] = bs[j] + g;
                 }
             }
+            if (dGamma != null) dGamma.put(lo, gs, 0, len);
+            if (dBeta != null) dBeta.put(lo, bs, 0, len);
         });
     }
 

@@ -12,16 +12,21 @@ final class Reductions {
     private Reductions() {
     }
 
-    /** out[j] (+)= sum over rows of x[r, j]; parallel over columns. */
+    /**
+     * out[j] (+)= sum over rows of x[r, j], added row by row in order; parallel over columns. Each chunk of
+     * columns sums in heap scratch (one bulk read of its slice of each row), which the JIT vectorises.
+     */
     static void sumRows(Parallel par, FloatBuffer x, FloatBuffer out, int rows, int n, boolean accumulate) {
         par.range(n, 32, (lo, hi) -> {
-            if (!accumulate) {
-                for (int j = lo; j < hi; j++) out.put(j, 0f);
-            }
+            int len = hi - lo;
+            float[] acc = new float[len];
+            float[] row = new float[len];
+            if (accumulate) out.get(lo, acc, 0, len);
             for (int r = 0; r < rows; r++) {
-                int base = r * n;
-                for (int j = lo; j < hi; j++) out.put(j, out.get(j) + x.get(base + j));
+                x.get(r * n + lo, row, 0, len);
+                for (int j = 0; j < len; j++) acc[j] += row[j];
             }
+            out.put(lo, acc, 0, len);
         });
     }
 

@@ -1,0 +1,48 @@
+package dev.ttpipe.actors.cli;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Path;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** {@code ttpipe bench step --profile}: the per-op table is printed, names the op kinds and adds up to the step. */
+class BenchStepProfileTest {
+    private static final String ONE_RANK = String.join("\n",
+            "training_config: {batch_size: 4, max_steps: 2, learning_rate: 0.003}",
+            "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 2, max_sequence_length: 16}",
+            "multihost_config:",
+            "  pipeline_parallel_config: {num_blocks: 2, blocks_per_rank: {0: 2}, num_microbatches: 1}",
+            "");
+
+    @Test
+    void profilePrintsATablePerOpKindThatAddsUpToTheStep(@TempDir Path dir) throws Exception {
+        CliTest.Result r = CliTest.run("bench", "step", CliTest.config(dir, ONE_RANK).toString(), "--steps", "2", "--profile");
+        assertEquals(0, r.code(), r.err());
+        String out = r.out();
+        for (String kind : new String[]{"op kind", "matmul fwd (linear, + bias)", "matmul bwd weight", "attention fwd",
+                "attention bwd", "layernorm fwd", "gelu/silu fwd", "optimizer", "outside ops"}) {
+            assertTrue(out.contains(kind), "'" + kind + "' not in:\n" + out);
+        }
+        Matcher m = Pattern.compile("^  (.+?)\\s+(-?[0-9.]+)\\s+(-?[0-9.]+)%", Pattern.MULTILINE).matcher(out);
+        double share = 0;
+        int rows = 0;
+        while (m.find()) {
+            share += Double.parseDouble(m.group(3));
+            rows++;
+        }
+        assertTrue(rows > 8, "table rows: " + rows + " in:\n" + out);
+        assertEquals(100, share, 1.5, "the shares (outside ops included) add up to the step:\n" + out);
+    }
+
+    @Test
+    void withoutTheFlagThereIsNoTable(@TempDir Path dir) throws Exception {
+        CliTest.Result r = CliTest.run("bench", "step", CliTest.config(dir, ONE_RANK).toString(), "--steps", "1");
+        assertEquals(0, r.code(), r.err());
+        assertTrue(!r.out().contains("op kind"), r.out());
+    }
+}

@@ -1,0 +1,178 @@
+package dev.ttpipe.device.cpu;
+
+import dev.ttpipe.device.AttentionGrads;
+import dev.ttpipe.device.AttentionOutput;
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.Layout;
+import dev.ttpipe.device.MeshDevice;
+import dev.ttpipe.device.MeshOptions;
+import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.Ops;
+import dev.ttpipe.device.Shape;
+import dev.ttpipe.device.Tensor;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import java.util.Random;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The cpu backend's fused attention ({@link FlashAttention} behind {@code Ops.attention} and
+ * {@code attentionBackward}) against the composed ops it replaces (matmul, softmax, matmul and their
+ * backwards) and against a double-precision reference of the forward.
+ */
+class FlashAttentionTest {
+    private final Random rnd = new Random(7);
+
+    private float[] random(int n) {
+        float[] x = new float[n];
+        for (int i = 0; i < n; i++) x[i] = (float) rnd.nextGaussian();
+        return x;
+    }
+
+    private static void assertClose(float[] expected, float[] actual, double tol, String what) {
+        assertEquals(expected.length, actual.length, what + ": length");
+        for (int i = 0; i < expected.length; i++) {
+            double err = Math.abs(expected[i] - actual[i]);
+            assertTrue(err <= tol * (1 + Math.abs(expected[i])),
+                    what + ": element " + i + " expected " + expected[i] + " got " + actual[i]);
+        }
+    }
+
+    /** O = softmax(scale q k^T, causal) v in double, per leading index. */
+    private static double[] reference(float[] q, float[] k, float[] v, int n, int t, int tk, int hd, double scale,
+                                      boolean causal) {
+        double[] o = new double[n * t * hd];
+        for (int b = 0; b < n; b++) {
+            for (int i = 0; i < t; i++) {
+                int seen = causal ? Math.max(0, Math.min(tk, i + tk - t + 1)) : tk;
+                double[] s = new double[seen];
+                double max = Double.NEGATIVE_INFINITY;
+                for (int j = 0; j < seen; j++) {
+                    for (int e = 0; e < hd; e++) s[j] += (double) q[(b * t + i) * hd + e] * k[(b * tk + j) * hd + e];
+                    s[j] *= scale;
+                    max = Math.max(max, s[j]);
+                }
+                double z = 0;
+                for (int j = 0; j < seen; j++) z += s[j] = Math.exp(s[j] - max);
+                for (int j = 0; j < seen; j++) {
+                    for (int e = 0; e < hd; e++) o[(b * t + i) * hd + e] += s[j] / z * v[(b * tk + j) * hd + e];
+                }
+            }
+        }
+        return o;
+    }
+
+    @ParameterizedTest(name = "causal={0} T={1} Tk={2} hd={3}")
+    @CsvSource({"true,7,7,5", "false,5,9,4", "true,3,8,6", "true,8,3,4", "true,64,64,16", "true,150,150,8", "false,70,130,8", "true,130,70,8"})
+    void matchesTheComposedOpsForwardAndBackward(boolean causal, int t, int tk, int hd) {
+        try (MeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(2))) {
+            Ops ops = mesh.asSubmesh().ops();
+            int b = 2, h = 3, n = b * h;
+            float scale = (float) (1 / Math.sqrt(hd));
+            float[] q = random(n * t * hd), k = random(n * tk * hd), v = random(n * tk * hd), dOut = random(n * t * hd);
+            try (Tensor tq = ops.fromHost(q, Shape.of(b, h, t, hd), Layout.REPLICATED, DType.FP32);
+                 Tensor tk4 = ops.fromHost(k, Shape.of(b, h, tk, hd), Layout.REPLICATED, DType.FP32);
+                 Tensor tv = ops.fromHost(v, Shape.of(b, h, tk, hd), Layout.REPLICATED, DType.FP32);
+                 Tensor dO = ops.fromHost(dOut, Shape.of(b, h, t, hd), Layout.REPLICATED, DType.FP32);
+                 AttentionOutput fused = ops.attention(tq, tk4, tv, scale, causal);
+                 AttentionGrads g = ops.attentionBackward(tq, tk4, tv, fused, dO, scale, causal);
+                 Tensor scores = ops.matmul(tq, tk4, false, true);
+                 Tensor att = ops.softmax(scores, scale, causal);
+                 Tensor o = ops.matmul(att, tv, false, false);
+                 Tensor dA = ops.matmul(dO, tv, false, true);
+                 Tensor dS = ops.softmaxBackward(att, dA, scale);
+                 Tensor dV = ops.matmul(att, dO, true, false);
+                 Tensor dQ = ops.matmul(dS, tk4, false, false);
+                 Tensor dK = ops.matmul(dS, tq, true, false)) {
+                assertEquals(Shape.of(b, h, t, 1), fused.saved().shape(), "keeps the rows' log-sum-exp, not the probabilities");
+                double[] ref = reference(q, k, v, n, t, tk, hd, scale, causal);
+                float[] rf = new float[ref.length];
+                for (int i = 0; i < ref.length; i++) rf[i] = (float) ref[i];
+                assertClose(rf, fused.out().toHost(), 1e-5, "O vs the double reference");
+                assertClose(o.toHost(), fused.out().toHost(), 1e-5, "O vs the composed ops");
+                assertClose(dQ.toHost(), g.dq().toHost(), 2e-5, "dQ");
+                assertClose(dK.toHost(), g.dk().toHost(), 2e-5, "dK");
+                assertClose(dV.toHost(), g.dv().toHost(), 2e-5, "dV");
+            }
+        }
+    }
+
+    @Test
+    void headsShardedOverDevicesGiveTheSameResultAsOneDevice() {
+        int b = 2, h = 4, t = 9, hd = 8;
+        float[] q = random(b * h * t * hd), k = random(b * h * t * hd), v = random(b * h * t * hd), d = random(b * h * t * hd);
+        float[][] one = run(new MeshShape(1, 1), Layout.REPLICATED, 2, q, k, v, d, b, h, t, hd);
+        float[][] two = run(new MeshShape(1, 2), Layout.shard(1, 1), 2, q, k, v, d, b, h, t, hd);
+        for (int i = 0; i < one.length; i++) assertArrayEquals(one[i], two[i], "output " + i);
+    }
+
+    @Test
+    void isBitForBitTheSameWithAnyThreadCount() {
+        int b = 3, h = 2, t = 33, hd = 16;
+        float[] q = random(b * h * t * hd), k = random(b * h * t * hd), v = random(b * h * t * hd), d = random(b * h * t * hd);
+        float[][] one = run(new MeshShape(1, 1), Layout.REPLICATED, 1, q, k, v, d, b, h, t, hd);
+        float[][] four = run(new MeshShape(1, 1), Layout.REPLICATED, 4, q, k, v, d, b, h, t, hd);
+        for (int i = 0; i < one.length; i++) assertArrayEquals(one[i], four[i], "output " + i);
+    }
+
+    /**
+     * FlashAttention runs OpenBLAS single-threaded while it works, which other stages of the same process see
+     * too: a matmul's bits must not depend on OpenBLAS's thread count, or pipeline and reference could differ.
+     */
+    @Test
+    void openBlasGivesTheSameBitsOnOneThreadAsOnTwo() {
+        BlasGemm g = BlasGemm.tryLoad(2);
+        Assumptions.assumeTrue(g != null, "OpenBLAS does not load here");
+        int[][] sizes = {{512, 384, 384}, {384, 1536, 512}, {64, 256, 64}, {512, 13, 384}};
+        try {
+            for (int[] s : sizes) {
+                for (int ta = 0; ta < 2; ta++) {
+                    int m = s[0], n = s[1], k = s[2];
+                    NativeBuffer a = NativeBuffer.malloc(4 * m * k), b = NativeBuffer.malloc(4 * k * n);
+                    NativeBuffer c1 = NativeBuffer.malloc(4 * m * n), c2 = NativeBuffer.malloc(4 * m * n);
+                    try {
+                        for (int i = 0; i < m * k; i++) a.floats.put(i, (float) rnd.nextGaussian());
+                        for (int i = 0; i < k * n; i++) b.floats.put(i, (float) rnd.nextGaussian());
+                        int lda = ta == 1 ? m : k;
+                        BlasGemm.setThreads(1);
+                        g.sgemm(ta == 1, false, m, n, k, 1f, a, 0, lda, b, 0, n, 0f, c1, 0, n);
+                        BlasGemm.setThreads(2);
+                        g.sgemm(ta == 1, false, m, n, k, 1f, a, 0, lda, b, 0, n, 0f, c2, 0, n);
+                        for (int i = 0; i < m * n; i++) {
+                            assertEquals(Float.floatToRawIntBits(c1.floats.get(i)), Float.floatToRawIntBits(c2.floats.get(i)),
+                                    m + "x" + n + "x" + k + " transposeA=" + (ta == 1) + ": element " + i);
+                        }
+                    } finally {
+                        a.free();
+                        b.free();
+                        c1.free();
+                        c2.free();
+                    }
+                }
+            }
+        } finally {
+            BlasGemm.setThreads(2);
+        }
+    }
+
+    /** O, dQ, dK, dV of causal attention on a mesh of {@code shape} with q, k, v, dO laid out as {@code layout}. */
+    private static float[][] run(MeshShape shape, Layout layout, int threads, float[] q, float[] k, float[] v, float[] d,
+                                 int b, int h, int t, int hd) {
+        try (MeshDevice mesh = CpuMeshDevice.open(shape, MeshOptions.defaults().withThreads(threads))) {
+            Ops ops = mesh.asSubmesh().ops();
+            Shape s = Shape.of(b, h, t, hd);
+            try (Tensor tq = ops.fromHost(q, s, layout, DType.FP32); Tensor tk = ops.fromHost(k, s, layout, DType.FP32);
+                 Tensor tv = ops.fromHost(v, s, layout, DType.FP32); Tensor dO = ops.fromHost(d, s, layout, DType.FP32);
+                 AttentionOutput o = ops.attention(tq, tk, tv, 0.3f, true);
+                 AttentionGrads g = ops.attentionBackward(tq, tk, tv, o, dO, 0.3f, true)) {
+                return new float[][]{o.out().toHost(), g.dq().toHost(), g.dk().toHost(), g.dv().toHost()};
+            }
+        }
+    }
+}
