@@ -213,6 +213,11 @@ public record MachinePeak(int cores, double ghz, double measuredGflops, int lane
         return pairs.isEmpty() ? Runtime.getRuntime().availableProcessors() : pairs.size();
     }
 
+    /** Whether this CPU has bf16 dot-product instructions ({@code avx512_bf16}: {@code vdpbf16ps}). */
+    static boolean hasBf16Dot() {
+        return Set.of(flags(readCpuinfo()).split("\\s+")).contains("avx512_bf16");
+    }
+
     static String flags(List<String> cpuinfo) {
         for (String line : cpuinfo) {
             if (line.startsWith("flags") && line.contains(":")) return line.substring(line.indexOf(':') + 1).trim();
