@@ -2,7 +2,10 @@ package dev.ttpipe.device;
 
 import dev.ttpipe.device.cpu.CpuMeshDevice;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.util.Random;
 
@@ -10,7 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * bf16 on the cpu backend against fp64 ({@link Reference}): a matmul with a BF16 operand multiplies
+ * bf16 on the cpu backend (the matmul also on the ttnn backend's reference C library) against fp64 ({@link Reference}): a matmul with a BF16 operand multiplies
  * bf16 values (the FP32 operand rounded) and sums in fp32; row ops on BF16 compute in fp32 from the
  * stored bf16 values and round once; norm statistics and the loss stay fp32. Tolerances are bf16's
  * half ulp (2^-8 relative) per rounding, scaled by the sum of |products| for sums.
@@ -19,12 +22,25 @@ class Bf16OpsTest {
     private static final double U16 = Math.scalb(1.0, -7);   // bf16 ulp at 1: a rounding is within U16 / 2 relative
     private static final double U32 = Math.scalb(1.0, -24);  // fp32 half ulp at 1
     private final Random rnd = new Random(7);
-    private final MeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 2), MeshOptions.defaults().withThreads(2));
-    private final Ops ops = mesh.asSubmesh().ops();
+    private MeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 2), MeshOptions.defaults().withThreads(2));
+    private Ops ops = mesh.asSubmesh().ops();
 
     @AfterEach
     void close() {
         mesh.close();
+    }
+
+    /** Replaces the cpu mesh with one of {@code backend}; skips where the ttnn reference library is not built. */
+    private void use(String backend) {
+        if (backend.equals("cpu")) return;
+        mesh.close();
+        try {
+            mesh = Backends.open(backend, new MeshShape(1, 2), MeshOptions.defaults().withThreads(2));
+        } catch (DeviceException e) {
+            mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults());
+            Assumptions.abort("skipped: " + backend + " does not open: " + e.getMessage());
+        }
+        ops = mesh.asSubmesh().ops();
     }
 
     private double[] gaussian(int n) {
@@ -63,8 +79,10 @@ class Bf16OpsTest {
         return worst;
     }
 
-    @Test
-    void aMatmulWithABf16OperandMultipliesBf16ValuesAndSumsInFp32() {
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"cpu", "ttnn"})
+    void aMatmulWithABf16OperandMultipliesBf16ValuesAndSumsInFp32(String backend) {
+        use(backend);
         int batch = 2, m = 13, k = 67, n = 11;
         double[] x = gaussian(batch * m * k), w = gaussian(n * k);
         double[] exact = Reference.matmul(x, w, batch, m, n, k, false, true, false);
