@@ -16,7 +16,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * What {@code ./ttpipe train} runs with no config (the embedded default: a small GPT over 4 stages,
  * 1F1B, cpu backend, 300 steps of generated arithmetic), once in fp32 and once with
  * {@code device_config.dtype: bf16}: bf16 ends within 2% of fp32's validation loss. Measured on a
- * 2-core machine: 0.8041 (bf16) against 0.8079 (fp32), -0.5%; about 8 minutes a run there, so tagged long.
+ * 2-core machine: 0.8041 (bf16) against 0.8079 (fp32), -0.47%, the two runs 315 s there, so tagged long.
  */
 @Tag("long")
 class Bf16TrainsLikeFp32Test {
