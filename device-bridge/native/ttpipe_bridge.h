@@ -197,7 +197,9 @@ TTPIPE_API int32_t ttpipe_permute(ttpipe_tensor out, ttpipe_tensor x, int32_t ra
 /*
  * out = alpha * op(a) @ op(b) + beta * out (TTNN matmul); op transposes the last two dims when
  * transpose_a / transpose_b is 1. a: [..., M, K] (before the transpose), b: [K, N] or [..., K, N]
- * with a's leading dims, out: [..., M, N]. beta = 0 ignores out's contents.
+ * with a's leading dims, out: [..., M, N]. beta = 0 ignores out's contents. With a BF16 operand the
+ * product is a bf16 one: an FP32 operand is rounded to bf16, products are summed in fp32, and the
+ * result is stored in out's dtype.
  */
 TTPIPE_API int32_t ttpipe_matmul(ttpipe_tensor out, ttpipe_tensor a, ttpipe_tensor b, int32_t transpose_a,
                                  int32_t transpose_b, float alpha, float beta);

@@ -837,10 +837,11 @@ void staging_init(staging *s) {
     s->cap = 0;
 }
 
-static float *stage(staging *s, const tv *t, int32_t device, int read, int write) {
+/* round: an FP32 piece is read into scratch rounded to bf16 (a bf16 matmul operand), never written. */
+static float *stage(staging *s, const tv *t, int32_t device, int read, int write, int round) {
     void *piece = t->st->piece[device];
-    if (t->dtype == TTPIPE_FP32) return piece;
-    if (t->dtype != TTPIPE_BF16) {
+    if (t->dtype == TTPIPE_FP32 && !round) return piece;
+    if (t->dtype != TTPIPE_BF16 && t->dtype != TTPIPE_FP32) {
         err(TTPIPE_E_INTERNAL, "%s: an INT32 piece staged as fp32", t->name);
         return NULL;
     }
@@ -859,24 +860,31 @@ static float *stage(staging *s, const tv *t, int32_t device, int read, int write
         err_host(4 * t->numel);
         return NULL;
     }
-    if (read) {
+    if (read && t->dtype == TTPIPE_FP32) {
+        const float *f = piece;
+        for (int64_t i = 0; i < t->numel; i++) scratch[i] = bf16_to_float(bf16_from_float(f[i]));
+    } else if (read) {
         const uint16_t *h = piece;
         for (int64_t i = 0; i < t->numel; i++) scratch[i] = bf16_to_float(h[i]);
     }
-    s->e[s->n++] = (stage_entry) {scratch, write ? piece : NULL, t->numel};
+    s->e[s->n++] = (stage_entry) {scratch, write && t->dtype == TTPIPE_BF16 ? piece : NULL, t->numel};
     return scratch;
 }
 
 float *stage_read(staging *s, const tv *t, int32_t device) {
-    return stage(s, t, device, 1, 0);
+    return stage(s, t, device, 1, 0, 0);
+}
+
+float *stage_read_bf16(staging *s, const tv *t, int32_t device) {
+    return stage(s, t, device, 1, 0, 1);
 }
 
 float *stage_write(staging *s, const tv *t, int32_t device) {
-    return stage(s, t, device, 0, 1);
+    return stage(s, t, device, 0, 1, 0);
 }
 
 float *stage_update(staging *s, const tv *t, int32_t device) {
-    return stage(s, t, device, 1, 1);
+    return stage(s, t, device, 1, 1, 0);
 }
 
 void staging_end(staging *s, int write_back) {

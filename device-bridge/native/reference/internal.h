@@ -234,6 +234,8 @@ typedef struct {
 } staging;
 void staging_init(staging *s);
 float *stage_read(staging *s, const tv *t, int32_t device);
+/* As stage_read, but at bf16 precision: an FP32 piece is rounded (to nearest even) into scratch. */
+float *stage_read_bf16(staging *s, const tv *t, int32_t device);
 float *stage_write(staging *s, const tv *t, int32_t device);
 float *stage_update(staging *s, const tv *t, int32_t device);
 void staging_end(staging *s, int write_back);

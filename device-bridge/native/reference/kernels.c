@@ -137,10 +137,13 @@ TTPIPE_API int32_t ttpipe_matmul(ttpipe_tensor out, ttpipe_tensor a, ttpipe_tens
         if (!row || !acc) s = err_host(4 * (k + n));
     }
     int batched_b = rb > 2;
+    /* a BF16 operand makes the matmul a bf16 one: an FP32 operand is rounded, products summed in fp32 */
+    int bf16 = ta->dtype == TTPIPE_BF16 || tb->dtype == TTPIPE_BF16;
     for (int32_t d = 0; !s && d < o->sub->n; d++) {
         staging g;
         staging_init(&g);
-        const float *A = stage_read(&g, ta, d), *B = stage_read(&g, tb, d);
+        const float *A = bf16 ? stage_read_bf16(&g, ta, d) : stage_read(&g, ta, d);
+        const float *B = bf16 ? stage_read_bf16(&g, tb, d) : stage_read(&g, tb, d);
         float *C = beta == 0.0f ? stage_write(&g, o, d) : stage_update(&g, o, d);
         if (!A || !B || !C) {
             s = TTPIPE_E_HOST;

@@ -697,7 +697,14 @@ TTPIPE_API int32_t ttpipe_matmul(ttpipe_tensor out, ttpipe_tensor a, ttpipe_tens
                                  int32_t transpose_b, float alpha, float beta) {
     return guarded("ttpipe_matmul", [&] {
         TensorObj *o = T_(out, "out"), *ta = T_(a, "a"), *tb = T_(b, "b");
-        Tensor r = ttnn::matmul(ta->value, tb->value, transpose_a != 0, transpose_b != 0);
+        // The ABI's contract: a matmul with a BF16 operand multiplies in bf16 (the FP32 operand, a master
+        // weight, is rounded to BFLOAT16); the device accumulates in fp32 and store() casts to out's dtype.
+        Tensor av = ta->value, bv = tb->value;
+        if (av.dtype() != bv.dtype()) {
+            if (av.dtype() == ttnn::DataType::FLOAT32) av = ttnn::typecast(av, ttnn::DataType::BFLOAT16);
+            if (bv.dtype() == ttnn::DataType::FLOAT32) bv = ttnn::typecast(bv, ttnn::DataType::BFLOAT16);
+        }
+        Tensor r = ttnn::matmul(av, bv, transpose_a != 0, transpose_b != 0);
         if (alpha != 1.0f) r = ttnn::multiply(r, alpha);
         if (beta != 0.0f) r = ttnn::add(r, ttnn::multiply(o->value, beta));
         store(r, o);

@@ -1,6 +1,10 @@
 package dev.ttpipe.device;
 
-/** Element types a tensor can be stored in. Compute is fp32; bf16 is a storage format. */
+/**
+ * Element types a tensor can be stored in. Kernels compute in fp32 and round a BF16 result once, when
+ * it is stored; a matmul with a BF16 operand multiplies in bf16 (an FP32 operand is rounded to bf16)
+ * and sums the products in fp32, as a Tenstorrent device does.
+ */
 public enum DType {
     FP32(4),
     /** bfloat16 storage: the upper 16 bits of an fp32, converted with round-to-nearest-even. */

@@ -65,6 +65,9 @@ public interface Ops {
     Tensor permute(Tensor x, int... dims);
 
     // ---- matmul ----------------------------------------------------------------------------
+    // A matmul (and linear) with a BF16 operand multiplies in bf16: an FP32 operand is rounded to bf16,
+    // the products are summed in fp32 and the result is stored in the output's dtype (the first
+    // operand's for matmul and linear). Weights kept in FP32 are thus rounded where they are used.
 
     /**
      * {@code op(a) @ op(b)} where op transposes the last two dims when asked. a: [..., M, K] (as

@@ -51,6 +51,11 @@ final class Embeddings {
                         (long) m.mb() * in.shape().numel());
             }
         }
+        if (c.spec.dtype() != x.dtype()) {
+            try (Tensor fp32 = x) {
+                x = ops.typecast(fp32, c.spec.dtype());   // activations leave the embedding in the model's dtype
+            }
+        }
         if (m.stash()) {
             saved.put(m.mb(), new Tensor[]{c.keep(ids), pos, null});
         } else if (pos != null) {

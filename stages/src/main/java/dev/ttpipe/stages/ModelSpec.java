@@ -1,5 +1,7 @@
 package dev.ttpipe.stages;
 
+import dev.ttpipe.device.DType;
+
 /**
  * The shape of a transformer, as TTML's {@code transformer_config}. GPT-2 (nanoGPT: learned
  * positions, LayerNorm, GELU MLP, biases) or Llama (RMSNorm, RoPE, SwiGLU, grouped-query attention,
@@ -9,10 +11,15 @@ package dev.ttpipe.stages;
  * @param intermediateDim MLP hidden size
  * @param recompute       TTML's {@code runner_type: memory_efficient}: keep only each block's input
  *                        in forward and recompute the rest in backward
+ * @param dtype           TTML's {@code device_config.dtype}: what activations are stored in. BF16: the
+ *                        embedding's output and every activation and activation gradient after it are
+ *                        bf16, matmuls multiply bf16 operands (fp32 weights rounded where used) with
+ *                        fp32 accumulation; weights, their gradients, optimizer state, norm statistics
+ *                        and the loss stay fp32 (see the README's "bf16" section)
  */
 public record ModelSpec(ModelType type, int vocabSize, int embeddingDim, int numHeads, int numKvHeads,
                         int numBlocks, int intermediateDim, int maxSequenceLength, float dropout,
-                        boolean weightTying, float ropeTheta, boolean recompute) {
+                        boolean weightTying, float ropeTheta, boolean recompute, DType dtype) {
 
     public enum ModelType { GPT2, LLAMA }
 
@@ -26,6 +33,23 @@ public record ModelSpec(ModelType type, int vocabSize, int embeddingDim, int num
                     + numHeads);
         }
         if (vocabSize < 1) throw new StagesException("transformer_config.vocab_size: " + vocabSize + ", expected >= 1");
+        if (dtype != DType.FP32 && dtype != DType.BF16) {
+            throw new StagesException("device_config.dtype: " + dtype + ", expected FP32 or BF16");
+        }
+    }
+
+    /** An fp32 model. */
+    public ModelSpec(ModelType type, int vocabSize, int embeddingDim, int numHeads, int numKvHeads, int numBlocks,
+                     int intermediateDim, int maxSequenceLength, float dropout, boolean weightTying, float ropeTheta,
+                     boolean recompute) {
+        this(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim, maxSequenceLength, dropout,
+                weightTying, ropeTheta, recompute, DType.FP32);
+    }
+
+    /** The same model with activations stored in {@code activations} (FP32 or BF16). */
+    public ModelSpec withDtype(DType activations) {
+        return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim,
+                maxSequenceLength, dropout, weightTying, ropeTheta, recompute, activations);
     }
 
     public static ModelSpec gpt2(int vocab, int dim, int heads, int blocks, int maxSeq) {

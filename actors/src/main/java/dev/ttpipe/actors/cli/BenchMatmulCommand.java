@@ -2,6 +2,7 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.telemetry.Json;
 
+import dev.ttpipe.device.cpu.Bf16MatmulBenchmark;
 import dev.ttpipe.device.cpu.MatmulBenchmark;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -29,9 +30,13 @@ import java.util.concurrent.Callable;
                 "  ttpipe bench matmul --size 512 --threads 1",
                 "  ttpipe bench matmul --kernel java",
                 "  ttpipe bench matmul --size 2048 --json",
+                "  ttpipe bench matmul --dtype bf16",
                 "",
                 "Kernels: blas is OpenBLAS (from the org.bytedeco:openblas jar) through JNA; java is the pure-JVM "
-                        + "fallback the cpu backend uses where OpenBLAS does not load (or with TTPIPE_BLAS=java)."})
+                        + "fallback the cpu backend uses where OpenBLAS does not load (or with TTPIPE_BLAS=java).",
+                "--dtype bf16 times the backend's bf16 matmul (BF16 operands, fp32 accumulation, operand staging included):"
+                        + " OpenBLAS sbgemm where the CPU has avx512_bf16 and the library exports it, else the fp32 kernel on"
+                        + " bf16-rounded operands; its peak is the fp32 FMA peak without avx512_bf16, twice it with."})
 public final class BenchMatmulCommand implements Callable<Integer> {
     static final int MAX_SIZE = 8192;
     static final Set<String> KERNELS = Set.of("auto", "blas", "java");
@@ -47,6 +52,10 @@ public final class BenchMatmulCommand implements Callable<Integer> {
     @Option(names = "--kernel", paramLabel = "KERNEL", defaultValue = "auto",
             description = "auto, blas or java (default: ${DEFAULT-VALUE}: OpenBLAS where it loads).")
     String kernel;
+
+    @Option(names = "--dtype", paramLabel = "DTYPE", defaultValue = "fp32",
+            description = "fp32 or bf16 (default: ${DEFAULT-VALUE}).")
+    String dtype;
 
     @Option(names = "--json", description = "Print one JSON object instead of the table.")
     boolean json;
@@ -66,10 +75,21 @@ public final class BenchMatmulCommand implements Callable<Integer> {
         if (!KERNELS.contains(k)) {
             throw new UserInputException("--kernel " + kernel + ": expected auto, blas or java");
         }
+        String d = dtype.toLowerCase(Locale.ROOT);
+        if (!d.equals("fp32") && !d.equals("bf16")) {
+            throw new UserInputException("--dtype " + dtype + ": expected fp32 or bf16");
+        }
         PrintWriter out = spec.commandLine().getOut();
         if (!json) {
             spec.commandLine().getErr().println("measuring the clock, then " + size + "^3 matmuls for about a second...");
             spec.commandLine().getErr().flush();
+        }
+        if (d.equals("bf16")) {
+            Bf16MatmulBenchmark.Result r = Bf16MatmulBenchmark.run(size, threads, k);
+            if (json) out.println(json(r));
+            else table(out, r);
+            out.flush();
+            return Main.EXIT_OK;
         }
         MatmulBenchmark.Result r = MatmulBenchmark.run(size, threads, k);
         if (json) out.println(json(r));
@@ -86,6 +106,25 @@ public final class BenchMatmulCommand implements Callable<Integer> {
                 r.gflops(), r.repetitions(), r.medianSeconds() * 1e3, r.bestGflops());
         out.printf(Locale.ROOT, "  peak        %.1f GFLOP/s = %s%n", r.peakGflops(), r.peakHow());
         out.printf(Locale.ROOT, "  fraction    %.1f%% of peak%n", 100 * r.fractionOfPeak());
+    }
+
+    private static void table(PrintWriter out, Bf16MatmulBenchmark.Result r) {
+        out.printf(Locale.ROOT, "matmul %d x %d x %d bf16 (fp32 accumulation), %d thread%s%n", r.size(), r.size(), r.size(),
+                r.threads(), r.threads() == 1 ? "" : "s");
+        out.printf(Locale.ROOT, "  kernel      %s%n", r.kernel());
+        out.printf(Locale.ROOT, "  throughput  %.1f GFLOP/s (median of %d runs, %.3f ms each; best run %.1f GFLOP/s)%n",
+                r.gflops(), r.repetitions(), r.medianSeconds() * 1e3, r.bestGflops());
+        out.printf(Locale.ROOT, "  bf16 peak   %.1f GFLOP/s = %s%n", r.peakGflops(), r.peakHow());
+        out.printf(Locale.ROOT, "  fraction    %.1f%% of the bf16 peak%n", 100 * r.fractionOfPeak());
+    }
+
+    static String json(Bf16MatmulBenchmark.Result r) {
+        return String.format(Locale.ROOT,
+                "{\"size\": %d, \"threads\": %d, \"dtype\": \"bf16\", \"kernel\": %s, \"gflops\": %.3f, "
+                        + "\"peak_gflops\": %.3f, \"fraction_of_peak\": %.4f, \"peak_how\": %s, "
+                        + "\"fp32_peak_gflops\": %.3f, \"median_seconds\": %.6g, \"best_gflops\": %.3f, \"repetitions\": %d}",
+                r.size(), r.threads(), Json.str(r.kernel()), r.gflops(), r.peakGflops(), r.fractionOfPeak(),
+                Json.str(r.peakHow()), r.fp32Peak().gflops(), r.medianSeconds(), r.bestGflops(), r.repetitions());
     }
 
     static String json(MatmulBenchmark.Result r) {

@@ -41,7 +41,8 @@ import java.util.concurrent.Callable;
         footer = {"", "Examples:",
                 "  ttpipe bench step configs/bench/gpt-s.yaml",
                 "  ttpipe bench step configs/bench/gpt-s.yaml --steps 5 --json",
-                "  ttpipe bench step configs/bench/gpt-s.yaml --profile"})
+                "  ttpipe bench step configs/bench/gpt-s.yaml --profile",
+                "  ttpipe bench step configs/bench/gpt-s.yaml --dtype bf16"})
 public final class BenchStepCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "CONFIG", description = "A training config YAML (its model, batch and device).")
     Path config;
@@ -75,9 +76,10 @@ public final class BenchStepCommand implements Callable<Integer> {
         long tokensPerStep = (long) plan.batchSize() * seq * plan.accumulation();
         double flops = plan.model().trainingFlops(tokensPerStep, seq);
         if (!json) {
-            System.out.printf(Locale.ROOT, "bench step: %s, %s %d blocks x %d dim, %d heads, vocab %d, batch %d x %d tokens, %d threads%n",
+            System.out.printf(Locale.ROOT, "bench step: %s, %s %d blocks x %d dim, %d heads, vocab %d, batch %d x %d tokens, %d threads, %s%n",
                     config, plan.model().type().name().toLowerCase(Locale.ROOT), plan.model().numBlocks(),
-                    plan.model().embeddingDim(), plan.model().numHeads(), plan.model().vocabSize(), plan.batchSize(), seq, threads);
+                    plan.model().embeddingDim(), plan.model().numHeads(), plan.model().vocabSize(), plan.batchSize(), seq, threads,
+                    cfg.device.dtype);
             System.out.printf(Locale.ROOT, "machine peak: %.1f GFLOP/s (%s)%n", peak.gflops(), peak.how());
         }
         List<Figure> figures = new ArrayList<>();
@@ -125,7 +127,8 @@ public final class BenchStepCommand implements Callable<Integer> {
         if (json) {
             StringBuilder sb = new StringBuilder("{\"config\":" + Json.str(config.toString()) + ",\"model_gflop_per_step\":"
                     + Json.num(flops / 1e9) + ",\"tokens_per_step\":" + tokensPerStep + ",\"peak_gflops\":" + Json.num(peak.gflops())
-                    + ",\"peak\":" + Json.str(peak.how()) + ",\"parameters\":" + parameters(plan) + ",\"steps\":" + steps);
+                    + ",\"peak\":" + Json.str(peak.how()) + ",\"parameters\":" + parameters(plan) + ",\"steps\":" + steps
+                    + ",\"dtype\":" + Json.str(cfg.device.dtype));
             for (Figure f : figures) {
                 double median = f.median();
                 sb.append(",\"").append(f.key()).append("\":{\"what\":").append(Json.str(f.what()))

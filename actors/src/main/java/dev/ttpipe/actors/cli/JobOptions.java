@@ -46,6 +46,9 @@ public final class JobOptions {
     @Option(names = "--seed", paramLabel = "N", description = "Seed for weights, data and dropout (training_config.seed).")
     Integer seed;
 
+    @Option(names = "--dtype", paramLabel = "DTYPE", description = "fp32 or bf16: activations and matmul operands (device_config.dtype).")
+    String dtype;
+
     /** The flags given, as arguments to pass on to worker processes. */
     public java.util.List<String> toArgs() {
         java.util.List<String> a = new java.util.ArrayList<>();
@@ -59,6 +62,7 @@ public final class JobOptions {
         if (backend != null) a.addAll(java.util.List.of("--backend", backend));
         if (mode != null) a.addAll(java.util.List.of("--mode", mode));
         if (seed != null) a.addAll(java.util.List.of("--seed", seed.toString()));
+        if (dtype != null) a.addAll(java.util.List.of("--dtype", dtype));
         return a;
     }
 
@@ -133,6 +137,13 @@ public final class JobOptions {
         if (seed != null) {
             cfg.training.seed = seed;
             cfg.origins.recordFlag("training_config.seed", "--seed");
+        }
+        if (dtype != null) {
+            if (!dtype.equals("fp32") && !dtype.equals("bf16")) {
+                throw new UserInputException("--dtype: '" + dtype + "' given, expected fp32 or bf16");
+            }
+            cfg.device.dtype = dtype;
+            cfg.origins.recordFlag("device_config.dtype", "--dtype");
         }
     }
 

@@ -44,10 +44,6 @@ public final class ConfigValidator {
     private static void checkNotSupportedYet(TtpipeConfig cfg, ConfigProblems p) {
         TtpipeConfig.TrainingConfig t = cfg.training;
         String tc = "training_config.";
-        if (!"fp32".equals(cfg.device.dtype)) {
-            p.add("device_config.dtype", "'" + cfg.device.dtype + "' given: not supported yet (the backends compute in fp32),"
-                    + " expected fp32 or the key left out");
-        }
         if (!cfg.device.deviceIds.isEmpty()) {
             p.add("device_config.device_ids", cfg.device.deviceIds + " given: not supported yet (each rank takes its"
                     + " mesh_shape of devices in order), expected [] or the key left out");

@@ -5,6 +5,7 @@ import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.PipelineMode;
 import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.device.DType;
 import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.SimCosts;
@@ -99,7 +100,8 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
                 : llama ? ModelSpec.llamaIntermediate(tc.embeddingDim) : 4 * tc.embeddingDim;
         return new ModelSpec(llama ? ModelSpec.ModelType.LLAMA : ModelSpec.ModelType.GPT2, vocab, tc.embeddingDim,
                 tc.numHeads, kv, tc.numBlocks, ff, tc.maxSequenceLength, (float) tc.dropoutProb, tc.weightTying,
-                (float) tc.theta, "memory_efficient".equals(tc.runnerType));
+                (float) tc.theta, "memory_efficient".equals(tc.runnerType),
+                "bf16".equals(cfg.device.dtype) ? DType.BF16 : DType.FP32);
     }
 
     private static OptimizerSpec optimizer(TtpipeConfig.TrainingConfig t) {

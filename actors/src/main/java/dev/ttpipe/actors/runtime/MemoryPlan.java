@@ -2,7 +2,6 @@ package dev.ttpipe.actors.runtime;
 
 import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.device.Backends;
-import dev.ttpipe.device.DType;
 import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.Ops;
 import dev.ttpipe.device.Shape;
@@ -29,7 +28,8 @@ import java.util.Map;
  * steps: F, B, I and W in the row's order with inputs and output gradients of the right shape and
  * layout, then the gradient reduction and the optimizer step. The second step's peak is the steady
  * state: parameters, optimizer moments, gradients, the activations the schedule keeps in flight and
- * the largest transient of one kernel. Received tensors waiting for their action are counted as one
+ * the largest transient of one kernel; with {@code dtype: bf16} the stages' activations are BF16 tensors,
+ * so they count 2 bytes an element as they do on the device. Received tensors waiting for their action are counted as one
  * activation per direction in flight (the transport assembles a frame on the device).
  *
  * <pre>
@@ -190,7 +190,7 @@ public final class MemoryPlan {
 
     private static Tensor activation(JobPlan plan, Ops ops) {
         return ops.zeros(Shape.of(plan.microbatchSize(), plan.seqLen(), plan.model().embeddingDim()),
-                plan.parallelism().activations(), DType.FP32);
+                plan.parallelism().activations(), plan.model().dtype());
     }
 
     /** Bytes of one activation [b, T, D] on the fullest device of {@code sub}. */
@@ -242,7 +242,7 @@ public final class MemoryPlan {
         ModelSpec m = plan.model();
         if (!m.recompute()) {
             ModelSpec recompute = new ModelSpec(m.type(), m.vocabSize(), m.embeddingDim(), m.numHeads(), m.numKvHeads(), m.numBlocks(),
-                    m.intermediateDim(), m.maxSequenceLength(), m.dropout(), m.weightTying(), m.ropeTheta(), true);
+                    m.intermediateDim(), m.maxSequenceLength(), m.dropout(), m.weightTying(), m.ropeTheta(), true, m.dtype());
             Rank rc = planRank(withModel(plan, recompute), worst.rank());
             tries.add("runner_type: memory_efficient (recompute in backward) needs about " + Sizes.format(rc.peak())
                     + (rc.peak() <= cap ? ", which fits" : ", still too much"));

@@ -41,7 +41,8 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
         out.printf("verify: %s, %d stages on %d ranks, %s%s, %d microbatches, %s optimizer, %s backend, mesh %s per rank;"
                         + " reference: all blocks on %s, no pipeline%n", configFile, plan.stages(), plan.ranks(),
                 plan.schedule().name(), plan.readyFirst() ? " (ready-first)" : "", plan.microbatches(),
-                plan.optimizer().kind().name().toLowerCase(Locale.ROOT), plan.backend(), plan.rankMesh(),
+                plan.optimizer().kind().name().toLowerCase(Locale.ROOT),
+                plan.backend() + (plan.model().dtype() == dev.ttpipe.device.DType.BF16 ? " bf16" : ""), plan.rankMesh(),
                 singleDevice ? "one cpu device" : "one " + plan.backend() + " submesh " + plan.rankMesh()
                         + (plan.parallelism().ddp() || plan.parallelism().tp() ? " with the same DDP/TP" : ""));
         boolean multiProcess = job.config().multihost.enabled && plan.transport() == SocketType.AERON;

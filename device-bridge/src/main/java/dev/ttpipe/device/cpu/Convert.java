@@ -56,4 +56,11 @@ final class Convert {
             for (int i = lo; i < hi; i++) dst.shorts.put(i, BFloat16.fromFloat(src.floats.get(i)));
         });
     }
+
+    /** fp32 to fp32 rounded to the nearest bf16 value (ties to even). */
+    static void roundToBf16(Parallel par, NativeBuffer dst, NativeBuffer src, int n) {
+        par.range(n, Elementwise.GRAIN, (lo, hi) -> {
+            for (int i = lo; i < hi; i++) dst.floats.put(i, BFloat16.round(src.floats.get(i)));
+        });
+    }
 }

@@ -33,6 +33,7 @@ public final class CpuMeshDevice extends MeshDeviceBase {
     private final List<CpuDevice> devices;
     private final Parallel parallel;
     private final Gemm gemm;
+    private final Bf16Gemm bf16Gemm;
     private final Rope rope = new Rope();
     private final AtomicInteger inFlight = new AtomicInteger();
 
@@ -50,6 +51,7 @@ public final class CpuMeshDevice extends MeshDeviceBase {
         int threads = options.threads() == 0 ? Runtime.getRuntime().availableProcessors() : options.threads();
         this.parallel = new Parallel(threads);
         this.gemm = GemmChoice.choose(kernel, threads, parallel);
+        this.bf16Gemm = Bf16Gemm.choose(gemm);
     }
 
     /** Opens a mesh of emulated devices ({@code options} null: defaults). */
@@ -107,6 +109,16 @@ public final class CpuMeshDevice extends MeshDeviceBase {
 
     Gemm gemm() {
         return gemm;
+    }
+
+    /** The kernel of matmuls with a BF16 operand. */
+    Bf16Gemm bf16Gemm() {
+        return bf16Gemm;
+    }
+
+    /** How matmuls with a BF16 operand run: {@code sbgemm} or the fp32 kernel on bf16-rounded operands. */
+    public String bf16MatmulKernel() {
+        return bf16Gemm.describe();
     }
 
     Rope rope() {

@@ -213,6 +213,10 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
         int k = md.k();
         int lda = ta ? m : k;
         int ldb = tb ? k : nn;
+        if (a.dtype() == DType.BF16 || b.dtype() == DType.BF16) {
+            matmulBf16Kernel(out, a, b, ta, tb, alpha, beta, md);
+            return;
+        }
         Gemm gemm = mesh.gemm();
         each(d -> {
             NativeBuffer av = staging.read((CpuTensor) a, d);
@@ -225,6 +229,31 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
             }
             for (int i = 0; i < md.batch(); i++) {
                 gemm.sgemm(ta, tb, m, nn, k, alpha, av, i * m * k, lda, bv, md.batchedB() ? i * k * nn : 0, ldb,
+                        beta, cv, i * m * nn, nn);
+            }
+        });
+    }
+
+    /**
+     * A matmul with a BF16 operand multiplies in bf16 ({@link Bf16Gemm}): the other operand, if FP32, is
+     * rounded to bf16; products are summed in fp32 and stored in {@code out}'s dtype.
+     */
+    private void matmulBf16Kernel(MeshTensor out, MeshTensor a, MeshTensor b, boolean ta, boolean tb, float alpha,
+                                  float beta, MatmulDims md) {
+        int m = md.m();
+        int nn = md.n();
+        int k = md.k();
+        int lda = ta ? m : k;
+        int ldb = tb ? k : nn;
+        Bf16Gemm gemm = mesh.bf16Gemm();
+        boolean packed = gemm.packedOperands();
+        each(d -> {
+            NativeBuffer av = staging.bf16Operand((CpuTensor) a, d, packed);
+            NativeBuffer bv = staging.bf16Operand((CpuTensor) b, d, packed);
+            NativeBuffer cv = beta == 0f ? staging.write((CpuTensor) out, d) : staging.update((CpuTensor) out, d);
+            for (int i = 0, calls = !md.batchedB() && !ta ? 1 : md.batch(); i < calls; i++) {
+                int rows = calls == 1 ? md.batch() * m : m;   // [batch * m, k] @ [k, n] in one call when B is shared
+                gemm.gemm(ta, tb, rows, nn, k, alpha, av, i * m * k, lda, bv, md.batchedB() ? i * k * nn : 0, ldb,
                         beta, cv, i * m * nn, nn);
             }
         });

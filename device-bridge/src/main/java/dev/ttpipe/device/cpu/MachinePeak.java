@@ -213,6 +213,14 @@ public record MachinePeak(int cores, double ghz, double measuredGflops, int lane
         return pairs.isEmpty() ? Runtime.getRuntime().availableProcessors() : pairs.size();
     }
 
+    /** Whether this CPU has bf16 dot-product instructions ({@code avx512_bf16}: {@code vdpbf16ps}); read once. */
+    static synchronized boolean hasBf16Dot() {
+        if (bf16Dot == null) bf16Dot = Set.of(flags(readCpuinfo()).split("\\s+")).contains("avx512_bf16");
+        return bf16Dot;
+    }
+
+    private static Boolean bf16Dot;
+
     static String flags(List<String> cpuinfo) {
         for (String line : cpuinfo) {
             if (line.startsWith("flags") && line.contains(":")) return line.substring(line.indexOf(':') + 1).trim();

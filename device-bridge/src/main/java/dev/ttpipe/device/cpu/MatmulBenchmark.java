@@ -70,23 +70,34 @@ public final class MatmulBenchmark {
                     a.floats.put(i, rnd.nextFloat() - 0.5f);
                     b.floats.put(i, rnd.nextFloat() - 0.5f);
                 }
-                double first = time(gemm, a, b, c, size);
-                int warmups = (int) Math.max(2, Math.min(50, 0.3 / first));
-                double w = first;
-                for (int i = 0; i < warmups; i++) w = Math.min(w, time(gemm, a, b, c, size));
-                int reps = (int) Math.max(5, Math.min(1000, 1.0 / w));
-                double[] s = new double[reps];
-                for (int i = 0; i < reps; i++) s[i] = time(gemm, a, b, c, size);
-                Arrays.sort(s);
-                double median = reps % 2 == 1 ? s[reps / 2] : (s[reps / 2 - 1] + s[reps / 2]) / 2;
+                double[] s = timeRuns(() -> time(gemm, a, b, c, size));
+                double median = median(s);
                 double gflops = 2.0 * size * size * (double) size / median / 1e9;
-                return new Result(size, t, gemm.kind(), gemm.describe(), gflops, median, s[0], reps, peak);
+                return new Result(size, t, gemm.kind(), gemm.describe(), gflops, median, s[0], s.length, peak);
             } finally {
                 a.free();
                 b.free();
                 c.free();
             }
         }
+    }
+
+    /** Warmups, then about a second of timed runs (at least 5); the seconds of each, sorted. */
+    static double[] timeRuns(java.util.function.DoubleSupplier once) {
+        double first = once.getAsDouble();
+        int warmups = (int) Math.max(2, Math.min(50, 0.3 / first));
+        double w = first;
+        for (int i = 0; i < warmups; i++) w = Math.min(w, once.getAsDouble());
+        int reps = (int) Math.max(5, Math.min(1000, 1.0 / w));
+        double[] s = new double[reps];
+        for (int i = 0; i < reps; i++) s[i] = once.getAsDouble();
+        Arrays.sort(s);
+        return s;
+    }
+
+    static double median(double[] sorted) {
+        int n = sorted.length;
+        return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
     }
 
     private static double time(Gemm gemm, NativeBuffer a, NativeBuffer b, NativeBuffer c, int n) {

@@ -1,0 +1,79 @@
+package dev.ttpipe.device.cpu;
+
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.Layout;
+import dev.ttpipe.device.MeshOptions;
+import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.Ops;
+import dev.ttpipe.device.Shape;
+import dev.ttpipe.device.Tensor;
+
+import java.util.Random;
+
+/**
+ * Measures the bf16 matmul as the cpu backend runs it ({@code C = A B}, A and B BF16 tensors of
+ * n x n, C FP32, through {@link Ops#matmulInto} on a one-device mesh: operand staging included)
+ * against the machine's bf16 peak. The peak: without {@code avx512_bf16} the CPU has no bf16
+ * arithmetic and bf16 matmuls run on the fp32 FMA units, so the bf16 peak is the measured fp32 FMA
+ * peak ({@link MachinePeak}); with it, {@code vdpbf16ps} does two bf16 products per fp32 lane where
+ * an FMA does one, so the peak is twice the measured fp32 FMA peak (derived from the measured
+ * figure, since the JIT cannot emit {@code vdpbf16ps} to measure it directly). A program that prints
+ * figures, not a test: see {@code ttpipe bench matmul --dtype bf16}.
+ */
+public final class Bf16MatmulBenchmark {
+    private Bf16MatmulBenchmark() {
+    }
+
+    /**
+     * One measurement.
+     *
+     * @param kernel        the bf16 kernel ({@code sbgemm} or the fp32 kernel on bf16-rounded operands)
+     * @param gflops        2 n^3 / median seconds / 1e9
+     * @param peakGflops    the machine's bf16 peak for that many threads
+     * @param peakHow       how the peak was obtained
+     * @param fp32Peak      the measured fp32 FMA peak it rests on
+     */
+    public record Result(int size, int threads, String kernel, double gflops, double medianSeconds, double bestSeconds,
+                         int repetitions, double peakGflops, String peakHow, MachinePeak fp32Peak) {
+        public double fractionOfPeak() {
+            return gflops / peakGflops;
+        }
+
+        public double bestGflops() {
+            return 2.0 * size * size * (double) size / bestSeconds / 1e9;
+        }
+    }
+
+    /** Measures an n x n x n bf16 product; threads 0: all processors; kernel: auto, blas or java (the fp32 kernel). */
+    public static Result run(int size, int threads, String kernel) {
+        if (size < 1) throw new IllegalArgumentException("size " + size + " must be >= 1");
+        int t = threads <= 0 ? Runtime.getRuntime().availableProcessors() : threads;
+        MachinePeak peak = MachinePeak.measure(t);
+        boolean bf16Dot = MachinePeak.hasBf16Dot();
+        double peakGflops = bf16Dot ? 2 * peak.gflops() : peak.gflops();
+        String how = bf16Dot
+                ? "2 x the measured fp32 FMA peak (avx512_bf16: vdpbf16ps does 2 bf16 products per fp32 lane; derived, "
+                + "not measured); fp32: " + peak.how()
+                : "no bf16 arithmetic on this CPU (no avx512_bf16): bf16 runs on the fp32 FMA units, so the measured fp32 "
+                + "FMA peak: " + peak.how();
+        try (CpuMeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(t), kernel)) {
+            Ops ops = mesh.asSubmesh().ops();
+            Random rnd = new Random(1);
+            float[] host = new float[size * size];
+            for (int i = 0; i < host.length; i++) host[i] = rnd.nextFloat() - 0.5f;
+            Shape s = Shape.of(size, size);
+            try (Tensor a = ops.fromHost(host, s, Layout.REPLICATED, DType.BF16);
+                 Tensor b = ops.fromHost(host, s, Layout.REPLICATED, DType.BF16);
+                 Tensor c = ops.zeros(s, Layout.REPLICATED, DType.FP32)) {
+                double[] secs = MatmulBenchmark.timeRuns(() -> {
+                    long t0 = System.nanoTime();
+                    ops.matmulInto(c, a, b, false, false, 1f, 0f);
+                    return (System.nanoTime() - t0) / 1e9;
+                });
+                double median = MatmulBenchmark.median(secs);
+                return new Result(size, t, mesh.bf16MatmulKernel(), 2.0 * size * size * (double) size / median / 1e9,
+                        median, secs[0], secs.length, peakGflops, how, peak);
+            }
+        }
+    }
+}
