@@ -99,7 +99,7 @@ public final class BenchNetworkCommand implements Callable<Integer> {
         } finally {
             deleteTree(dir);
         }
-        double c = median(clean), l = median(lossy);
+        double c = BenchTelemetryCommand.median(clean), l = BenchTelemetryCommand.median(lossy);
         if (json) {
             out.println("{\"loss_percent\":" + loss + ",\"steps\":" + steps + ",\"rounds\":" + rounds
                     + ",\"clean_median_step_seconds\":" + Json.num(c) + ",\"lossy_median_step_seconds\":" + Json.num(l)
@@ -127,12 +127,6 @@ public final class BenchNetworkCommand implements Callable<Integer> {
             if (m.find()) s.add(Double.parseDouble(m.group(1)));
         }
         return s;
-    }
-
-    static double median(List<Double> v) {
-        if (v.isEmpty()) return Double.NaN;
-        double[] a = v.stream().mapToDouble(Double::doubleValue).sorted().toArray();
-        return a.length % 2 == 1 ? a[a.length / 2] : (a[a.length / 2 - 1] + a[a.length / 2]) / 2;
     }
 
     /** Whether two checkpoint directories hold the same tensors, bit for bit. */

@@ -109,7 +109,9 @@ public final class BenchTelemetryCommand implements Callable<Integer> {
         return Main.EXIT_OK;
     }
 
-    private static double median(List<Double> v) {
+    /** The median of {@code v} (the mean of the middle two when even; NaN when empty); the cli's benches share it. */
+    static double median(List<Double> v) {
+        if (v.isEmpty()) return Double.NaN;
         double[] s = v.stream().mapToDouble(Double::doubleValue).toArray();
         Arrays.sort(s);
         return s.length % 2 == 1 ? s[s.length / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;

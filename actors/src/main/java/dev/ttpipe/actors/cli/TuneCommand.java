@@ -326,8 +326,8 @@ public final class TuneCommand implements Callable<Integer> {
             int dots = s.indexOf("..");
             if (dots >= 0) {
                 int a = Integer.parseInt(s.substring(0, dots).strip()), b = Integer.parseInt(s.substring(dots + 2).strip());
+                if (a > b || a < 1 || b > blocks) throw new NumberFormatException();   // checked before the loop: 1..2^31 is not a list to build
                 for (int p = a; p <= b; p++) out.add(p);
-                if (a > b) throw new NumberFormatException();
             } else {
                 for (String part : s.split(",")) out.add(Integer.parseInt(part.strip()));
             }

@@ -98,6 +98,8 @@ class TuneTest {
         CliTest.assertOneLineBadInput(CliTest.run("tune", config("nanogpt-pp4-1f1b.yaml"), "--ranks", "0..4"),
                 "--ranks", "'0..4'", "expected rank counts from 1 to the 6 blocks");
         CliTest.assertOneLineBadInput(CliTest.run("tune", config("nanogpt-pp4-1f1b.yaml"), "--ranks", "2,x"), "--ranks", "'2,x'");
+        CliTest.assertOneLineBadInput(CliTest.run("tune", config("nanogpt-pp4-1f1b.yaml"), "--ranks", "2..2000000000"),
+                "--ranks", "'2..2000000000'", "expected rank counts");
         CliTest.assertOneLineBadInput(CliTest.run("tune", config("nanogpt-pp4-1f1b.yaml"), "--ranks", "2..4", "--fix", "split"),
                 "--ranks with --fix split");
         CliTest.assertOneLineBadInput(CliTest.run("tune", config("multihost-pp2.yaml"), "--ranks", "2..4"),
