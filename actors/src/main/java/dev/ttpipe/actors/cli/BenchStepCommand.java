@@ -9,6 +9,7 @@ import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.MeshDevice;
+import dev.ttpipe.device.cpu.CpuKernels;
 import dev.ttpipe.device.cpu.MachinePeak;
 import dev.ttpipe.device.profile.OpProfile;
 import dev.ttpipe.device.profile.ProfiledSubmesh;
@@ -81,6 +82,7 @@ public final class BenchStepCommand implements Callable<Integer> {
                     plan.model().embeddingDim(), plan.model().numHeads(), plan.model().vocabSize(), plan.batchSize(), seq, threads,
                     cfg.device.dtype);
             System.out.printf(Locale.ROOT, "machine peak: %.1f GFLOP/s (%s)%n", peak.gflops(), peak.how());
+            System.out.println("elementwise kernels: " + CpuKernels.elementwise());
         }
         List<Figure> figures = new ArrayList<>();
         String refName = "reference trainer (all blocks on one " + plan.rankMesh() + " submesh, no pipeline)";
@@ -128,7 +130,7 @@ public final class BenchStepCommand implements Callable<Integer> {
             StringBuilder sb = new StringBuilder("{\"config\":" + Json.str(config.toString()) + ",\"model_gflop_per_step\":"
                     + Json.num(flops / 1e9) + ",\"tokens_per_step\":" + tokensPerStep + ",\"peak_gflops\":" + Json.num(peak.gflops())
                     + ",\"peak\":" + Json.str(peak.how()) + ",\"parameters\":" + parameters(plan) + ",\"steps\":" + steps
-                    + ",\"dtype\":" + Json.str(cfg.device.dtype));
+                    + ",\"dtype\":" + Json.str(cfg.device.dtype) + ",\"elementwise_kernels\":" + Json.str(CpuKernels.elementwise()));
             for (Figure f : figures) {
                 double median = f.median();
                 sb.append(",\"").append(f.key()).append("\":{\"what\":").append(Json.str(f.what()))

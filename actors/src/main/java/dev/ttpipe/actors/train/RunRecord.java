@@ -58,6 +58,7 @@ public final class RunRecord {
         }
         String kernel = CpuKernels.matmul();
         sb.append("  \"matmul_kernel\": ").append(kernel == null ? "null" : Json.str(kernel)).append(",\n");
+        sb.append("  \"elementwise_kernels\": ").append(kernel == null ? "null" : Json.str(CpuKernels.elementwise())).append(",\n");
         sb.append("  \"status\": ").append(Json.str(status)).append(",\n");
         sb.append("  \"steps_done\": ").append(stepsDone).append(",\n");
         sb.append("  \"validation_loss\": ").append(Json.num(validationLoss)).append(",\n");

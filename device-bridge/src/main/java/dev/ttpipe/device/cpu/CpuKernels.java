@@ -1,6 +1,6 @@
 package dev.ttpipe.device.cpu;
 
-/** Which matmul kernel this process's cpu backend loaded, for run records ("OpenBLAS 0.3.31 SkylakeX, ..."). */
+/** Which matmul and elementwise kernels this process's cpu backend loaded, for run records ("OpenBLAS 0.3.31 SkylakeX, ..."). */
 public final class CpuKernels {
     private static volatile String matmul;
 
@@ -9,6 +9,14 @@ public final class CpuKernels {
 
     static void chose(String description) {
         matmul = description;
+    }
+
+    /**
+     * Which elementwise and attention-row kernels run: "native avx512 (libttpipe_cpu.so)" (the C twins, see
+     * {@code CpuNative}) or "Java (why not native)". Loads the library if it was not loaded yet.
+     */
+    public static String elementwise() {
+        return CpuNative.describe();
     }
 
     /** The description of the kernel chosen last, or null when no cpu mesh chose one yet. */

@@ -387,8 +387,9 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
     protected void activationKernel(MeshTensor out, MeshTensor x, Activation f) {
         int len = local(x);
         each(d -> {
-            if (f == Activation.GELU) Elementwise.gelu(par, out(out, d), in(x, d), len);
-            else Elementwise.silu(par, out(out, d), in(x, d), len);
+            NativeBuffer o = staging.write((CpuTensor) out, d), a = staging.read((CpuTensor) x, d);
+            if (f == Activation.GELU) Elementwise.gelu(par, o, a, len);
+            else Elementwise.silu(par, o, a, len);
         });
     }
 
@@ -396,8 +397,10 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
     protected void activationBackwardKernel(MeshTensor dx, MeshTensor dy, MeshTensor x, Activation f) {
         int len = local(x);
         each(d -> {
-            if (f == Activation.GELU) Elementwise.geluBackward(par, out(dx, d), in(dy, d), in(x, d), len);
-            else Elementwise.siluBackward(par, out(dx, d), in(dy, d), in(x, d), len);
+            NativeBuffer o = staging.write((CpuTensor) dx, d), g = staging.read((CpuTensor) dy, d);
+            NativeBuffer a = staging.read((CpuTensor) x, d);
+            if (f == Activation.GELU) Elementwise.geluBackward(par, o, g, a, len);
+            else Elementwise.siluBackward(par, o, g, a, len);
         });
     }
 

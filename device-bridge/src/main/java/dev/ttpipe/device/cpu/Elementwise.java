@@ -59,6 +59,60 @@ final class Elementwise {
         });
     }
 
+    /** Throws unless {@code b} holds {@code n} floats: the native kernels do not check their bounds. */
+    private static long floats(NativeBuffer b, int n) {
+        if (n < 0 || 4L * n > b.capacity) {
+            throw new IndexOutOfBoundsException(n + " floats in a buffer of " + b.capacity + " bytes");
+        }
+        return b.address;
+    }
+
+    /** A native elementwise kernel over n floats at the given addresses: out = f(x). */
+    @FunctionalInterface
+    private interface NativeUnary {
+        void run(long out, long x, long n);
+    }
+
+    /** A native elementwise backward kernel: dx = dy * f'(x). */
+    @FunctionalInterface
+    private interface NativeBackward {
+        void run(long dx, long dy, long x, long n);
+    }
+
+    private static void unary(Parallel par, NativeBuffer out, NativeBuffer x, int n, NativeUnary f) {
+        long o = floats(out, n), a = floats(x, n);
+        par.range(n, GRAIN, (lo, hi) -> f.run(o + 4L * lo, a + 4L * lo, hi - lo));
+    }
+
+    private static void backward(Parallel par, NativeBuffer dx, NativeBuffer dy, NativeBuffer x, int n, NativeBackward f) {
+        long o = floats(dx, n), g = floats(dy, n), a = floats(x, n);
+        par.range(n, GRAIN, (lo, hi) -> f.run(o + 4L * lo, g + 4L * lo, a + 4L * lo, hi - lo));
+    }
+
+    /** {@link #gelu(Parallel, FloatBuffer, FloatBuffer, int)} through {@link CpuNative} when it is loaded: the same bits. */
+    static void gelu(Parallel par, NativeBuffer out, NativeBuffer x, int n) {
+        if (CpuNative.active()) unary(par, out, x, n, CpuNative::ttpipe_cpu_gelu);
+        else gelu(par, out.floats, x.floats, n);
+    }
+
+    /** {@link #geluBackward(Parallel, FloatBuffer, FloatBuffer, FloatBuffer, int)}, native when loaded. */
+    static void geluBackward(Parallel par, NativeBuffer dx, NativeBuffer dy, NativeBuffer x, int n) {
+        if (CpuNative.active()) backward(par, dx, dy, x, n, CpuNative::ttpipe_cpu_gelu_backward);
+        else geluBackward(par, dx.floats, dy.floats, x.floats, n);
+    }
+
+    /** {@link #silu(Parallel, FloatBuffer, FloatBuffer, int)}, native when loaded. */
+    static void silu(Parallel par, NativeBuffer out, NativeBuffer x, int n) {
+        if (CpuNative.active()) unary(par, out, x, n, CpuNative::ttpipe_cpu_silu);
+        else silu(par, out.floats, x.floats, n);
+    }
+
+    /** {@link #siluBackward(Parallel, FloatBuffer, FloatBuffer, FloatBuffer, int)}, native when loaded. */
+    static void siluBackward(Parallel par, NativeBuffer dx, NativeBuffer dy, NativeBuffer x, int n) {
+        if (CpuNative.active()) backward(par, dx, dy, x, n, CpuNative::ttpipe_cpu_silu_backward);
+        else siluBackward(par, dx.floats, dy.floats, x.floats, n);
+    }
+
     /**
      * GELU, tanh approximation: {@code 0.5 x (1 + tanh(u))} with {@code u = sqrt(2/pi) (x + 0.044715 x^3)},
      * computed as {@code x * sigmoid(2u)}: no tanh, no cancellation for large |x|.

@@ -47,8 +47,13 @@ final class FlashAttention {
      */
     static void forward(Parallel par, Gemm gemm, NativeBuffer o, NativeBuffer lse, NativeBuffer q, NativeBuffer k,
                         NativeBuffer v, int n, int t, int tk, int hd, float scale, boolean causal) {
+        boolean nat = CpuNative.active();
+        checkAddressable(o, lse, q, k, v, n, t, tk, hd);
         pairs(par, gemm, n, (lo, hi) -> {
             NativeBuffer s = NativeBuffer.malloc(4 * BLOCK * Math.max(1, tk));
+            NativeBuffer stats = NativeBuffer.malloc(12 * BLOCK);         // the rows' max (float) and sum (double)
+            float[] max = new float[BLOCK];
+            double[] sum = new double[BLOCK];
             float[] row = new float[tk];
             try {
                 for (int bh = lo; bh < hi; bh++) {
@@ -56,11 +61,20 @@ final class FlashAttention {
                     for (int i0 = 0; i0 < t; i0 += BLOCK) {
                         int rows = Math.min(BLOCK, t - i0);
                         int keys = seen(i0 + rows - 1, t, tk, causal);
+                        int first = i0 + tk - t + 1;                   // keys row i0 sees, before clamping
                         // S = scale Q_blk K[0:keys]^T   [rows, keys]
                         gemm.sgemm(false, true, rows, keys, hd, scale, q, qb + i0 * hd, hd, k, kb, hd, 0f, s, 0, Math.max(1, keys));
+                        if (nat) {
+                            CpuNative.ttpipe_cpu_softmax_rows(s.address, rows, keys, first, causal ? 1 : 0,
+                                    stats.address + 8L * BLOCK, stats.address);
+                            stats.bytes.asDoubleBuffer().get(0, sum, 0, rows);
+                            stats.floats.get(2 * BLOCK, max, 0, rows);
+                        } else {
+                            softmaxRows(s.floats, rows, keys, first, causal, row, max, sum);
+                        }
                         for (int r = 0; r < rows; r++) {
-                            int i = i0 + r;
-                            lse.floats.put(bh * t + i, softmaxRow(s.floats, r * keys, row, seen(i, t, tk, causal), keys));
+                            int m = seen(i0 + r, t, tk, causal);
+                            lse.floats.put(bh * t + i0 + r, m == 0 ? Float.NEGATIVE_INFINITY : max[r] + (float) Math.log(sum[r]));
                         }
                         // O_blk = P V[0:keys]   [rows, hd]
                         gemm.sgemm(false, false, rows, hd, keys, 1f, s, 0, Math.max(1, keys), v, kb, hd, 0f, o, qb + i0 * hd, hd);
@@ -68,6 +82,7 @@ final class FlashAttention {
                 }
             } finally {
                 s.free();
+                stats.free();
             }
         });
     }
@@ -80,6 +95,9 @@ final class FlashAttention {
     static void backward(Parallel par, Gemm gemm, NativeBuffer dq, NativeBuffer dk, NativeBuffer dv, NativeBuffer q,
                          NativeBuffer k, NativeBuffer v, NativeBuffer o, NativeBuffer lse, NativeBuffer dO, int n, int t,
                          int tk, int hd, float scale, boolean causal) {
+        boolean nat = CpuNative.active();
+        checkAddressable(o, lse, q, k, v, n, t, tk, hd);
+        checkAddressable(dO, lse, q, k, v, n, t, tk, hd);
         pairs(par, gemm, n, (lo, hi) -> {
             int tile = 4 * BLOCK * Math.max(1, tk);
             NativeBuffer p = NativeBuffer.malloc(tile);
@@ -96,26 +114,14 @@ final class FlashAttention {
                         int ld = Math.max(1, keys);
                         gemm.sgemm(false, true, rows, keys, hd, scale, q, qb + i0 * hd, hd, k, kb, hd, 0f, p, 0, ld);
                         gemm.sgemm(false, true, rows, keys, hd, 1f, dO, qb + i0 * hd, hd, v, kb, hd, 0f, ds, 0, ld);
-                        for (int r = 0; r < rows; r++) {
-                            int i = i0 + r;
-                            int m = seen(i, t, tk, causal);
-                            p.floats.get(r * keys, pr, 0, keys);
-                            ds.floats.get(r * keys, dr, 0, keys);
-                            float l = lse.floats.get(bh * t + i);
-                            double dd = 0;
-                            for (int e = 0; e < hd; e++) dd += (double) dO.floats.get(qb + i * hd + e) * o.floats.get(qb + i * hd + e);
-                            float d = (float) dd;
-                            for (int j = 0; j < m; j++) {
-                                float pj = FloatExp.exp(pr[j] - l);
-                                pr[j] = pj;
-                                dr[j] = scale * pj * (dr[j] - d);
-                            }
-                            for (int j = m; j < keys; j++) {
-                                pr[j] = 0f;
-                                dr[j] = 0f;
-                            }
-                            p.floats.put(r * keys, pr, 0, keys);
-                            ds.floats.put(r * keys, dr, 0, keys);
+                        int seen0 = i0 + tk - t + 1;
+                        if (nat) {
+                            CpuNative.ttpipe_cpu_attention_backward_rows(p.address, ds.address, rows, keys, seen0,
+                                    causal ? 1 : 0, lse.address + 4L * (bh * t + i0), dO.address + 4L * (qb + i0 * hd),
+                                    o.address + 4L * (qb + i0 * hd), hd, scale);
+                        } else {
+                            backwardRows(p.floats, ds.floats, rows, keys, seen0, causal, lse.floats, bh * t + i0, dO.floats,
+                                    o.floats, qb + i0 * hd, hd, scale, pr, dr);
                         }
                         float beta = first ? 0f : 1f;
                         // dV[0:keys] (+)= P^T dO_blk, dK[0:keys] (+)= dS^T Q_blk, dQ_blk = dS K[0:keys]
@@ -132,24 +138,82 @@ final class FlashAttention {
         });
     }
 
-    /**
-     * One row of the tile, {@code s[at, at + keys)}, to probabilities in place: exp(s_j - max) / sum for
-     * j < m, 0 after; returns the row's log-sum-exp (-inf when it sees no key).
-     */
-    private static float softmaxRow(FloatBuffer s, int at, float[] row, int m, int keys) {
-        s.get(at, row, 0, keys);
-        float max = Float.NEGATIVE_INFINITY;
-        for (int j = 0; j < m; j++) max = Math.max(max, row[j]);
-        double sum = 0;
-        for (int j = 0; j < m; j++) {
-            float e = FloatExp.exp(row[j] - max);
-            row[j] = e;
-            sum += e;
+    /** The lanes of the rows' partial maxima and sums (element j goes to partial j % LANES), as in ttpipe_cpu.c. */
+    static final int LANES = 16;
+
+    /** Throws unless the buffers hold the shapes the native row kernels read without bounds checks. */
+    private static void checkAddressable(NativeBuffer o, NativeBuffer lse, NativeBuffer q, NativeBuffer k, NativeBuffer v,
+                                         int n, int t, int tk, int hd) {
+        long qo = 4L * n * t * hd, kv = 4L * n * tk * hd;
+        if (o.capacity < qo || q.capacity < qo || lse.capacity < 4L * n * t || k.capacity < kv || v.capacity < kv) {
+            throw new IndexOutOfBoundsException("attention buffers smaller than [" + n + ", " + t + "/" + tk + ", " + hd + "]");
         }
-        float inv = (float) (1.0 / sum);
-        for (int j = 0; j < m; j++) row[j] *= inv;
-        for (int j = m; j < keys; j++) row[j] = 0f;
-        s.put(at, row, 0, keys);
-        return m == 0 ? Float.NEGATIVE_INFINITY : max + (float) Math.log(sum);
+    }
+
+    /**
+     * A block's tile {@code s [rows, keys]} to probabilities in place, row by row: row r sees
+     * {@code clamp(first + r, 0, keys)} keys when causal (else all), exp(s_j - max) / sum for those, 0 after.
+     * Each row's max goes to {@code max[r]}, its sum of exps (double) to {@code sum[r]}; the caller takes the log.
+     * Exactly what {@code ttpipe_cpu_softmax_rows} computes.
+     */
+    static void softmaxRows(FloatBuffer s, int rows, int keys, int first, boolean causal, float[] row, float[] max,
+                            double[] sum) {
+        float[] mx = new float[LANES];
+        double[] acc = new double[LANES];
+        for (int r = 0; r < rows; r++) {
+            int m = causal ? Math.max(0, Math.min(keys, first + r)) : keys;
+            s.get(r * keys, row, 0, keys);
+            java.util.Arrays.fill(mx, Float.NEGATIVE_INFINITY);
+            java.util.Arrays.fill(acc, 0.0);
+            for (int j = 0; j < m; j++) mx[j % LANES] = row[j] > mx[j % LANES] ? row[j] : mx[j % LANES];
+            float mr = mx[0];
+            for (int l = 1; l < LANES; l++) mr = mx[l] > mr ? mx[l] : mr;
+            for (int j = 0; j < m; j++) {
+                row[j] = FloatExp.exp(row[j] - mr);
+                acc[j % LANES] += row[j];
+            }
+            double sr = acc[0];
+            for (int l = 1; l < LANES; l++) sr += acc[l];
+            float inv = (float) (1.0 / sr);
+            for (int j = 0; j < m; j++) row[j] *= inv;
+            for (int j = m; j < keys; j++) row[j] = 0f;
+            s.put(r * keys, row, 0, keys);
+            max[r] = mr;
+            sum[r] = sr;
+        }
+    }
+
+    /**
+     * The backward rows of a block: {@code p [rows, keys]} holds scale q k^T and becomes P = exp(p - lse),
+     * {@code ds} holds dO v^T and becomes scale P (ds - D) with D = dO_i . o_i (double, LANES partials); keys a
+     * row does not see become 0. Rows start at {@code lse[lseAt]} and {@code dO[at]}, {@code o[at]}. Exactly what
+     * {@code ttpipe_cpu_attention_backward_rows} computes.
+     */
+    static void backwardRows(FloatBuffer p, FloatBuffer ds, int rows, int keys, int first, boolean causal, FloatBuffer lse,
+                             int lseAt, FloatBuffer dO, FloatBuffer o, int at, int hd, float scale, float[] pr, float[] dr) {
+        double[] acc = new double[LANES];
+        for (int r = 0; r < rows; r++) {
+            int m = causal ? Math.max(0, Math.min(keys, first + r)) : keys;
+            p.get(r * keys, pr, 0, keys);
+            ds.get(r * keys, dr, 0, keys);
+            java.util.Arrays.fill(acc, 0.0);
+            int base = at + r * hd;
+            for (int e = 0; e < hd; e++) acc[e % LANES] += (double) dO.get(base + e) * (double) o.get(base + e);
+            double dd = acc[0];
+            for (int l = 1; l < LANES; l++) dd += acc[l];
+            float d = (float) dd;
+            float l0 = lse.get(lseAt + r);
+            for (int j = 0; j < m; j++) {
+                float pj = FloatExp.exp(pr[j] - l0);
+                pr[j] = pj;
+                dr[j] = scale * pj * (dr[j] - d);
+            }
+            for (int j = m; j < keys; j++) {
+                pr[j] = 0f;
+                dr[j] = 0f;
+            }
+            p.put(r * keys, pr, 0, keys);
+            ds.put(r * keys, dr, 0, keys);
+        }
     }
 }

@@ -1,0 +1,203 @@
+/*
+ * The cpu backend's elementwise and attention-row kernels in C, bound with JNA by
+ * dev.ttpipe.device.cpu.CpuNative. Each function computes exactly what its Java twin computes
+ * (Elementwise, FlashAttention, FloatExp), operation by operation, so the two give the same bits:
+ *
+ *  - no contraction of a * b + c into an FMA (-ffp-contract=off), no reassociation (no -ffast-math);
+ *    each vector lane then performs the scalar code's IEEE operations, and a vectorised loop equals
+ *    the scalar one;
+ *  - reductions keep LANES partial results, element j going to partial j % LANES, combined in lane
+ *    order at the end: the order is written in the source (Java does the same), so the compiler may
+ *    put the partials in vector registers without changing a bit;
+ *  - no libm: exp is FloatExp's Cody-Waite reduction and Cephes polynomial; the one log (of a
+ *    softmax row's sum) stays in Java.
+ *
+ * Built by Maven (device-bridge/pom.xml) with -O3; on x86-64 each kernel is cloned for AVX-512,
+ * AVX2 and baseline SSE2 and the loader picks the clone the CPU runs (GCC's target_clones).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CLONES
+#endif
+
+enum { LANES = 16 };
+
+static const float GELU_C = 0.797884560802865355879892119869f; /* (float) sqrt(2 / pi) */
+static const float GELU_A = 0.044715f;
+
+static inline float from_bits(int32_t i) {
+    float f;
+    memcpy(&f, &i, sizeof f);
+    return f;
+}
+
+static inline int32_t to_bits(float f) {
+    int32_t i;
+    memcpy(&i, &f, sizeof i);
+    return i;
+}
+
+/* FloatExp.exp, operation for operation. */
+static inline float fexp(float x) {
+    const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+    const float magic = 12582912.0f, min_arg = -87.33654f, max_arg = 88.72283f;
+    float c = x < min_arg ? min_arg : x > max_arg ? max_arg : x;
+    float t = c * log2e + magic;
+    float k = t - magic;
+    int32_t ki = to_bits(t) - to_bits(magic);
+    float r = c - k * ln2_hi - k * ln2_lo;
+    float r2 = r * r;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r2 + r + 1.0f;
+    int32_t half = ki >> 1;
+    float scaled = p * from_bits((half + 127) << 23) * from_bits((ki - half + 127) << 23);
+    float inf = from_bits(0x7f800000);
+    return x < min_arg ? 0.0f : x > max_arg ? inf : scaled;
+}
+
+static inline float sigmoid(float x) {
+    return 1.0f / (1.0f + fexp(-x));
+}
+
+EXPORT int ttpipe_cpu_abi_version(void) {
+    return 1;
+}
+
+/* Which clone the loader picked, for run records. */
+CLONES EXPORT const char *ttpipe_cpu_variant(void) {
+#if defined(__AVX512F__)
+    return "avx512";
+#elif defined(__AVX2__)
+    return "avx2";
+#elif defined(__x86_64__)
+    return "sse2";
+#else
+    return "generic";
+#endif
+}
+
+CLONES EXPORT void ttpipe_cpu_gelu(float *restrict out, const float *restrict x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        float u = GELU_C * (v + GELU_A * v * v * v);
+        out[i] = v * sigmoid(2.0f * u);
+    }
+}
+
+CLONES EXPORT void ttpipe_cpu_gelu_backward(float *restrict dx, const float *restrict dy, const float *restrict x,
+                                            int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        float u = GELU_C * (v + GELU_A * v * v * v);
+        float du = GELU_C * (1.0f + 3.0f * GELU_A * v * v);
+        float s = sigmoid(2.0f * u);
+        dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
+    }
+}
+
+CLONES EXPORT void ttpipe_cpu_silu(float *restrict out, const float *restrict x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        out[i] = v * sigmoid(v);
+    }
+}
+
+CLONES EXPORT void ttpipe_cpu_silu_backward(float *restrict dx, const float *restrict dy, const float *restrict x,
+                                            int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        float s = sigmoid(v);
+        dx[i] = dy[i] * s * (1.0f + v * (1.0f - s));
+    }
+}
+
+/* The number of keys row r of a block sees: first + r clamped to [0, keys] when causal, else keys. */
+static inline int seen(int first, int r, int keys, int causal) {
+    if (!causal) return keys;
+    int m = first + r;
+    return m < 0 ? 0 : m > keys ? keys : m;
+}
+
+/*
+ * A block's score tile s [rows, keys] to probabilities in place, row by row (FlashAttention.softmaxRows):
+ * row r sees seen(first, r) keys, the rest become 0. Writes each row's max and sum of exp(s - max)
+ * (in double) to max[r] and sum[r]; the caller takes the log.
+ */
+CLONES EXPORT void ttpipe_cpu_softmax_rows(float *restrict s, int rows, int keys, int first, int causal,
+                                           float *restrict max_out, double *restrict sum_out) {
+    for (int r = 0; r < rows; r++) {
+        float *row = s + (int64_t) r * keys;
+        int m = seen(first, r, keys, causal);
+        float mx[LANES];
+        double acc[LANES];
+        for (int l = 0; l < LANES; l++) {
+            mx[l] = from_bits((int32_t) 0xff800000); /* -inf */
+            acc[l] = 0.0;
+        }
+        int j = 0;
+        for (; j + LANES <= m; j += LANES)
+            for (int l = 0; l < LANES; l++) mx[l] = row[j + l] > mx[l] ? row[j + l] : mx[l];
+        for (int l = 0; j + l < m; l++) mx[l] = row[j + l] > mx[l] ? row[j + l] : mx[l];
+        float max = mx[0];
+        for (int l = 1; l < LANES; l++) max = mx[l] > max ? mx[l] : max;
+        for (j = 0; j < m; j++) row[j] = fexp(row[j] - max);
+        for (j = 0; j + LANES <= m; j += LANES)
+            for (int l = 0; l < LANES; l++) acc[l] += row[j + l];
+        for (int l = 0; j + l < m; l++) acc[l] += row[j + l];
+        double sum = acc[0];
+        for (int l = 1; l < LANES; l++) sum += acc[l];
+        float inv = (float) (1.0 / sum);
+        for (j = 0; j < m; j++) row[j] *= inv;
+        for (j = m; j < keys; j++) row[j] = 0.0f;
+        max_out[r] = max;
+        sum_out[r] = sum;
+    }
+}
+
+/*
+ * The backward rows of a block (FlashAttention.backwardRows): p [rows, keys] holds scale q k^T and
+ * becomes P = exp(p - lse); ds [rows, keys] holds dO v^T and becomes scale P (ds - D) with
+ * D = dO_i . o_i (in double); keys a row does not see become 0. dO and o point at the block's first
+ * row, hd floats per row; lse at its first row's log-sum-exp.
+ */
+CLONES EXPORT void ttpipe_cpu_attention_backward_rows(float *restrict p, float *restrict ds, int rows, int keys,
+                                                      int first, int causal, const float *restrict lse,
+                                                      const float *restrict dO, const float *restrict o, int hd,
+                                                      float scale) {
+    for (int r = 0; r < rows; r++) {
+        float *pr = p + (int64_t) r * keys;
+        float *dr = ds + (int64_t) r * keys;
+        const float *g = dO + (int64_t) r * hd;
+        const float *y = o + (int64_t) r * hd;
+        int m = seen(first, r, keys, causal);
+        double acc[LANES];
+        for (int l = 0; l < LANES; l++) acc[l] = 0.0;
+        int e = 0;
+        for (; e + LANES <= hd; e += LANES)
+            for (int l = 0; l < LANES; l++) acc[l] += (double) g[e + l] * (double) y[e + l];
+        for (int l = 0; e + l < hd; l++) acc[l] += (double) g[e + l] * (double) y[e + l];
+        double dd = acc[0];
+        for (int l = 1; l < LANES; l++) dd += acc[l];
+        float d = (float) dd;
+        float l0 = lse[r];
+        for (int j = 0; j < m; j++) {
+            float pj = fexp(pr[j] - l0);
+            pr[j] = pj;
+            dr[j] = scale * pj * (dr[j] - d);
+        }
+        for (int j = m; j < keys; j++) {
+            pr[j] = 0.0f;
+            dr[j] = 0.0f;
+        }
+    }
+}

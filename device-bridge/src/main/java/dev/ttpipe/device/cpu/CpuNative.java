@@ -1,0 +1,132 @@
+package dev.ttpipe.device.cpu;
+
+import com.sun.jna.Function;
+import com.sun.jna.Native;
+import com.sun.jna.NativeLibrary;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.util.Locale;
+import java.util.zip.CRC32;
+
+/**
+ * The cpu backend's native elementwise and attention-row kernels ({@code device-bridge/native/cpu/ttpipe_cpu.c}),
+ * bound with JNA direct mapping; pointers are passed as {@code long} addresses, so a call allocates nothing.
+ *
+ * <p>Why native: C2 does not vectorise the JVM's loops over {@link FloatExp} (float-to-int bit moves), so a
+ * GELU costs 10-20 ns per element in Java; the C twin, cloned for AVX-512, AVX2 and SSE2, runs each lane of
+ * the same IEEE operations. Every function computes bit for bit what its Java twin computes (no FMA
+ * contraction, reductions in a fixed lane order written in both sources), so which one ran never changes a
+ * result: {@code CpuNativeTest} checks it.
+ *
+ * <p>The library is built by Maven in device-bridge's compile phase with the system C compiler and packed
+ * into the jar ({@code ttpipe-native/<os>-<arch>/libttpipe_cpu.so}); at first use it is copied to a
+ * directory under {@code java.io.tmpdir} named by its CRC (written under a temporary name and moved
+ * atomically, so concurrent JVMs are safe) and loaded from there. Without it (no compiler at build time,
+ * another platform, {@code -Dttpipe.cpu.native=false}) the Java kernels run: slower, same bits.
+ */
+final class CpuNative {
+    private static final Logger LOG = LoggerFactory.getLogger(CpuNative.class);
+    static final String FILE = "libttpipe_cpu.so";
+    static final String PROPERTY = "ttpipe.cpu.native";
+    static final int ABI_VERSION = 1;
+
+    private static volatile boolean loaded;
+    private static volatile String description = "not loaded yet";
+    /** Tests turn the native kernels off to compare with the Java ones. */
+    private static volatile boolean enabled = true;
+    private static boolean tried;
+
+    private CpuNative() {
+    }
+
+    static native String ttpipe_cpu_variant();
+
+    static native void ttpipe_cpu_gelu(long out, long x, long n);
+
+    static native void ttpipe_cpu_gelu_backward(long dx, long dy, long x, long n);
+
+    static native void ttpipe_cpu_silu(long out, long x, long n);
+
+    static native void ttpipe_cpu_silu_backward(long dx, long dy, long x, long n);
+
+    static native void ttpipe_cpu_softmax_rows(long s, int rows, int keys, int first, int causal, long max, long sum);
+
+    static native void ttpipe_cpu_attention_backward_rows(long p, long ds, int rows, int keys, int first, int causal,
+                                                          long lse, long dO, long o, int hd, float scale);
+
+    /** The resource path of the library for this platform. */
+    static String resource() {
+        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT).replace(' ', '_');
+        return "ttpipe-native/" + os + "-" + System.getProperty("os.arch", "") + "/" + FILE;
+    }
+
+    /** True when the native kernels are loaded and in use. */
+    static boolean active() {
+        return enabled && (loaded || load());
+    }
+
+    /** Turns the native kernels off (false) or back on, for tests; returns the previous setting. */
+    static boolean enable(boolean on) {
+        boolean was = enabled;
+        enabled = on;
+        return was;
+    }
+
+    /** Which elementwise kernels run, for run records: "native avx512 (libttpipe_cpu.so)" or "Java (why)". */
+    static String describe() {
+        active();
+        return enabled ? description : "Java (native kernels turned off)";
+    }
+
+    private static synchronized boolean load() {
+        if (tried) return loaded;
+        tried = true;
+        if (!Boolean.parseBoolean(System.getProperty(PROPERTY, "true"))) {
+            description = "Java (-D" + PROPERTY + "=false)";
+            return false;
+        }
+        try (InputStream in = CpuNative.class.getClassLoader().getResourceAsStream(resource())) {
+            if (in == null) {
+                description = "Java (no " + resource() + " in the build: it had no C compiler, or another platform)";
+                return false;
+            }
+            byte[] bytes = in.readAllBytes();
+            CRC32 crc = new CRC32();
+            crc.update(bytes);
+            Path dir = Paths.get(System.getProperty("java.io.tmpdir"), "ttpipe-native",
+                    String.format(Locale.ROOT, "cpu-%08x", crc.getValue()));
+            Files.createDirectories(dir);
+            Path lib = dir.resolve(FILE);
+            if (!Files.isRegularFile(lib) || Files.size(lib) != bytes.length) {
+                Path tmp = Files.createTempFile(dir, FILE, ".tmp");
+                try {
+                    Files.write(tmp, bytes);
+                    Files.move(tmp, lib, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+                } finally {
+                    Files.deleteIfExists(tmp);
+                }
+            }
+            NativeLibrary nl = NativeLibrary.getInstance(lib.toAbsolutePath().toString());
+            Function abi = nl.getFunction("ttpipe_cpu_abi_version");
+            int version = abi.invokeInt(new Object[0]);
+            if (version != ABI_VERSION) {
+                description = "Java (" + lib + " has ABI " + version + ", expected " + ABI_VERSION + ")";
+                return false;
+            }
+            Native.register(CpuNative.class, nl);
+            description = "native " + ttpipe_cpu_variant() + " (" + FILE + ")";
+            loaded = true;
+        } catch (IOException | UnsatisfiedLinkError | RuntimeException e) {
+            description = "Java (" + FILE + " did not load: " + e.getMessage() + ")";
+            LOG.debug("native cpu kernels not available", e);
+        }
+        return loaded;
+    }
+}
