@@ -73,13 +73,12 @@ EXPORT int ttpipe_cpu_abi_version(void) {
     return 1;
 }
 
-/* Which clone the loader picked, for run records. */
-CLONES EXPORT const char *ttpipe_cpu_variant(void) {
-#if defined(__AVX512F__)
-    return "avx512";
-#elif defined(__AVX2__)
-    return "avx2";
-#elif defined(__x86_64__)
+/* Which clone the loader picks, for run records: the target_clones resolver's own test of the CPU. */
+EXPORT const char *ttpipe_cpu_variant(void) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4")) return "avx512";
+    if (__builtin_cpu_supports("x86-64-v3")) return "avx2";
     return "sse2";
 #else
     return "generic";
@@ -198,6 +197,145 @@ CLONES EXPORT void ttpipe_cpu_attention_backward_rows(float *restrict p, float *
         for (int j = m; j < keys; j++) {
             pr[j] = 0.0f;
             dr[j] = 0.0f;
+        }
+    }
+}
+
+/* out[r * nb + j] = a[r * nb + j] + b[j] (or *) for r < rows (Elementwise.binary; nb == n is one row). */
+CLONES EXPORT void ttpipe_cpu_binary(float *out, const float *a, const float *b, int64_t rows, int64_t nb, int mul) {
+    for (int64_t r = 0; r < rows; r++) {
+        float *o = out + r * nb;
+        const float *x = a + r * nb;
+        if (mul) {
+            for (int64_t j = 0; j < nb; j++) o[j] = x[j] * b[j];
+        } else {
+            for (int64_t j = 0; j < nb; j++) o[j] = x[j] + b[j];
+        }
+    }
+}
+
+/* AdamW over n elements (Optimizers.adamw), in place. */
+CLONES EXPORT void ttpipe_cpu_adamw(float *restrict param, const float *restrict grad, float *restrict m,
+                                    float *restrict v, int64_t n, float b1, float b2, float gs, float decay,
+                                    float step_size, float bc2_sqrt, float eps) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = grad[i] * gs;
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float denom = (float) __builtin_sqrt((double) vi) / bc2_sqrt + eps;
+        param[i] = param[i] * decay - step_size * mi / denom;
+    }
+}
+
+/*
+ * LayerNorm forward of rows [lo, hi) of x [rows, d] (Norms.layerNorm): mean and variance in double
+ * with LANES partials, y = (x - mean) * rstd * gamma + beta (beta may be null).
+ */
+CLONES EXPORT void ttpipe_cpu_layernorm(float *restrict y, float *restrict mean, float *restrict rstd,
+                                        const float *restrict x, const float *restrict gamma,
+                                        const float *restrict beta, int64_t lo, int64_t hi, int d, float eps) {
+    for (int64_t r = lo; r < hi; r++) {
+        const float *xr = x + r * d;
+        float *yr = y + r * d;
+        double s[LANES], ss[LANES];
+        for (int l = 0; l < LANES; l++) s[l] = ss[l] = 0.0;
+        int j = 0;
+        for (; j + LANES <= d; j += LANES)
+            for (int l = 0; l < LANES; l++) {
+                double v = xr[j + l];
+                s[l] += v;
+                ss[l] += v * v;
+            }
+        for (int l = 0; j + l < d; l++) {
+            double v = xr[j + l];
+            s[l] += v;
+            ss[l] += v * v;
+        }
+        double st = s[0], sst = ss[0];
+        for (int l = 1; l < LANES; l++) {
+            st += s[l];
+            sst += ss[l];
+        }
+        double mu = st / d;
+        double var = sst / d - mu * mu;
+        if (!(var > 0.0)) var = var != var ? var : 0.0; /* Math.max(0.0, var): NaN stays NaN */
+        float rs = (float) (1.0 / __builtin_sqrt(var + eps));
+        float mf = (float) mu;
+        if (beta) {
+            for (j = 0; j < d; j++) yr[j] = (xr[j] - mf) * rs * gamma[j] + beta[j];
+        } else {
+            for (j = 0; j < d; j++) yr[j] = (xr[j] - mf) * rs * gamma[j] + 0.0f;
+        }
+        mean[r] = mf;
+        rstd[r] = rs;
+    }
+}
+
+/*
+ * LayerNorm's input gradient for rows [lo, hi) (Norms.layerNormBackwardInput):
+ * dx = rstd (g - mean(g) - xhat mean(g xhat)), g = gamma dy, the means in double with LANES partials.
+ */
+CLONES EXPORT void ttpipe_cpu_layernorm_backward_input(float *restrict dx, const float *restrict dy,
+                                                       const float *restrict x, const float *restrict gamma,
+                                                       const float *restrict mean, const float *restrict rstd,
+                                                       int64_t lo, int64_t hi, int d) {
+    for (int64_t r = lo; r < hi; r++) {
+        const float *dyr = dy + r * d;
+        const float *xr = x + r * d;
+        float *dxr = dx + r * d;
+        float m = mean[r];
+        float rs = rstd[r];
+        double sg[LANES], sgx[LANES];
+        for (int l = 0; l < LANES; l++) sg[l] = sgx[l] = 0.0;
+        int j = 0;
+        for (; j + LANES <= d; j += LANES)
+            for (int l = 0; l < LANES; l++) {
+                double g = gamma[j + l] * dyr[j + l];
+                sg[l] += g;
+                sgx[l] += g * (xr[j + l] - m) * rs;
+            }
+        for (int l = 0; j + l < d; l++) {
+            double g = gamma[j + l] * dyr[j + l];
+            sg[l] += g;
+            sgx[l] += g * (xr[j + l] - m) * rs;
+        }
+        double sgt = sg[0], sgxt = sgx[0];
+        for (int l = 1; l < LANES; l++) {
+            sgt += sg[l];
+            sgxt += sgx[l];
+        }
+        float mg = (float) (sgt / d);
+        float mgx = (float) (sgxt / d);
+        for (j = 0; j < d; j++) {
+            float xhat = (xr[j] - m) * rs;
+            float g = gamma[j] * dyr[j];
+            dxr[j] = rs * (g - mg - xhat * mgx);
+        }
+    }
+}
+
+/*
+ * A permutation's output rows [lo, hi) of 4-byte elements (Permute.permute): output row r gathers len
+ * elements from x at stride step, starting where its index over out_dims[0 .. rank-2] (row-major) and
+ * in_stride put it.
+ */
+CLONES EXPORT void ttpipe_cpu_permute4(int32_t *restrict out, const int32_t *restrict x, int rank,
+                                       const int32_t *out_dims, const int32_t *in_stride, int64_t lo, int64_t hi,
+                                       int len, int step) {
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t ib = 0, rem = r;
+        for (int i = rank - 2; i >= 0; i--) {
+            ib += (rem % out_dims[i]) * in_stride[i];
+            rem /= out_dims[i];
+        }
+        int32_t *o = out + r * len;
+        const int32_t *src = x + ib;
+        if (step == 1) {
+            memcpy(o, src, (size_t) len * sizeof *o);
+        } else {
+            for (int j = 0; j < len; j++) o[j] = src[(int64_t) j * step];
         }
     }
 }

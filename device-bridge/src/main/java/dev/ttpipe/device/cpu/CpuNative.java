@@ -61,6 +61,33 @@ final class CpuNative {
     static native void ttpipe_cpu_attention_backward_rows(long p, long ds, int rows, int keys, int first, int causal,
                                                           long lse, long dO, long o, int hd, float scale);
 
+    static native void ttpipe_cpu_binary(long out, long a, long b, long rows, long nb, int mul);
+
+    static native void ttpipe_cpu_adamw(long param, long grad, long m, long v, long n, float b1, float b2, float gs,
+                                        float decay, float stepSize, float bc2Sqrt, float eps);
+
+    static native void ttpipe_cpu_layernorm(long y, long mean, long rstd, long x, long gamma, long beta, long lo, long hi,
+                                            int d, float eps);
+
+    static native void ttpipe_cpu_layernorm_backward_input(long dx, long dy, long x, long gamma, long mean, long rstd,
+                                                           long lo, long hi, int d);
+
+    static native void ttpipe_cpu_permute4(long out, long x, int rank, int[] outDims, int[] inStride, long lo, long hi,
+                                           int len, int step);
+
+    /**
+     * The address of a direct buffer's first element, after checking that it holds {@code floats} 4-byte
+     * elements (the native kernels do not check bounds); 0 for null. Throws for a heap buffer.
+     */
+    static long address(java.nio.Buffer b, long floats) {
+        if (b == null) return 0;
+        if (!b.isDirect()) throw new IllegalArgumentException("a heap buffer cannot go to a native kernel");
+        if (floats < 0 || floats > b.capacity()) {
+            throw new IndexOutOfBoundsException(floats + " elements in a buffer of " + b.capacity());
+        }
+        return com.sun.jna.Pointer.nativeValue(Native.getDirectBufferPointer(b));
+    }
+
     /** The resource path of the library for this platform. */
     static String resource() {
         String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT).replace(' ', '_');

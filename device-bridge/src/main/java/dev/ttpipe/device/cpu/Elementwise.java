@@ -25,6 +25,17 @@ final class Elementwise {
 
     /** out = a + b or a * b, with b (nb elements) repeated over a's n elements. */
     static void binary(Parallel par, FloatBuffer out, FloatBuffer a, FloatBuffer b, int n, int nb, boolean mul) {
+        if (nb > 0 && n % nb == 0 && CpuNative.active()) {
+            long o = CpuNative.address(out, n), x = CpuNative.address(a, n), y = CpuNative.address(b, nb);
+            int m = mul ? 1 : 0;
+            if (nb == n) {
+                par.range(n, GRAIN, (lo, hi) -> CpuNative.ttpipe_cpu_binary(o + 4L * lo, x + 4L * lo, y + 4L * lo, 1, hi - lo, m));
+            } else {
+                par.range(n / nb, Math.max(1, GRAIN / nb), (lo, hi) ->
+                        CpuNative.ttpipe_cpu_binary(o + 4L * lo * nb, x + 4L * lo * nb, y, hi - lo, nb, m));
+            }
+            return;
+        }
         if (nb == n) {
             par.range(n, GRAIN, mul ? (lo, hi) -> {
                 for (int i = lo; i < hi; i++) out.put(i, a.get(i) * b.get(i));

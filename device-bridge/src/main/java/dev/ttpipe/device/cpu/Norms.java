@@ -18,20 +18,38 @@ final class Norms {
 
     // ---- layernorm: y = (x - mean) * rstd * gamma + beta ---------------------------------------
 
+    /** The lanes of the row statistics' partial sums (element j to partial j % LANES), as in ttpipe_cpu.c. */
+    static final int LANES = FlashAttention.LANES;
+
     static void layerNorm(Parallel par, FloatBuffer y, FloatBuffer mean, FloatBuffer rstd, FloatBuffer x,
                           FloatBuffer gamma, FloatBuffer beta, int rows, int d, float eps) {
+        if (CpuNative.active()) {
+            long n = (long) rows * d;
+            long ya = CpuNative.address(y, n), ma = CpuNative.address(mean, rows), ra = CpuNative.address(rstd, rows);
+            long xa = CpuNative.address(x, n), ga = CpuNative.address(gamma, d), ba = CpuNative.address(beta, d);
+            par.range(rows, rowGrain(d), (lo, hi) -> CpuNative.ttpipe_cpu_layernorm(ya, ma, ra, xa, ga, ba, lo, hi, d, eps));
+            return;
+        }
         par.range(rows, rowGrain(d), (lo, hi) -> {
+            double[] s = new double[LANES];
+            double[] ss = new double[LANES];
             for (int r = lo; r < hi; r++) {
                 int base = r * d;
-                double s = 0;
-                double ss = 0;
+                java.util.Arrays.fill(s, 0.0);
+                java.util.Arrays.fill(ss, 0.0);
                 for (int j = 0; j < d; j++) {
                     double v = x.get(base + j);
-                    s += v;
-                    ss += v * v;
+                    s[j % LANES] += v;
+                    ss[j % LANES] += v * v;
                 }
-                double m = s / d;
-                double var = Math.max(0.0, ss / d - m * m); // one pass; double keeps the cancellation harmless
+                double st = s[0];
+                double sst = ss[0];
+                for (int l = 1; l < LANES; l++) {
+                    st += s[l];
+                    sst += ss[l];
+                }
+                double m = st / d;
+                double var = Math.max(0.0, sst / d - m * m); // one pass; double keeps the cancellation harmless
                 float rs = (float) (1.0 / Math.sqrt(var + eps));
                 float mf = (float) m;
                 for (int j = 0; j < d; j++) {
@@ -47,10 +65,19 @@ final class Norms {
     /** dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = gamma * dy. */
     static void layerNormBackwardInput(Parallel par, FloatBuffer dx, FloatBuffer dy, FloatBuffer x, FloatBuffer gamma,
                                        FloatBuffer mean, FloatBuffer rstd, int rows, int d) {
+        if (CpuNative.active()) {
+            long n = (long) rows * d;
+            long da = CpuNative.address(dx, n), ya = CpuNative.address(dy, n), xa = CpuNative.address(x, n);
+            long ga = CpuNative.address(gamma, d), ma = CpuNative.address(mean, rows), ra = CpuNative.address(rstd, rows);
+            par.range(rows, rowGrain(d), (lo, hi) -> CpuNative.ttpipe_cpu_layernorm_backward_input(da, ya, xa, ga, ma, ra, lo, hi, d));
+            return;
+        }
         par.range(rows, rowGrain(d), (lo, hi) -> {
             float[] gam = new float[d];                  // heap copies of a row: the same sums, no buffer access per element
             float[] dyr = new float[d];
             float[] xr = new float[d];
+            double[] sg = new double[LANES];
+            double[] sgx = new double[LANES];
             gamma.get(0, gam, 0, d);
             for (int r = lo; r < hi; r++) {
                 int base = r * d;
@@ -58,15 +85,21 @@ final class Norms {
                 x.get(base, xr, 0, d);
                 float m = mean.get(r);
                 float rs = rstd.get(r);
-                double sg = 0;
-                double sgx = 0;
+                java.util.Arrays.fill(sg, 0.0);
+                java.util.Arrays.fill(sgx, 0.0);
                 for (int j = 0; j < d; j++) {
                     double g = gam[j] * dyr[j];
-                    sg += g;
-                    sgx += g * (xr[j] - m) * rs;
+                    sg[j % LANES] += g;
+                    sgx[j % LANES] += g * (xr[j] - m) * rs;
                 }
-                float mg = (float) (sg / d);
-                float mgx = (float) (sgx / d);
+                double sgt = sg[0];
+                double sgxt = sgx[0];
+                for (int l = 1; l < LANES; l++) {
+                    sgt += sg[l];
+                    sgxt += sgx[l];
+                }
+                float mg = (float) (sgt / d);
+                float mgx = (float) (sgxt / d);
                 for (int j = 0; j < d; j++) {
                     float xhat = (xr[j] - m) * rs;
                     float g = gam[j] * dyr[j];

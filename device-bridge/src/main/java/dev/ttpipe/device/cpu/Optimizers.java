@@ -23,6 +23,13 @@ final class Optimizers {
         float stepSize = (float) (p.lr() / (1.0 - Math.pow(b1, p.step())));
         float bc2Sqrt = (float) Math.sqrt(1.0 - Math.pow(b2, p.step()));
         float eps = p.eps();
+        if (CpuNative.active()) {
+            long pa = CpuNative.address(param, n), ga = CpuNative.address(grad, n);
+            long ma = CpuNative.address(m, n), va = CpuNative.address(v, n);
+            par.range(n, Elementwise.GRAIN, (lo, hi) -> CpuNative.ttpipe_cpu_adamw(pa + 4L * lo, ga + 4L * lo, ma + 4L * lo,
+                    va + 4L * lo, hi - lo, b1, b2, gs, decay, stepSize, bc2Sqrt, eps));
+            return;
+        }
         par.range(n, Elementwise.GRAIN, (lo, hi) -> {
             for (int i = lo; i < hi; i++) {
                 float g = grad.get(i) * gs;

@@ -109,6 +109,69 @@ class CpuNativeTest {
         }
     }
 
+    /** Runs {@code body} on a fresh 1x1 cpu mesh with native kernels, then with Java ones, and compares every output. */
+    private static void sameBits(String what, java.util.function.Function<Ops, float[][]> body) {
+        float[][] c;
+        float[][] j;
+        try (MeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(2))) {
+            c = body.apply(mesh.asSubmesh().ops());
+        }
+        CpuNative.enable(false);
+        try (MeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(2))) {
+            j = body.apply(mesh.asSubmesh().ops());
+        } finally {
+            CpuNative.enable(true);
+        }
+        for (int o = 0; o < c.length; o++) {
+            for (int i = 0; i < c[o].length; i++) {
+                assertEquals(Float.floatToRawIntBits(j[o][i]), Float.floatToRawIntBits(c[o][i]),
+                        what + ", output " + o + ", element " + i + ": native " + c[o][i] + ", Java " + j[o][i]);
+            }
+        }
+    }
+
+    @ParameterizedTest(name = "rows={0} d={1}")
+    @CsvSource({"1,1", "3,15", "7,16", "33,17", "512,384", "5,1000"})
+    void layerNormGivesTheJavaBits(int rows, int d) {
+        float[] x = gaussian(rows * d, 3), dy = gaussian(rows * d, 1), gamma = gaussian(d, 1), beta = gaussian(d, 1);
+        for (int i = 0; i < d; i++) x[i] = 1e4f + x[i];                // a row with a large mean: cancellation
+        sameBits("layernorm", ops -> {
+            try (Tensor tx = ops.fromHost(x, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
+                 Tensor tg = ops.fromHost(gamma, Shape.of(d), Layout.REPLICATED, DType.FP32);
+                 Tensor tb = ops.fromHost(beta, Shape.of(d), Layout.REPLICATED, DType.FP32);
+                 Tensor tdy = ops.fromHost(dy, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
+                 var out = ops.layerNorm(tx, tg, tb, 1e-5f);
+                 Tensor dx = ops.layerNormBackwardInput(tdy, tx, tg, out.mean(), out.rstd())) {
+                return new float[][]{out.y().toHost(), out.mean().toHost(), out.rstd().toHost(), dx.toHost()};
+            }
+        });
+    }
+
+    @Test
+    void addMulAdamwAndPermuteGiveTheJavaBits() {
+        int rows = 300, d = 77;
+        float[] a = gaussian(rows * d, 2), b = gaussian(rows * d, 2), bias = gaussian(d, 1);
+        float[] p = gaussian(rows * d, 1), g = gaussian(rows * d, 1e-2), m = gaussian(rows * d, 1e-3), v = gaussian(rows * d, 1e-4);
+        for (int i = 0; i < v.length; i++) v[i] = Math.abs(v[i]);
+        sameBits("add, mul, adamw, permute", ops -> {
+            try (Tensor ta = ops.fromHost(a, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
+                 Tensor tb = ops.fromHost(b, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
+                 Tensor tbias = ops.fromHost(bias, Shape.of(d), Layout.REPLICATED, DType.FP32);
+                 Tensor tp = ops.fromHost(p, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
+                 Tensor tg = ops.fromHost(g, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
+                 Tensor tm = ops.fromHost(m, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
+                 Tensor tv = ops.fromHost(v, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
+                 Tensor sum = ops.add(ta, tb); Tensor prod = ops.mul(ta, tb); Tensor biased = ops.add(ta, tbias);
+                 Tensor scaled = ops.mul(ta, tbias);
+                 Tensor x4 = ops.fromHost(a, Shape.of(5, 6, 10, 77), Layout.REPLICATED, DType.FP32);
+                 Tensor perm = ops.permute(x4, 0, 2, 1, 3); Tensor perm2 = ops.permute(x4, 3, 1, 0, 2)) {
+                ops.adamw(tp, tg, tm, tv, new dev.ttpipe.device.AdamWParams(3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f));
+                return new float[][]{sum.toHost(), prod.toHost(), biased.toHost(), scaled.toHost(), tp.toHost(), tm.toHost(),
+                        tv.toHost(), perm.toHost(), perm2.toHost()};
+            }
+        });
+    }
+
     @ParameterizedTest(name = "causal={0} T={1} Tk={2} hd={3}")
     @CsvSource({"true,7,7,5", "false,5,9,4", "true,3,8,6", "true,8,3,4", "true,64,64,16", "true,150,150,24",
             "false,70,130,8", "true,130,70,33", "true,256,256,64"})
