@@ -339,3 +339,57 @@ CLONES EXPORT void ttpipe_cpu_permute4(int32_t *restrict out, const int32_t *res
         }
     }
 }
+
+/*
+ * LayerNorm's weight gradients for columns [lo, hi) (Norms.layerNormBackwardWeight): dgamma[j] (+)= sum over
+ * rows of dy (x - mean) rstd, dbeta[j] (+)= sum of dy, row by row in order.
+ */
+CLONES EXPORT void ttpipe_cpu_layernorm_backward_weight(const float *restrict dy, const float *restrict x,
+                                                        const float *restrict mean, const float *restrict rstd,
+                                                        float *restrict dgamma, float *restrict dbeta, int64_t rows,
+                                                        int d, int lo, int hi, int accumulate) {
+    if (!accumulate) {
+        for (int j = lo; j < hi; j++) dgamma[j] = dbeta[j] = 0.0f;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const float *g = dy + r * d;
+        const float *xr = x + r * d;
+        float m = mean[r];
+        float rs = rstd[r];
+        for (int j = lo; j < hi; j++) {
+            dgamma[j] = dgamma[j] + g[j] * (xr[j] - m) * rs;
+            dbeta[j] = dbeta[j] + g[j];
+        }
+    }
+}
+
+/* out[j] (+)= sum over rows of x[r * n + j] for j in [lo, hi), row by row in order (Reductions.sumRows). */
+CLONES EXPORT void ttpipe_cpu_sum_rows(const float *restrict x, float *restrict out, int64_t rows, int64_t n, int64_t lo,
+                                       int64_t hi, int accumulate) {
+    if (!accumulate) {
+        for (int64_t j = lo; j < hi; j++) out[j] = 0.0f;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = x + r * n;
+        for (int64_t j = lo; j < hi; j++) out[j] += row[j];
+    }
+}
+
+/* The sum of x[i]^2 in double over n elements, LANES partials (Reductions.sumSquares' chunks). */
+CLONES EXPORT double ttpipe_cpu_sum_squares(const float *restrict x, int64_t n) {
+    double acc[LANES];
+    for (int l = 0; l < LANES; l++) acc[l] = 0.0;
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++) {
+            double v = x[i + l];
+            acc[l] += v * v;
+        }
+    for (int l = 0; i + l < n; l++) {
+        double v = x[i + l];
+        acc[l] += v * v;
+    }
+    double s = acc[0];
+    for (int l = 1; l < LANES; l++) s += acc[l];
+    return s;
+}

@@ -72,6 +72,13 @@ final class CpuNative {
     static native void ttpipe_cpu_layernorm_backward_input(long dx, long dy, long x, long gamma, long mean, long rstd,
                                                            long lo, long hi, int d);
 
+    static native void ttpipe_cpu_layernorm_backward_weight(long dy, long x, long mean, long rstd, long dGamma, long dBeta,
+                                                            long rows, int d, int lo, int hi, int accumulate);
+
+    static native void ttpipe_cpu_sum_rows(long x, long out, long rows, long n, long lo, long hi, int accumulate);
+
+    static native double ttpipe_cpu_sum_squares(long x, long n);
+
     static native void ttpipe_cpu_permute4(long out, long x, int rank, int[] outDims, int[] inStride, long lo, long hi,
                                            int len, int step);
 

@@ -113,6 +113,14 @@ final class Norms {
     /** dGamma (+)= sum over rows of dy * xhat; dBeta (+)= sum over rows of dy. Either may be null. */
     static void layerNormBackwardWeight(Parallel par, FloatBuffer dy, FloatBuffer x, FloatBuffer mean, FloatBuffer rstd,
                                         FloatBuffer dGamma, FloatBuffer dBeta, int rows, int d, boolean accumulate) {
+        if (dGamma != null && dBeta != null && CpuNative.active()) {
+            long n = (long) rows * d;
+            long ya = CpuNative.address(dy, n), xa = CpuNative.address(x, n), ma = CpuNative.address(mean, rows);
+            long ra = CpuNative.address(rstd, rows), ga = CpuNative.address(dGamma, d), ba = CpuNative.address(dBeta, d);
+            par.range(d, 32, (lo, hi) -> CpuNative.ttpipe_cpu_layernorm_backward_weight(ya, xa, ma, ra, ga, ba, rows, d, lo, hi,
+                    accumulate ? 1 : 0));
+            return;
+        }
         par.range(d, 32, (lo, hi) -> {
             int len = hi - lo;                           // this chunk's columns, summed in heap scratch row by row
             float[] gs = new float[len];

@@ -17,6 +17,11 @@ final class Reductions {
      * columns sums in heap scratch (one bulk read of its slice of each row), which the JIT vectorises.
      */
     static void sumRows(Parallel par, FloatBuffer x, FloatBuffer out, int rows, int n, boolean accumulate) {
+        if (CpuNative.active()) {
+            long xa = CpuNative.address(x, (long) rows * n), oa = CpuNative.address(out, n);
+            par.range(n, 32, (lo, hi) -> CpuNative.ttpipe_cpu_sum_rows(xa, oa, rows, n, lo, hi, accumulate ? 1 : 0));
+            return;
+        }
         par.range(n, 32, (lo, hi) -> {
             int len = hi - lo;
             float[] acc = new float[len];
@@ -49,13 +54,24 @@ final class Reductions {
                 });
     }
 
+    /**
+     * The sum of squares in double: per chunk of the range, {@value FlashAttention#LANES} partial sums (element i of
+     * the chunk to partial i % LANES) added in lane order, as ttpipe_cpu_sum_squares does; chunks in order.
+     */
     static double sumSquares(Parallel par, FloatBuffer x, int n) {
+        if (CpuNative.active()) {
+            long xa = CpuNative.address(x, n);
+            return par.sum(n, Elementwise.GRAIN, (lo, hi) -> CpuNative.ttpipe_cpu_sum_squares(xa + 4L * lo, hi - lo));
+        }
+        int lanes = FlashAttention.LANES;
         return par.sum(n, Elementwise.GRAIN, (lo, hi) -> {
-            double s = 0;
+            double[] acc = new double[lanes];
             for (int i = lo; i < hi; i++) {
                 double v = x.get(i);
-                s += v * v;
+                acc[(i - lo) % lanes] += v * v;
             }
+            double s = acc[0];
+            for (int l = 1; l < lanes; l++) s += acc[l];
             return s;
         });
     }

@@ -132,7 +132,7 @@ class CpuNativeTest {
 
     @ParameterizedTest(name = "rows={0} d={1}")
     @CsvSource({"1,1", "3,15", "7,16", "33,17", "512,384", "5,1000"})
-    void layerNormGivesTheJavaBits(int rows, int d) {
+    void layerNormRowSumsAndSquaresGiveTheJavaBits(int rows, int d) {
         float[] x = gaussian(rows * d, 3), dy = gaussian(rows * d, 1), gamma = gaussian(d, 1), beta = gaussian(d, 1);
         for (int i = 0; i < d; i++) x[i] = 1e4f + x[i];                // a row with a large mean: cancellation
         sameBits("layernorm", ops -> {
@@ -141,8 +141,22 @@ class CpuNativeTest {
                  Tensor tb = ops.fromHost(beta, Shape.of(d), Layout.REPLICATED, DType.FP32);
                  Tensor tdy = ops.fromHost(dy, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
                  var out = ops.layerNorm(tx, tg, tb, 1e-5f);
-                 Tensor dx = ops.layerNormBackwardInput(tdy, tx, tg, out.mean(), out.rstd())) {
-                return new float[][]{out.y().toHost(), out.mean().toHost(), out.rstd().toHost(), dx.toHost()};
+                 Tensor dx = ops.layerNormBackwardInput(tdy, tx, tg, out.mean(), out.rstd());
+                 Tensor dGamma = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32);
+                 Tensor dBeta = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32);
+                 Tensor bias = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32)) {
+                ops.layerNormBackwardWeight(tdy, tx, out.mean(), out.rstd(), dGamma, dBeta, false);
+                ops.layerNormBackwardWeight(tdy, tx, out.mean(), out.rstd(), dGamma, dBeta, true);
+                ops.sumRows(tdy, bias, false);
+                ops.sumRows(tx, bias, true);
+                long sx = Double.doubleToRawLongBits(ops.sumSquares(tx)), sdy = Double.doubleToRawLongBits(ops.sumSquares(tdy));
+                float[] squares = new float[8];                        // the two doubles' bits, 16 at a time
+                for (int i = 0; i < 4; i++) {
+                    squares[i] = (sx >>> (16 * i)) & 0xffff;
+                    squares[4 + i] = (sdy >>> (16 * i)) & 0xffff;
+                }
+                return new float[][]{out.y().toHost(), out.mean().toHost(), out.rstd().toHost(), dx.toHost(), dGamma.toHost(),
+                        dBeta.toHost(), bias.toHost(), squares};
             }
         });
     }
