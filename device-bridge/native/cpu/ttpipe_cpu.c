@@ -13,13 +13,14 @@
  *    softmax row's sum) stays in Java.
  *
  * Built by Maven (device-bridge/pom.xml) with -O3; on x86-64 each kernel is cloned for AVX-512,
- * AVX2 and baseline SSE2 and the loader picks the clone the CPU runs (GCC's target_clones).
+ * AVX2 and baseline SSE2 and the loader picks the clone the CPU runs (GCC's target_clones). To check one
+ * level alone, build with -DTTPIPE_NO_CLONES -march=x86-64-v3 (or v2, x86-64) and run CpuNativeTest.
  */
 #include <stdint.h>
 #include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TTPIPE_NO_CLONES)
 #define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CLONES
