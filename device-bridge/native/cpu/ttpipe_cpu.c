@@ -1,7 +1,8 @@
 /*
- * The cpu backend's elementwise and attention-row kernels in C, bound with JNA by
+ * The cpu backend's memory-bound and elementwise kernels in C, bound with JNA by
  * dev.ttpipe.device.cpu.CpuNative. Each function computes exactly what its Java twin computes
- * (Elementwise, FlashAttention, FloatExp), operation by operation, so the two give the same bits:
+ * (Elementwise, FlashAttention, FloatExp, Norms, Optimizers, Reductions, Permute), operation by operation,
+ * so the two give the same bits:
  *
  *  - no contraction of a * b + c into an FMA (-ffp-contract=off), no reassociation (no -ffast-math);
  *    each vector lane then performs the scalar code's IEEE operations, and a vectorised loop equals
@@ -9,8 +10,8 @@
  *  - reductions keep LANES partial results, element j going to partial j % LANES, combined in lane
  *    order at the end: the order is written in the source (Java does the same), so the compiler may
  *    put the partials in vector registers without changing a bit;
- *  - no libm: exp is FloatExp's Cody-Waite reduction and Cephes polynomial; the one log (of a
- *    softmax row's sum) stays in Java.
+ *  - no libm: exp is FloatExp's Cody-Waite reduction and Cephes polynomial, sqrt the IEEE instruction;
+ *    the one log (of a softmax row's sum) stays in Java.
  *
  * Built by Maven (device-bridge/pom.xml) with -O3; on x86-64 each kernel is cloned for AVX-512,
  * AVX2 and baseline SSE2 and the loader picks the clone the CPU runs (GCC's target_clones). To check one

@@ -16,14 +16,17 @@ import java.util.Locale;
 import java.util.zip.CRC32;
 
 /**
- * The cpu backend's native elementwise and attention-row kernels ({@code device-bridge/native/cpu/ttpipe_cpu.c}),
- * bound with JNA direct mapping; pointers are passed as {@code long} addresses, so a call allocates nothing.
+ * The cpu backend's native kernels ({@code device-bridge/native/cpu/ttpipe_cpu.c}): GELU and SiLU forward and
+ * backward, the fused attention's row work (softmax rows, backward rows), LayerNorm forward and backward,
+ * broadcast add and multiply, AdamW, sums of rows and of squares, 4-byte permutes. Bound with JNA direct
+ * mapping; pointers are passed as {@code long} addresses, so a call allocates nothing.
  *
- * <p>Why native: C2 does not vectorise the JVM's loops over {@link FloatExp} (float-to-int bit moves), so a
- * GELU costs 10-20 ns per element in Java; the C twin, cloned for AVX-512, AVX2 and SSE2, runs each lane of
- * the same IEEE operations. Every function computes bit for bit what its Java twin computes (no FMA
- * contraction, reductions in a fixed lane order written in both sources), so which one ran never changes a
- * result: {@code CpuNativeTest} checks it.
+ * <p>Why native: C2 does not vectorise the JVM's loops over {@link FloatExp} (float-to-int bit moves), nor a
+ * double-precision reduction, nor loops over direct-buffer accessors, so a GELU costs 10-20 ns per element in
+ * Java. The C twins, cloned for AVX-512, AVX2 and SSE2, run each vector lane through the same IEEE operations.
+ * Every function computes bit for bit what its Java twin computes (no FMA contraction; reductions in
+ * {@value FlashAttention#LANES} partials in a fixed order, written the same way in both sources), so which one
+ * ran never changes a result: {@code CpuNativeTest} checks it, for each x86-64 level.
  *
  * <p>The library is built by Maven in device-bridge's compile phase with the system C compiler and packed
  * into the jar ({@code ttpipe-native/<os>-<arch>/libttpipe_cpu.so}); at first use it is copied to a
@@ -113,7 +116,7 @@ final class CpuNative {
         return was;
     }
 
-    /** Which elementwise kernels run, for run records: "native avx512 (libttpipe_cpu.so)" or "Java (why)". */
+    /** Which kernels run, for run records: "native avx512 (libttpipe_cpu.so)" or "Java (why not native)". */
     static String describe() {
         active();
         return enabled ? description : "Java (native kernels turned off)";
