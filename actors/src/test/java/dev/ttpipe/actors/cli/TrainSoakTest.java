@@ -45,6 +45,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * so the bound catches a steady leak of more than about {@code 10% x baseline / (steps / 2)} per step:
  * on a 20,000-step run with a heap of ~50 MiB that is ~500 bytes per step; a per-step leak of one
  * file descriptor or one thread is caught on any run longer than a few steps.
+ *
+ * <p>Everything it prints also goes, line by line and flushed, to {@code target/soak.txt} (or
+ * {@code -Dttpipe.soak.out}), verdict included: a run of over an hour must not lose its table to surefire's
+ * buffered capture of the fork's output (one 20,000-step run did: the fork could not say goodbye at the end).
  */
 @Tag("long")
 class TrainSoakTest {
@@ -53,10 +57,27 @@ class TrainSoakTest {
     record Sample(int step, double seconds, long heap, long direct, long rss, long nmt, long fds, int threads) {
     }
 
+    /** Where every printed line also goes, appended and flushed as it is printed. */
+    private static final Path LOG = Path.of(System.getProperty("ttpipe.soak.out", "target/soak.txt"));
+
+    /** Prints a line to stdout and appends it to {@link #LOG}. */
+    private static void line(String s) {
+        System.out.println(s);
+        System.out.flush();
+        try {
+            Files.createDirectories(LOG.toAbsolutePath().getParent());
+            Files.writeString(LOG, s + System.lineSeparator(), StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,
+                    java.nio.file.StandardOpenOption.APPEND);
+        } catch (IOException e) {
+            System.out.println("soak: cannot append to " + LOG + ": " + e.getMessage());
+        }
+    }
+
     @Test
     void theDefaultTrainingRunsWithoutGrowingMemoryDescriptorsOrThreads(@TempDir Path dir) throws Exception {
         int steps = Integer.getInteger("ttpipe.soak.steps", 20_000);
         int every = Math.max(1, steps / 40);
+        line(String.format(Locale.ROOT, "soak: %d steps, a sample every %d, started %s", steps, every, java.time.Instant.now()));
         TtpipeConfig cfg = ConfigLoader.readResource(TrainCommand.DEFAULT_CONFIG);
         cfg.training.maxSteps = steps;
         ConfigValidator.validate(cfg);
@@ -101,6 +122,7 @@ class TrainSoakTest {
         if (samples.get(0).nmt() > 0) noGrowth(samples, "NMT committed", Sample::nmt, 32L << 20);
         noGrowth(samples, "open fds", Sample::fds, 2);
         noGrowth(samples, "threads", s -> s.threads(), 2);
+        line("soak: passed, no figure grew past its bound");
     }
 
     /** The last quarter's median at most the second quarter's plus GROWTH_PERCENT% plus {@code slack}. */
@@ -109,7 +131,8 @@ class TrainSoakTest {
         long second = median(samples.subList(q, 2 * q), f);
         long last = median(samples.subList(samples.size() - q, samples.size()), f);
         long bound = second + second * GROWTH_PERCENT / 100 + slack;
-        System.out.printf(Locale.ROOT, "%-15s second quarter %,15d  last quarter %,15d  bound %,15d%n", what, second, last, bound);
+        line(String.format(Locale.ROOT, "%-15s second quarter %,15d  last quarter %,15d  bound %,15d  %s", what, second, last,
+                bound, last <= bound ? "ok" : "GREW"));
         assertTrue(last <= bound, what + " grew: median " + second + " in the second quarter, " + last
                 + " in the last (bound " + bound + ")");
     }
@@ -156,19 +179,18 @@ class TrainSoakTest {
     }
 
     private static void printHeader() {
-        System.out.printf(Locale.ROOT, "%7s %8s %10s %10s %10s %10s %5s %7s%n", "step", "time s", "heap MiB", "direct MiB",
-                "RSS MiB", "NMT MiB", "fds", "threads");
+        line(String.format(Locale.ROOT, "%7s %8s %10s %10s %10s %10s %5s %7s", "step", "time s", "heap MiB", "direct MiB",
+                "RSS MiB", "NMT MiB", "fds", "threads"));
     }
 
     private static void print(Sample s) {
-        System.out.printf(Locale.ROOT, "%7d %8.1f %10.1f %10.1f %10.1f %10.1f %5d %7d%n", s.step(), s.seconds(), mib(s.heap()),
-                mib(s.direct()), mib(s.rss()), mib(s.nmt()), s.fds(), s.threads());
-        System.out.flush();
+        line(String.format(Locale.ROOT, "%7d %8.1f %10.1f %10.1f %10.1f %10.1f %5d %7d", s.step(), s.seconds(), mib(s.heap()),
+                mib(s.direct()), mib(s.rss()), mib(s.nmt()), s.fds(), s.threads()));
     }
 
     private static void print(List<Sample> samples, int steps, double seconds) {
-        System.out.printf(Locale.ROOT, "soak: %d steps in %.0f s (%.1f ms/step, sampling included), %d samples%n", steps,
-                seconds, 1000 * seconds / steps, samples.size());
+        line(String.format(Locale.ROOT, "soak: %d steps in %.0f s (%.1f ms/step, sampling included), %d samples", steps,
+                seconds, 1000 * seconds / steps, samples.size()));
     }
 
     private static double mib(long bytes) {
