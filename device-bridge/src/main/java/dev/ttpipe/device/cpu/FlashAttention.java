@@ -52,6 +52,7 @@ final class FlashAttention {
         pairs(par, gemm, n, (lo, hi) -> {
             NativeBuffer s = NativeBuffer.malloc(4 * BLOCK * Math.max(1, tk));
             NativeBuffer stats = NativeBuffer.malloc(12 * BLOCK);         // the rows' max (float) and sum (double)
+            java.nio.DoubleBuffer sums = stats.bytes.asDoubleBuffer();
             float[] max = new float[BLOCK];
             double[] sum = new double[BLOCK];
             float[] row = new float[tk];
@@ -67,7 +68,7 @@ final class FlashAttention {
                         if (nat) {
                             CpuNative.ttpipe_cpu_softmax_rows(s.address, rows, keys, first, causal ? 1 : 0,
                                     stats.address + 8L * BLOCK, stats.address);
-                            stats.bytes.asDoubleBuffer().get(0, sum, 0, rows);
+                            sums.get(0, sum, 0, rows);
                             stats.floats.get(2 * BLOCK, max, 0, rows);
                         } else {
                             softmaxRows(s.floats, rows, keys, first, causal, row, max, sum);
