@@ -75,9 +75,32 @@ EXPORT int ttpipe_cpu_abi_version(void) {
     return 1;
 }
 
+/*
+ * What this build holds, as data (reading it runs no code, so a loader can check it before calling a
+ * function the CPU might not execute): "clones" for the cloned build, else the one x86-64 level the
+ * compiler targeted (-DTTPIPE_NO_CLONES -march=...), or "generic" off x86-64.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TTPIPE_NO_CLONES)
+#define TTPIPE_BUILD "clones"
+#elif defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512CD__) \
+    && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#define TTPIPE_BUILD "x86-64-v4"
+#elif defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__BMI2__)
+#define TTPIPE_BUILD "x86-64-v3"
+#elif defined(__x86_64__) && defined(__SSE4_2__) && defined(__POPCNT__)
+#define TTPIPE_BUILD "x86-64-v2"
+#elif defined(__x86_64__)
+#define TTPIPE_BUILD "x86-64"
+#else
+#define TTPIPE_BUILD "generic"
+#endif
+EXPORT const char ttpipe_cpu_build[] = TTPIPE_BUILD;
+
 /* Which clone the loader picks, for run records: the target_clones resolver's own test of the CPU. */
 EXPORT const char *ttpipe_cpu_variant(void) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(TTPIPE_NO_CLONES)
+    return TTPIPE_BUILD;
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("x86-64-v4")) return "avx512";
     if (__builtin_cpu_supports("x86-64-v3")) return "avx2";

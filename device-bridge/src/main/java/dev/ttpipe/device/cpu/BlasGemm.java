@@ -1,26 +1,38 @@
 package dev.ttpipe.device.cpu;
 
 /**
- * {@link Gemm} through OpenBLAS's {@code cblas_sgemm} on native addresses. OpenBLAS's thread
- * count is process-wide: the last {@link #setThreads} wins.
+ * {@link Gemm} through OpenBLAS's {@code cblas_sgemm} on native addresses, with the threading
+ * done by ttpipe, not by OpenBLAS.
+ *
+ * <p>OpenBLAS is told once, when it loads, to run every call on the calling thread
+ * ({@code openblas_set_num_threads(1)}), and never told otherwise. A product is cut into tiles of C,
+ * at most {@value #TILE_M} x {@value #TILE_N}, and each tile is one single-threaded
+ * {@code cblas_sgemm} on the mesh's pool. The tiles are a function of (m, n, k) alone, so every
+ * element of C is computed by the same single-threaded call on the same operands whatever the
+ * thread count: the bits cannot depend on how many threads a rank has, nor on which thread ran a
+ * tile. (OpenBLAS's own threading gives no such promise: on some CPUs a product has other bits on
+ * one thread than on two.) Products of fewer than {@value #SMALL_FLOPS} multiply-adds are one call.
+ * Calls from inside the pool (FlashAttention's per-head products) run their tiles inline.
+ * Thread-safe: concurrent calls from several meshes' pools each run on their own threads.
  */
 final class BlasGemm implements Gemm {
-    private final int threads;
+    /** The most rows of C in one call. */
+    static final int TILE_M = 256;
+    /** The most columns of C in one call. */
+    static final int TILE_N = 512;
+    /** Below this many multiply-adds (m n k) a product is one call: splitting it would cost more than it saves. */
+    static final long SMALL_FLOPS = 1L << 21;
 
-    private BlasGemm(int threads) {
-        this.threads = threads;
+    private final Parallel parallel;
+
+    private BlasGemm(Parallel parallel) {
+        this.parallel = parallel;
     }
 
-    /** OpenBLAS with {@code threads} threads, or null if the library does not load. */
-    static BlasGemm tryLoad(int threads) {
+    /** OpenBLAS tiled over {@code parallel}'s threads, or null if the library does not load. */
+    static BlasGemm tryLoad(Parallel parallel) {
         if (!OpenBlas.load()) return null;
-        BlasGemm g = new BlasGemm(threads);
-        setThreads(threads);
-        return g;
-    }
-
-    static void setThreads(int threads) {
-        OpenBlas.openblas_set_num_threads(threads);
+        return new BlasGemm(parallel);
     }
 
     @Override
@@ -30,8 +42,15 @@ final class BlasGemm implements Gemm {
 
     @Override
     public String describe() {
-        return "OpenBLAS (" + OpenBlas.openblas_get_corename() + ", " + threads + " threads; "
+        return "OpenBLAS (" + OpenBlas.openblas_get_corename() + ", single-threaded calls on tiles of C up to "
+                + TILE_M + "x" + TILE_N + " over " + parallel.threads() + " threads; "
                 + OpenBlas.openblas_get_config().trim() + ") from " + OpenBlas.loadedFrom();
+    }
+
+    /** How C [m, n] is cut: {rows per tile, columns per tile}. Depends on the shape only, never on threads. */
+    static int[] tiles(int m, int n, int k) {
+        if ((long) m * n * k < SMALL_FLOPS) return new int[]{m, n};
+        return new int[]{Math.min(m, TILE_M), Math.min(n, TILE_N)};
     }
 
     @Override
@@ -43,8 +62,30 @@ final class BlasGemm implements Gemm {
             Gemm.scaleC(m, n, beta, c, cOff, ldc);
             return;
         }
+        int[] tile = tiles(m, n, k);
+        int tm = tile[0], tn = tile[1];
+        int tilesM = (m + tm - 1) / tm, tilesN = (n + tn - 1) / tn;
+        if (tilesM * tilesN == 1) {
+            call(transA, transB, m, n, k, alpha, a.address + 4L * aOff, lda, b.address + 4L * bOff, ldb, beta,
+                    c.address + 4L * cOff, ldc);
+            return;
+        }
+        parallel.range(tilesM * tilesN, 1, (lo, hi) -> {
+            for (int t = lo; t < hi; t++) {
+                int i0 = (t / tilesN) * tm, j0 = (t % tilesN) * tn;
+                // op(A) rows i0.., op(B) columns j0..: A [m, k] row-major (or [k, m] when transposed), B likewise
+                long aTile = a.address + 4L * (aOff + (transA ? i0 : (long) i0 * lda));
+                long bTile = b.address + 4L * (bOff + (transB ? (long) j0 * ldb : j0));
+                long cTile = c.address + 4L * (cOff + (long) i0 * ldc + j0);
+                call(transA, transB, Math.min(tm, m - i0), Math.min(tn, n - j0), k, alpha, aTile, lda, bTile, ldb,
+                        beta, cTile, ldc);
+            }
+        });
+    }
+
+    private static void call(boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda,
+                             long b, int ldb, float beta, long c, int ldc) {
         OpenBlas.cblas_sgemm(OpenBlas.ROW_MAJOR, transA ? OpenBlas.TRANS : OpenBlas.NO_TRANS,
-                transB ? OpenBlas.TRANS : OpenBlas.NO_TRANS, m, n, k, alpha,
-                a.address + 4L * aOff, lda, b.address + 4L * bOff, ldb, beta, c.address + 4L * cOff, ldc);
+                transB ? OpenBlas.TRANS : OpenBlas.NO_TRANS, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     }
 }

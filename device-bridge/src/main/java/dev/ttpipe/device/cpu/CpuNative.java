@@ -31,13 +31,17 @@ import java.util.zip.CRC32;
  * <p>The library is built by Maven in device-bridge's compile phase with the system C compiler and packed
  * into the jar ({@code ttpipe-native/<os>-<arch>/libttpipe_cpu.so}); at first use it is copied to a
  * directory under {@code java.io.tmpdir} named by its CRC (written under a temporary name and moved
- * atomically, so concurrent JVMs are safe) and loaded from there. Without it (no compiler at build time,
+ * atomically, so concurrent JVMs are safe) and loaded from there; {@code -Dttpipe.cpu.native.library=PATH} loads
+ * another build instead (the tests load one built for each x86-64 level alone; a level this CPU does not run is
+ * refused before any of its code runs). Without it (no compiler at build time,
  * another platform, {@code -Dttpipe.cpu.native=false}) the Java kernels run: slower, same bits.
  */
 final class CpuNative {
     private static final Logger LOG = LoggerFactory.getLogger(CpuNative.class);
     static final String FILE = "libttpipe_cpu.so";
     static final String PROPERTY = "ttpipe.cpu.native";
+    /** A libttpipe_cpu.so to load instead of the bundled one, e.g. one built for a single x86-64 level. */
+    static final String LIBRARY_PROPERTY = "ttpipe.cpu.native.library";
     static final int ABI_VERSION = 1;
 
     private static volatile boolean loaded;
@@ -129,6 +133,8 @@ final class CpuNative {
             description = "Java (-D" + PROPERTY + "=false)";
             return false;
         }
+        String given = System.getProperty(LIBRARY_PROPERTY, "");
+        if (!given.isBlank()) return loadFrom(Paths.get(given));
         try (InputStream in = CpuNative.class.getClassLoader().getResourceAsStream(resource())) {
             if (in == null) {
                 description = "Java (no " + resource() + " in the build: it had no C compiler, or another platform)";
@@ -150,7 +156,39 @@ final class CpuNative {
                     Files.deleteIfExists(tmp);
                 }
             }
+            return loadFrom(lib);
+        } catch (IOException | RuntimeException e) {
+            description = "Java (" + FILE + " did not load: " + e.getMessage() + ")";
+            LOG.debug("native cpu kernels not available", e);
+        }
+        return loaded;
+    }
+
+    /**
+     * What a library was built for ({@code ttpipe_cpu_build}: "clones", an x86-64 level, or "generic"), read as data
+     * before any of its code runs, so that a library built for a level this CPU lacks is refused, not run.
+     */
+    static String build(NativeLibrary nl) {
+        try {
+            return nl.getGlobalVariableAddress("ttpipe_cpu_build").getString(0, "US-ASCII");
+        } catch (UnsatisfiedLinkError e) {
+            return "clones";                                   // built before the symbol existed: always cloned
+        }
+    }
+
+    private static boolean loadFrom(Path lib) {
+        try {
+            if (!Files.isRegularFile(lib)) {
+                description = "Java (" + lib + " does not exist)";
+                return false;
+            }
             NativeLibrary nl = NativeLibrary.getInstance(lib.toAbsolutePath().toString());
+            String build = build(nl);
+            if (X86Level.LEVELS.contains(build) && !X86Level.supported(build)) {
+                description = "Java (" + lib + " is built for " + build + ", which this CPU does not run; it runs "
+                        + X86Level.highest() + ")";
+                return false;
+            }
             Function abi = nl.getFunction("ttpipe_cpu_abi_version");
             int version = abi.invokeInt(new Object[0]);
             if (version != ABI_VERSION) {
@@ -160,8 +198,8 @@ final class CpuNative {
             Native.register(CpuNative.class, nl);
             description = "native " + ttpipe_cpu_variant() + " (" + FILE + ")";
             loaded = true;
-        } catch (IOException | UnsatisfiedLinkError | RuntimeException e) {
-            description = "Java (" + FILE + " did not load: " + e.getMessage() + ")";
+        } catch (UnsatisfiedLinkError | RuntimeException e) {
+            description = "Java (" + lib + " did not load: " + e.getMessage() + ")";
             LOG.debug("native cpu kernels not available", e);
         }
         return loaded;

@@ -11,9 +11,9 @@ import java.nio.FloatBuffer;
  * [T, Tk] tensor is ever written. Forward keeps the rows' log-sum-exp; backward recomputes the
  * probabilities from it (FlashAttention's recipe), with dK and dV accumulated over the blocks.
  *
- * <p>The tile products go through the mesh's {@link Gemm}. With OpenBLAS they run single-threaded,
- * one per pool thread (the (batch, head) pairs are the parallelism), instead of splitting each small
- * product over threads that must meet after it.
+ * <p>The tile products go through the mesh's {@link Gemm}. Called from a pool thread, they run on it
+ * (the (batch, head) pairs are the parallelism), instead of splitting each small product over threads
+ * that must meet after it.
  *
  * <p>Deterministic: every output element is computed by one thread in a fixed order, whatever the
  * thread count and however the leading dimension is split.
@@ -30,17 +30,6 @@ final class FlashAttention {
         return causal ? Math.max(0, Math.min(tk, i + tk - t + 1)) : tk;
     }
 
-    /** Runs {@code body} over the n pairs on the pool, OpenBLAS single-threaded meanwhile (each pool thread calls it). */
-    private static void pairs(Parallel par, Gemm gemm, int n, Parallel.Body body) {
-        boolean blas = gemm instanceof BlasGemm && par.threads() > 1;
-        if (blas) BlasGemm.setThreads(1);
-        try {
-            par.range(n, 1, body);
-        } finally {
-            if (blas) BlasGemm.setThreads(par.threads());
-        }
-    }
-
     /**
      * o = softmax(scale q k^T) v per leading index; lse [n, T] = the rows' log(sum(exp(scale s))) (a row
      * that sees no key: o = 0, lse = -inf).
@@ -49,7 +38,7 @@ final class FlashAttention {
                         NativeBuffer v, int n, int t, int tk, int hd, float scale, boolean causal) {
         boolean nat = CpuNative.active();
         checkAddressable(o, lse, q, k, v, n, t, tk, hd);
-        pairs(par, gemm, n, (lo, hi) -> {
+        par.range(n, 1, (lo, hi) -> {
             NativeBuffer s = NativeBuffer.malloc(4 * BLOCK * Math.max(1, tk));
             NativeBuffer stats = NativeBuffer.malloc(12 * BLOCK);         // the rows' max (float) and sum (double)
             java.nio.DoubleBuffer sums = stats.bytes.asDoubleBuffer();
@@ -99,7 +88,7 @@ final class FlashAttention {
         boolean nat = CpuNative.active();
         checkAddressable(o, lse, q, k, v, n, t, tk, hd);
         checkAddressable(dO, lse, q, k, v, n, t, tk, hd);
-        pairs(par, gemm, n, (lo, hi) -> {
+        par.range(n, 1, (lo, hi) -> {
             int tile = 4 * BLOCK * Math.max(1, tk);
             NativeBuffer p = NativeBuffer.malloc(tile);
             NativeBuffer ds = NativeBuffer.malloc(tile);

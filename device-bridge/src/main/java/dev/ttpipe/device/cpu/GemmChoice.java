@@ -38,13 +38,13 @@ final class GemmChoice {
                 break;
             case "blas":
             case "openblas":
-                g = BlasGemm.tryLoad(threads);
+                g = BlasGemm.tryLoad(parallel);
                 if (g == null) {
                     throw new DeviceException("OpenBLAS does not load: " + OpenBlas.failure());
                 }
                 break;
             case "auto":
-                g = BlasGemm.tryLoad(threads);
+                g = BlasGemm.tryLoad(parallel);
                 if (g == null) {
                     if (LOGGED.add("fallback")) {
                         LOG.info("OpenBLAS does not load ({}); using the pure-JVM matmul", String.valueOf(OpenBlas.failure()));

@@ -228,7 +228,7 @@ public record MachinePeak(int cores, double ghz, double measuredGflops, int lane
         return "";
     }
 
-    private static List<String> readCpuinfo() {
+    static List<String> readCpuinfo() {
         try {
             return Files.readAllLines(Path.of("/proc/cpuinfo"));
         } catch (IOException | RuntimeException e) {

@@ -59,7 +59,6 @@ public final class MatmulBenchmark {
         MachinePeak peak = MachinePeak.measure(t);
         try (Parallel par = new Parallel(t)) {
             Gemm gemm = GemmChoice.choose(kernel, t, par);
-            if (gemm instanceof BlasGemm) BlasGemm.setThreads(t);
             int bytes = Math.multiplyExact(Math.multiplyExact(size, size), 4);
             NativeBuffer a = NativeBuffer.malloc(bytes);
             NativeBuffer b = NativeBuffer.malloc(bytes);

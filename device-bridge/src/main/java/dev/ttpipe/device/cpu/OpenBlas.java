@@ -23,7 +23,8 @@ import java.util.Properties;
  * under {@code java.io.tmpdir} (written under a temporary name, then moved atomically, so
  * concurrent JVMs are safe), then loaded by absolute path. Elsewhere the system's
  * {@code libopenblas} is tried. Pointers are passed as {@code long} addresses, so a call
- * allocates nothing.
+ * allocates nothing. OpenBLAS runs single-threaded (set once here, never changed): ttpipe splits the work
+ * itself ({@link BlasGemm}), so the bits do not depend on a thread count.
  */
 final class OpenBlas {
     private static final Logger LOG = LoggerFactory.getLogger(OpenBlas.class);
@@ -60,6 +61,7 @@ final class OpenBlas {
             try {
                 NativeLibrary lib = open();
                 Native.register(OpenBlas.class, lib);
+                openblas_set_num_threads(1);   // every call on its caller's thread: BlasGemm does the threading
                 loadedFrom = lib.getFile() == null ? lib.getName() : lib.getFile().getPath();
             } catch (Throwable t) {
                 failure = t;

@@ -7,9 +7,12 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The compute threads of one cpu mesh: splits an index range into chunks of at least a grain
- * (small work runs inline on the caller) and runs them on a fork-join pool. Chunk boundaries
- * depend only on the range, the grain and the thread count, so reductions combined chunk by
- * chunk are deterministic. Thread-safe; nested calls run inline.
+ * (small work runs inline on the caller) and runs them on a fork-join pool. Thread-safe; nested
+ * calls run inline.
+ *
+ * <p>{@link #range} bodies write disjoint outputs, so its chunks may follow the thread count.
+ * {@link #sum}'s chunks, whose partial sums are combined in chunk order, depend only on the range
+ * and the grain: a sum has the same bits on any number of threads.
  */
 final class Parallel implements AutoCloseable {
     /** A loop body over {@code [lo, hi)}. */
@@ -23,6 +26,9 @@ final class Parallel implements AutoCloseable {
     interface SumBody {
         double run(int lo, int hi);
     }
+
+    /** The most chunks a {@link #sum} is cut into: enough to balance many threads. */
+    static final int SUM_PIECES = 64;
 
     private final int threads;
     private final ForkJoinPool pool;
@@ -46,9 +52,12 @@ final class Parallel implements AutoCloseable {
         pool.invoke(new Split(body, 0, n, chunk));
     }
 
-    /** Sums {@code body} over chunks of {@code [0, n)}, combining in chunk order. */
+    /**
+     * Sums {@code body} over chunks of {@code [0, n)}, combining in chunk order. The chunks are at least
+     * {@code grain} long and at most {@value #SUM_PIECES} of them, whatever the thread count.
+     */
     double sum(int n, int grain, SumBody body) {
-        int chunk = chunk(n, grain);
+        int chunk = sumChunk(n, grain);
         if (chunk >= n) return n > 0 ? body.run(0, n) : 0.0;
         int chunks = (n + chunk - 1) / chunk;
         if (inline()) {
@@ -66,6 +75,11 @@ final class Parallel implements AutoCloseable {
     /** Single-threaded, or already on one of our workers (nested parallelism runs inline). */
     private boolean inline() {
         return pool == null || Thread.currentThread() instanceof ForkJoinWorkerThread w && w.getPool() == pool;
+    }
+
+    /** How {@link #sum} cuts {@code [0, n)}: a function of n and the grain only. */
+    static int sumChunk(int n, int grain) {
+        return Math.max(Math.max(1, grain), (n + SUM_PIECES - 1) / SUM_PIECES);
     }
 
     private int chunk(int n, int grain) {

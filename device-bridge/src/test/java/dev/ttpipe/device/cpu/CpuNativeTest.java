@@ -27,15 +27,31 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * twins: elementwise over random values and every edge of {@link FloatExp}'s range, fused attention forward
  * and backward through the backend's ops. Where the build had no C compiler the library is absent and the
  * test skips with that message.
+ *
+ * <p>The build runs it once with the bundled (cloned) library and once per x86-64 level with the library built
+ * for that level alone ({@code -Dttpipe.cpu.native.library}, {@code -Dttpipe.test.cpu.level}; see
+ * device-bridge/pom.xml), so every clone a CPU could pick is checked against the Java kernels on this CPU; a level
+ * this CPU does not run skips with a message.
  */
 class CpuNativeTest {
     private final Random rnd = new Random(11);
 
+    /** The x86-64 level whose single-level library this JVM was given, or "" for the bundled one. */
+    private static final String LEVEL = System.getProperty("ttpipe.test.cpu.level", "");
+
     @BeforeEach
     void needsTheLibrary() {
-        assumeTrue(CpuNative.class.getClassLoader().getResource(CpuNative.resource()) != null,
-                "no " + CpuNative.resource() + " in this build (no C compiler?): only the Java kernels run");
-        assertTrue(CpuNative.active(), "the library is in the build but did not load: " + CpuNative.describe());
+        if (LEVEL.isEmpty()) {
+            assumeTrue(CpuNative.class.getClassLoader().getResource(CpuNative.resource()) != null,
+                    "no " + CpuNative.resource() + " in this build (no C compiler?): only the Java kernels run");
+        } else {
+            String lib = System.getProperty(CpuNative.LIBRARY_PROPERTY, "");
+            assumeTrue(java.nio.file.Files.isRegularFile(java.nio.file.Path.of(lib)),
+                    "skipped: " + lib + " was not built (no C compiler, or one that does not know -march=" + LEVEL + ")");
+            assumeTrue(X86Level.supported(LEVEL), "skipped: this CPU does not run " + LEVEL + " (it runs "
+                    + X86Level.highest() + ")");
+        }
+        assertTrue(CpuNative.active(), "the library is there but did not load: " + CpuNative.describe());
     }
 
     @AfterEach
@@ -46,7 +62,8 @@ class CpuNativeTest {
     @Test
     void reportsWhichCloneRuns() {
         String d = CpuNative.describe();
-        assertTrue(d.matches("native (avx512|avx2|sse2|generic) \\(libttpipe_cpu.so\\)"), d);
+        if (LEVEL.isEmpty()) assertTrue(d.matches("native (avx512|avx2|sse2|generic) \\(libttpipe_cpu.so\\)"), d);
+        else assertEquals("native " + LEVEL + " (libttpipe_cpu.so)", d, "the library built for " + LEVEL + " alone");
     }
 
     /** Random values at several scales, then the edges: zeros, exp's clamps, overflow, subnormals, infinities, NaN. */

@@ -9,6 +9,7 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 import java.util.Random;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -23,7 +24,7 @@ class GemmTest {
     @BeforeAll
     static void kernels() {
         par = new Parallel(2);
-        blas = BlasGemm.tryLoad(2);
+        blas = BlasGemm.tryLoad(par);
         java = new JavaGemm(par);
     }
 
@@ -41,11 +42,77 @@ class GemmTest {
         assertThrows(DeviceException.class, () -> GemmChoice.choose("cuda", 2, par));
     }
 
+    /**
+     * What ttpipe promises of a product on the cpu backend: the same bits on any number of threads. With
+     * OpenBLAS it holds because ttpipe cuts C into tiles by the shape alone and each tile is one
+     * single-threaded call (OpenBLAS's own threading gives other bits on some CPUs); the pure-JVM kernel's
+     * tiles likewise. Shapes: one call, tiles cut at the edges, every transpose, offsets and padding.
+     */
+    @ParameterizedTest(name = "{0}x{1}x{2} transA={3} transB={4}")
+    @CsvSource({
+            "512,384,384,false,false", "512,384,384,true,false", "384,1536,512,false,true", "64,256,64,false,false",
+            "512,13,384,true,true", "700,1100,300,false,false", "300,700,2048,true,false", "33,5000,100,false,true"})
+    void eachKernelGivesTheSameBitsOnAnyNumberOfThreads(int m, int n, int k, boolean ta, boolean tb) {
+        int[] counts = {1, 2, 3, 5};
+        for (String kind : new String[]{"blas", "java"}) {
+            if (kind.equals("blas") && blas == null) continue;
+            int[] first = null;
+            for (int threads : counts) {
+                try (Parallel p = new Parallel(threads)) {
+                    Gemm g = kind.equals("blas") ? BlasGemm.tryLoad(p) : new JavaGemm(p);
+                    int[] bits = product(g, m, n, k, ta, tb);
+                    if (first == null) {
+                        first = bits;
+                        continue;
+                    }
+                    for (int i = 0; i < bits.length; i++) {
+                        if (bits[i] != first[i]) {
+                            throw new AssertionError(kind + " " + m + "x" + n + "x" + k + " transA=" + ta + " transB=" + tb
+                                    + ": element " + i + " is " + Float.intBitsToFloat(bits[i]) + " on " + threads
+                                    + " threads, " + Float.intBitsToFloat(first[i]) + " on 1");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /** The tiles are a function of the shape: never of a thread count, and one call below the small size. */
+    @Test
+    void blasTilesDependOnTheShapeAlone() {
+        assertArrayEquals(new int[]{64, 64}, BlasGemm.tiles(64, 64, 64));
+        assertArrayEquals(new int[]{BlasGemm.TILE_M, BlasGemm.TILE_N}, BlasGemm.tiles(2048, 1536, 384));
+        assertArrayEquals(new int[]{100, BlasGemm.TILE_N}, BlasGemm.tiles(100, 50257, 384));
+    }
+
+    /** C (m x n, beta 0.5 over a fixed C) of a product of fixed random operands, as raw bits. */
+    private static int[] product(Gemm g, int m, int n, int k, boolean ta, boolean tb) {
+        Random rnd = new Random(m * 31L + n * 7L + k);
+        int pad = 3, off = 2;
+        int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+        NativeBuffer a = fill(rnd, off + (ta ? k : m) * lda);
+        NativeBuffer b = fill(rnd, off + (tb ? n : k) * ldb);
+        NativeBuffer c = fill(rnd, off + m * ldc);
+        try {
+            g.sgemm(ta, tb, m, n, k, 1.5f, a, off, lda, b, off, ldb, 0.5f, c, off, ldc);
+            int[] bits = new int[m * n];
+            for (int i = 0; i < m; i++) {
+                for (int j = 0; j < n; j++) bits[i * n + j] = Float.floatToRawIntBits(c.floats.get(off + i * ldc + j));
+            }
+            return bits;
+        } finally {
+            a.free();
+            b.free();
+            c.free();
+        }
+    }
+
     @ParameterizedTest(name = "{0}x{1}x{2} transA={3} transB={4}")
     @CsvSource({
             "13,11,17,false,false", "13,11,17,false,true", "13,11,17,true,false", "13,11,17,true,true",
             "1,1,1,false,false", "70,300,260,false,false", "65,257,513,true,true", "3,700,5,false,true",
-            "129,3,300,true,false"})
+            "129,3,300,true,false", "300,600,20,true,true", "300,600,20,false,false", "257,1025,17,true,false",
+            "520,530,9,false,true"})
     void bothKernelsMatchTheReference(int m, int n, int k, boolean ta, boolean tb) {
         for (Gemm g : new Gemm[]{blas, java}) {
             if (g == null) continue;
