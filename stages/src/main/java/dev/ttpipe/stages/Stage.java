@@ -279,20 +279,33 @@ public final class Stage implements AutoCloseable {
 
     /**
      * This stage's contribution to the global gradient norm: the sum of squares of its complete
-     * gradients. Remembers the first parameter whose sum is not finite ({@link #nonFiniteGradient}).
+     * gradients, added one parameter after another in this stage's order. Remembers the first parameter
+     * whose sum is not finite ({@link #nonFiniteGradient}).
      */
     public double gradSumSquares() {
         double s = 0;
+        for (double ss : gradSumsOfSquares()) s += ss;
+        return s;
+    }
+
+    /**
+     * The sum of squares of each complete gradient, in this stage's parameter order (a parameter tied
+     * across stages left out: the coordinator sums its halves). The pipeline adds these stage after stage
+     * in the same sequence as the reference trainer adds its own, so the two norms have the same bits.
+     */
+    public double[] gradSumsOfSquares() {
         nonFinite = null;
         Param tied = tiedAcrossStages();
+        double[] out = new double[c.params.size()];
+        int n = 0;
         for (Param p : c.params) {
             if (!p.hasGrad() || p == tied) continue;
             p.reduce(c.par);
             double ss = c.ops.sumSquares(p.fullGrad());
             if (nonFinite == null && !Double.isFinite(ss)) nonFinite = p.name();
-            s += ss;
+            out[n++] = ss;
         }
-        return s;
+        return java.util.Arrays.copyOf(out, n);
     }
 
     private String nonFinite;

@@ -75,7 +75,8 @@ public final class Coordinator {
 
     /** {@code nonFinite}: where a non-finite gradient first appeared on this rank ("stage 2, h.3.attn.c_attn.weight"), or null. */
     /** {@code tiedGrads}: this rank's halves of a token embedding tied across stages (first stage's, then last's), or empty. */
-    public record GradReport(int rank, double sumSquares, String nonFinite, int nonFiniteStage, float[][] tiedGrads, ActionEvent event)
+    /** {@code stageSums}: by stage index, the sum of squares of each of that stage's gradients, in its parameter order. */
+    public record GradReport(int rank, java.util.TreeMap<Integer, double[]> stageSums, String nonFinite, int nonFiniteStage, float[][] tiedGrads, ActionEvent event)
             implements Command, ClusterMessage {
     }
 
@@ -233,6 +234,7 @@ public final class Coordinator {
         int pass;
         double lossSum;
         double sumSquares;
+        final TreeMap<Integer, double[]> stageSums = new TreeMap<>();
         String nonFinite;
         int nonFiniteStage = -1;
         double clip = 1.0;
@@ -325,7 +327,7 @@ public final class Coordinator {
         int[] waiting = {ranks.size()};
         return during(st)
                 .onMessage(GradReport.class, m -> {
-                    st.sumSquares += m.sumSquares();
+                    st.stageSums.putAll(m.stageSums());
                     if (m.tiedGrads() != null && m.tiedGrads().length > 0) st.tiedGrads.put(m.rank(), m.tiedGrads());
                     if (m.nonFinite() != null && m.nonFiniteStage() > st.nonFiniteStage) {
                         st.nonFinite = m.nonFinite();     // backward runs from the last stage down: the highest saw it first
@@ -333,6 +335,9 @@ public final class Coordinator {
                     }
                     st.events.add(m.event());
                     if (--waiting[0] > 0) return Behaviors.same();
+                    // stage after stage, parameter after parameter, whatever order the ranks answered in: the
+                    // reference trainer's sequence of additions, so the norm (and the clip factor) has its bits
+                    for (double[] sums : st.stageSums.values()) for (double v : sums) st.sumSquares += v;
                     sumTied(st);
                     return optimizer(st);
                 })

@@ -162,7 +162,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
     private record ComputeFailed(int generation, Action action, Throwable error) implements Command {
     }
 
-    private record StepWorkDone(ActionKind what, double value, String nonFinite, int nonFiniteStage, float[][] tiedGrads,
+    private record StepWorkDone(ActionKind what, java.util.TreeMap<Integer, double[]> sums, String nonFinite, int nonFiniteStage, float[][] tiedGrads,
                                 long startNs, long endNs, ActorRef<Coordinator.Command> replyTo) implements Command {
     }
 
@@ -827,7 +827,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         device.execute(() -> {
             long start = System.nanoTime();
             try {
-                double sumSq = 0;
+                java.util.TreeMap<Integer, double[]> sums = new java.util.TreeMap<>();
                 String nonFinite = null;
                 int nonFiniteStage = -1;
                 List<float[]> tied = new ArrayList<>();
@@ -838,7 +838,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                                 .ifPresent(p -> submesh.ops().scaleInPlace(p.grad(), Float.NaN));
                     }
                     s.reduceGradients();
-                    sumSq += s.gradSumSquares();
+                    sums.put(s.index(), s.gradSumsOfSquares());
                     // Megatron's tied embedding: this stage's half of the gradient goes to the coordinator, which sums both.
                     if (s.tiedAcrossStages() != null) tied.add(s.tiedAcrossStages().fullGrad().toHost());
                     // Backward runs from the last stage down: the highest stage with a non-finite gradient saw it first.
@@ -848,7 +848,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                     }
                 }
                 submesh.synchronize();
-                self.tell(new StepWorkDone(ActionKind.REDUCE_GRAD, sumSq, nonFinite, nonFiniteStage, tied.toArray(new float[0][]),
+                self.tell(new StepWorkDone(ActionKind.REDUCE_GRAD, sums, nonFinite, nonFiniteStage, tied.toArray(new float[0][]),
                         start, System.nanoTime(), m.replyTo()));
             } catch (Throwable t) {
                 m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ", gradient reduction: " + Coordinator.describe(t)));
@@ -870,7 +870,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
                     else optimizers.get(e.getKey()).step(e.getValue(), m.lr(), m.clip());
                 }
                 submesh.synchronize();
-                self.tell(new StepWorkDone(ActionKind.OPTIMIZER_STEP, 0, null, -1, null, start, System.nanoTime(), m.replyTo()));
+                self.tell(new StepWorkDone(ActionKind.OPTIMIZER_STEP, null, null, -1, null, start, System.nanoTime(), m.replyTo()));
             } catch (Throwable t) {
                 m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ", optimizer step: " + Coordinator.describe(t)));
             }
@@ -882,7 +882,7 @@ public final class StageActor extends AbstractBehavior<StageActor.Command> {
         ActionEvent e = new ActionEvent(rank, new Action(mySlices.get(0).index(), m.what()), -1, m.startNs(), m.endNs(), 0, 0,
                 0, stashed, submesh.maxInUse());
         if (m.what() == ActionKind.REDUCE_GRAD) {
-            m.replyTo().tell(new Coordinator.GradReport(rank, m.value(), m.nonFinite(), m.nonFiniteStage(), m.tiedGrads(), e));
+            m.replyTo().tell(new Coordinator.GradReport(rank, m.sums(), m.nonFinite(), m.nonFiniteStage(), m.tiedGrads(), e));
         } else {
             m.replyTo().tell(new Coordinator.OptimizerDone(rank, e, submesh.maxPeak()));
             submesh.devices().forEach(d -> d.resetPeak());

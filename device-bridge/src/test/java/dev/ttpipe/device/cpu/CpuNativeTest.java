@@ -41,6 +41,8 @@ class CpuNativeTest {
 
     @BeforeEach
     void needsTheLibrary() {
+        assumeTrue(Boolean.parseBoolean(System.getProperty(CpuNative.PROPERTY, "true")),
+                "skipped: the native kernels are switched off (-D" + CpuNative.PROPERTY + "=false)");
         if (LEVEL.isEmpty()) {
             assumeTrue(CpuNative.class.getClassLoader().getResource(CpuNative.resource()) != null,
                     "no " + CpuNative.resource() + " in this build (no C compiler?): only the Java kernels run");
