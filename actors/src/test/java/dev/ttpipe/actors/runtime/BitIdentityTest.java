@@ -45,11 +45,15 @@ class BitIdentityTest {
 
     @BeforeAll
     static void referenceOnOneThread() {
+        setUp();
+        reference = reference(1);
+    }
+
+    static void setUp() {
         data = TextDataset.of(TEXT, 0.1);
         // d 128, 4 heads, 2 blocks, MLP 1024: [B T = 512, 128] @ [128, 1024] is 2 x 2 tiles, the MLP weight 8 sum chunks
         model = new ModelSpec(ModelSpec.ModelType.GPT2, data.tokenizer().vocabSize(), 128, 4, 4, 2, 1024, T, 0.1f, false,
                 10000f, false);
-        reference = reference(1);
     }
 
     static JobPlan plan(String schedule, int threads) {
