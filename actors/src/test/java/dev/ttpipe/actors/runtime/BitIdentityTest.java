@@ -29,6 +29,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  *   <li>the pipeline (1F1B and ZB-H1 over 2 ranks) gives the reference trainer's losses, norms and weights;</li>
  *   <li>neither depends on the thread count: ranks with 1 or 2 threads, a reference with 1 or 3.</li>
  * </ul>
+ * The build runs it once more for each x86-64 level this CPU runs, with the cpu kernels built for that level
+ * alone (see actors/pom.xml).
  */
 class BitIdentityTest {
     static final String TEXT = "now is the winter of our discontent made glorious summer by this sun of york. ".repeat(120);
@@ -45,6 +47,12 @@ class BitIdentityTest {
 
     @BeforeAll
     static void referenceOnOneThread() {
+        String level = System.getProperty("ttpipe.test.cpu.level", "");
+        if (!level.isEmpty()) {                           // a run with the cpu kernels built for one x86-64 level alone
+            String kernels = dev.ttpipe.device.cpu.CpuKernels.elementwise();
+            org.junit.jupiter.api.Assumptions.assumeTrue(kernels.equals("native " + level + " (libttpipe_cpu.so)"),
+                    "skipped: the " + level + " kernels do not run here: " + kernels);
+        }
         setUp();
         reference = reference(1);
     }
