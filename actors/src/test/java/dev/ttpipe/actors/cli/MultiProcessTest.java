@@ -137,6 +137,9 @@ class MultiProcessTest {
         } else {
             assertTrue(r.err().contains("restarting rank " + victimRank + " alone"), r.err());
             assertTrue(r.out().contains("back at the checkpoint of step 20"), r.out());
+            // the survivors roll back from their host copy of step 20's checkpoint, the restarted worker from the disk
+            assertTrue(r.out().contains((ranks - 1) + " of " + ranks + " ranks restored from their copy in memory, the others"
+                    + " from the disk"), r.out());
         }
         for (int rank = 0; rank < ranks; rank++) {           // each printed its start line once, the victim twice (rank 0: all)
             String start = "[rank " + rank + "] rank " + rank + " of " + ranks + ": control";
