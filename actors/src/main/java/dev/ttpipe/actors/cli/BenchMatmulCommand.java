@@ -35,8 +35,9 @@ import java.util.concurrent.Callable;
                 "Kernels: blas is OpenBLAS (from the org.bytedeco:openblas jar) through JNA; java is the pure-JVM "
                         + "fallback the cpu backend uses where OpenBLAS does not load (or with TTPIPE_BLAS=java).",
                 "--dtype bf16 times the backend's bf16 matmul (BF16 operands, fp32 accumulation, operand staging included):"
-                        + " OpenBLAS sbgemm where the CPU has avx512_bf16 and the library exports it, else the fp32 kernel on"
-                        + " bf16-rounded operands; its peak is the fp32 FMA peak without avx512_bf16, twice it with."})
+                        + " with the bundled OpenBLAS (no cblas_sbgemm) that is the fp32 sgemm on bf16 operands widened to fp32,"
+                        + " the line 'kernel' says so; its peak is the fp32 FMA peak without avx512_bf16, twice it with (which"
+                        + " the fp32 sgemm cannot reach). See docs/backends-bf16.md."})
 public final class BenchMatmulCommand implements Callable<Integer> {
     static final int MAX_SIZE = 8192;
     static final Set<String> KERNELS = Set.of("auto", "blas", "java");

@@ -1,6 +1,7 @@
 package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.actors.train.ModelSource;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.MeshDevice;
@@ -30,7 +31,8 @@ import java.util.concurrent.Callable;
                 "Consecutive windows from the start of the data, each token predicted from the ones before it in its window."},
         footer = {"", "Examples:",
                 "  ttpipe eval runs/a/checkpoints/step-000040 --data input.txt",
-                "  ttpipe eval exported/gpt2 --data data/shakespeare/val_000000.bin --batches 8 --stages 2"})
+                "  ttpipe eval exported/gpt2 --data data/shakespeare/val_000000.bin --batches 8 --stages 2",
+                "  ttpipe eval latest --data input.txt --json"})
 public final class EvalCommand implements Callable<Integer> {
     @Mixin
     ModelOptions model = new ModelOptions();
@@ -49,6 +51,9 @@ public final class EvalCommand implements Callable<Integer> {
 
     @Option(names = "--backend", paramLabel = "NAME", defaultValue = "cpu", description = "cpu or ttnn (default ${DEFAULT-VALUE}).")
     String backend;
+
+    @Option(names = "--json", description = "Print one JSON object instead of text.")
+    boolean json;
 
     @Override
     public Integer call() throws Exception {
@@ -88,9 +93,17 @@ public final class EvalCommand implements Callable<Integer> {
                 double loss = Evaluation.meanLoss(loaded, list);
                 double s = (System.nanoTime() - t0) / 1e9;
                 long count = (long) n * batchSize * t;
-                System.out.printf(Locale.ROOT, "eval: %s on %s: %d batches of %d x %d tokens (%d stage%s, %s)%n", src.description(), data, n,
-                        batchSize, t, model.stages, model.stages == 1 ? "" : "s", backend);
-                System.out.printf(Locale.ROOT, "loss %.4f nats/token, perplexity %.2f, %.0f tokens/s%n", loss, Math.exp(loss), count / s);
+                if (json) {
+                    System.out.println("{\"model\":" + Json.str(src.description()) + ",\"checkpoint\":" + Json.str(src.dir().toString())
+                            + ",\"data\":" + Json.str(data) + ",\"batches\":" + n + ",\"batch_size\":" + batchSize + ",\"seq_len\":" + t
+                            + ",\"tokens\":" + count + ",\"stages\":" + model.stages + ",\"backend\":" + Json.str(backend)
+                            + ",\"loss\":" + Json.num(loss) + ",\"perplexity\":" + Json.num(Math.exp(loss)) + ",\"seconds\":" + Json.num(s)
+                            + ",\"tokens_per_second\":" + Json.num(count / s) + "}");
+                } else {
+                    System.out.printf(Locale.ROOT, "eval: %s on %s: %d batches of %d x %d tokens (%d stage%s, %s)%n", src.description(), data,
+                            n, batchSize, t, model.stages, model.stages == 1 ? "" : "s", backend);
+                    System.out.printf(Locale.ROOT, "loss %.4f nats/token, perplexity %.2f, %.0f tokens/s%n", loss, Math.exp(loss), count / s);
+                }
             } finally {
                 loaded.forEach(Stage::close);
             }

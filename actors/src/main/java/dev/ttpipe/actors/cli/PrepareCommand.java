@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.stages.data.CorpusPreparation;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -23,7 +24,8 @@ import java.util.concurrent.Callable;
                 "Train on them with data_path: DIR."},
         footer = {"", "Examples:",
                 "  ttpipe prepare input.txt --tokenizer gpt2 --out data/shakespeare     # then tokenizer_type: bpe",
-                "  ttpipe prepare input.txt --tokenizer char --out data/chars --val-fraction 0.05"})
+                "  ttpipe prepare input.txt --tokenizer char --out data/chars --val-fraction 0.05",
+                "  ttpipe prepare input.txt --out data/shakespeare --json     # progress on stderr, one JSON object on stdout"})
 public final class PrepareCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "TEXT", description = "A UTF-8 text file.")
     Path text;
@@ -38,6 +40,9 @@ public final class PrepareCommand implements Callable<Integer> {
     @Option(names = "--val-fraction", paramLabel = "F", defaultValue = "0.1",
             description = "The last fraction of the text that becomes val_*.bin (default ${DEFAULT-VALUE}).")
     double valFraction;
+
+    @Option(names = "--json", description = "Print one JSON object (tokenizer, token counts, files) instead of text.")
+    boolean json;
 
     @Override
     public Integer call() throws Exception {
@@ -62,11 +67,24 @@ public final class PrepareCommand implements Callable<Integer> {
         });
         err.println();
         double s = (System.nanoTime() - t0) / 1e9;
+        if (json) {
+            System.out.println("{\"text\":" + Json.str(text.toString()) + ",\"bytes\":" + r.bytes() + ",\"tokenizer\":"
+                    + Json.str(r.tokenizer().name()) + ",\"vocab_size\":" + r.tokenizer().vocabSize() + ",\"out\":"
+                    + Json.str(out.toString()) + ",\"train_tokens\":" + r.trainTokens() + ",\"train_files\":" + paths(r.trainFiles())
+                    + ",\"val_tokens\":" + r.valTokens() + ",\"val_files\":" + paths(r.valFiles()) + ",\"seconds\":" + Json.num(s) + "}");
+            return Main.EXIT_OK;
+        }
         System.out.printf(Locale.ROOT, "%s: %s, %s tokenizer (%d ids): %s training tokens in %d file(s), %s validation tokens"
                         + " in %d file(s) under %s (%.1f s)%n", text, mb(r.bytes()), r.tokenizer().name(), r.tokenizer().vocabSize(),
                 human(r.trainTokens()), r.trainFiles().size(), human(r.valTokens()), r.valFiles().size(), out, s);
         System.out.println("train on them: data_path: " + out + (r.tokenizer().name().equals("gpt2") ? "  tokenizer_type: bpe" : ""));
         return Main.EXIT_OK;
+    }
+
+    private static String paths(List<Path> files) {
+        StringBuilder j = new StringBuilder("[");
+        for (int i = 0; i < files.size(); i++) j.append(i == 0 ? "" : ",").append(Json.str(files.get(i).toString()));
+        return j.append(']').toString();
     }
 
     private static String mb(long bytes) {

@@ -33,7 +33,8 @@ import java.util.regex.Pattern;
         footer = {"", "Examples:",
                 "  ttpipe top                                   # the job on 127.0.0.1:9464",
                 "  ttpipe top runs/20261123-101500-arithmetic  # the address its run.json records",
-                "  ttpipe top --url 10.0.0.1:9464 --once"})
+                "  ttpipe top --url 10.0.0.1:9464 --once",
+                "  ttpipe top --once --json                     # the job's /status object, as it answers"})
 public final class TopCommand implements Callable<Integer> {
     @Parameters(index = "0", arity = "0..1", paramLabel = "RUN_DIR", description = "A running job's run directory.")
     Path runDir;
@@ -44,11 +45,19 @@ public final class TopCommand implements Callable<Integer> {
     @Option(names = "--once", description = "Print one snapshot and exit.")
     boolean once;
 
+    @Option(names = "--json", description = "With --once: print the job's /status object (JSON, one line) instead of the view.")
+    boolean json;
+
     @Override
     public Integer call() throws Exception {
+        if (json && !once) throw new UserInputException("--json given without --once, expected --once --json (one snapshot as JSON)");
         String base = base();
         HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
         TopView view = new TopView();
+        if (json) {
+            System.out.println(fetchBody(http, base).strip());
+            return Main.EXIT_OK;
+        }
         if (once) {
             Map<?, ?> status = fetch(http, base);
             view.observe(status);
@@ -96,11 +105,16 @@ public final class TopCommand implements Callable<Integer> {
     }
 
     private static Map<?, ?> fetch(HttpClient http, String base) {
+        return (Map<?, ?>) MiniJson.parse(fetchBody(http, base));
+    }
+
+    /** The /status answer as it came (a JSON object). */
+    private static String fetchBody(HttpClient http, String base) {
         try {
             HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(base + "/status")).timeout(Duration.ofSeconds(5)).build(),
                     HttpResponse.BodyHandlers.ofString());
             if (r.statusCode() != 200) throw new UserInputException(base + "/status answered " + r.statusCode());
-            return (Map<?, ?>) MiniJson.parse(r.body());
+            return r.body();
         } catch (IOException e) {
             throw new UserInputException(base + ": no job answers (" + e.getClass().getSimpleName() + "); is it running, and is"
                     + " telemetry.port set?");

@@ -179,6 +179,16 @@ public final class TuneCommand implements Callable<Integer> {
         boolean measuredCosts = false;
         if (costsFrom != null && !costsFrom.isEmpty()) {
             if (prof != null) throw new UserInputException("--costs-from and --profile given, expected one of them");
+            if (measure) {
+                throw new UserInputException("--measure and --costs-from " + costsFrom.get(0) + " given, expected one of them"
+                        + " (--measure calibrates by new runs, --costs-from reads earlier ones)");
+            }
+            for (Path run : costsFrom) {
+                if (!Files.isRegularFile(run.resolve("config.yaml"))) {
+                    throw new UserInputException("--costs-from: " + run + (Files.isDirectory(run) ? " has no config.yaml" : ": no such directory")
+                            + ", expected the run directory of a `ttpipe train` run");
+                }
+            }
             costs = Calibration.fromRuns(cfg, costsFrom, progress);
             how = "fitted from " + costsFrom.size() + " run(s)";
         } else if (!measure && (prof != null || cfg.device.backend == Backend.SIM)) {

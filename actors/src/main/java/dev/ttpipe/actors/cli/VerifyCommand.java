@@ -2,6 +2,7 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.actors.train.Verification;
 import picocli.CommandLine.Command;
@@ -24,7 +25,8 @@ import java.util.concurrent.Callable;
         footer = {"", "Examples:",
                 "  ttpipe verify configs/nanogpt-pp4-1f1b.yaml",
                 "  ttpipe verify configs/nanogpt-pp4-zb.yaml --steps 8",
-                "  ttpipe verify configs/nanogpt-pp2.yaml --schedule interleaved --microbatches 4 --mode ready-first"})
+                "  ttpipe verify configs/nanogpt-pp2.yaml --schedule interleaved --microbatches 4 --mode ready-first",
+                "  ttpipe verify configs/nanogpt-pp2.yaml --json     # the table goes to stderr, one JSON object to stdout"})
 public final class VerifyCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "CONFIG", description = "A training config YAML.")
     Path config;
@@ -49,6 +51,9 @@ public final class VerifyCommand implements Callable<Integer> {
             "microbatches one after another (results then agree only to float summation order, about 1e-5..1e-4)."})
     boolean wholeBatch;
 
+    @Option(names = "--json", description = "Print one JSON object (the verdict and every step's figures); the table goes to stderr.")
+    boolean json;
+
     @Override
     public Integer call() throws Exception {
         if (steps < 1) throw new UserInputException("--steps: " + steps + " given, expected a positive integer");
@@ -59,6 +64,26 @@ public final class VerifyCommand implements Callable<Integer> {
                     + ": 'sim' given, expected cpu or ttnn (the sim backend models time and carries no values to compare)");
         }
         Verification v = new Verification(TrainingJob.fromConfig(cfg), steps, tolerance, singleDevice, wholeBatch);
-        return v.run(config, job.toArgs(), System.out) ? Main.EXIT_OK : Main.EXIT_FAILURE;
+        Verification.Outcome o = v.run(config, job.toArgs(), json ? System.err : System.out);
+        if (json) System.out.println(json(o));
+        return o.ok() ? Main.EXIT_OK : Main.EXIT_FAILURE;
+    }
+
+    private String json(Verification.Outcome o) {
+        StringBuilder j = new StringBuilder("{\"config\":").append(Json.str(config.toString())).append(",\"ok\":").append(o.ok())
+                .append(",\"tolerance\":").append(Json.num(tolerance)).append(",\"steps\":[");
+        for (int i = 0; i < o.steps().size(); i++) {
+            Verification.Step s = o.steps().get(i);
+            j.append(i == 0 ? "" : ",").append("{\"step\":").append(s.step())
+                    .append(",\"pipeline_loss\":").append(Json.num(s.pipelineLoss()))
+                    .append(",\"reference_loss\":").append(Json.num(s.referenceLoss()))
+                    .append(",\"pipeline_grad_norm\":").append(Json.num(s.pipelineGradNorm()))
+                    .append(",\"reference_grad_norm\":").append(Json.num(s.referenceGradNorm()))
+                    .append(",\"grad_norm_rel_diff\":").append(Json.num(s.gradNormRelDiff()))
+                    .append(",\"max_rel_diff\":").append(Json.num(s.maxRelDiff()))
+                    .append(",\"worst_parameter\":").append(Json.str(s.worstParameter()))
+                    .append(",\"ok\":").append(s.ok()).append('}');
+        }
+        return j.append("]}").toString();
     }
 }

@@ -35,8 +35,23 @@ import java.util.Locale;
  */
 public record Verification(TrainingJob job, int steps, double tolerance, boolean singleDevice, boolean wholeBatch) {
 
-    /** Runs it; {@code configFile} and {@code workerArgs} start the worker processes of a multi-process config. */
-    public boolean run(Path configFile, List<String> workerArgs, PrintStream out) throws IOException, InterruptedException {
+    /**
+     * One compared step: both losses, both global gradient norms (before clipping), their relative
+     * difference, the largest norm-wise relative weight difference and the parameter it is in.
+     */
+    public record Step(int step, double pipelineLoss, double referenceLoss, double pipelineGradNorm, double referenceGradNorm,
+                       double gradNormRelDiff, double maxRelDiff, String worstParameter, boolean ok) {
+    }
+
+    /** The verdict (every step within the tolerance) and the steps compared. */
+    public record Outcome(boolean ok, List<Step> steps) {
+    }
+
+    /**
+     * Runs it, printing the table and the verdict to {@code out}; {@code configFile} and {@code workerArgs}
+     * start the worker processes of a multi-process config.
+     */
+    public Outcome run(Path configFile, List<String> workerArgs, PrintStream out) throws IOException, InterruptedException {
         JobPlan plan = job.plan();
         out.printf("verify: %s, %d stages on %d ranks, %s%s, %d microbatches, %s optimizer, %s backend, mesh %s per rank;"
                         + " reference: all blocks on %s, no pipeline%n", configFile, plan.stages(), plan.ranks(),
@@ -64,6 +79,7 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
             runtime = PipelineRuntime.start(plan);
         }
         boolean ok = true;
+        List<Step> compared = new java.util.ArrayList<>();
         String failure = null;
         job.watchdog(runtime, out);
         dev.ttpipe.actors.telemetry.MetricsServer telemetry = null;
@@ -97,6 +113,8 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
                 boolean stepOk = d.maxRelative() <= tolerance && gradDiff <= tolerance
                         && Math.abs(p.loss() - r.loss()) <= tolerance * Math.max(1.0, Math.abs(r.loss()));
                 ok &= stepOk;
+                compared.add(new Step(step, p.loss(), r.loss(), p.gradNorm(), r.gradNorm(), gradDiff, d.maxRelative(), d.worstParam(),
+                        stepOk));
                 out.printf(Locale.ROOT, "%5d %14.6f %14.6f %14.6e %14.6e %12.3e %14.3e  %s%s%n", step, p.loss(), r.loss(),
                         p.gradNorm(), r.gradNorm(), gradDiff, d.maxRelative(), d.worstParam(),
                         stepOk ? "" : "   <-- beyond tolerance " + tolerance);
@@ -111,6 +129,6 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
         }
         out.println(ok ? "OK: the pipelined run matches the reference trainer within " + tolerance
                 : "MISMATCH: the pipelined run differs from the reference trainer beyond " + tolerance);
-        return ok;
+        return new Outcome(ok, List.copyOf(compared));
     }
 }

@@ -24,7 +24,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * are real packet drops by nftables inside the namespaces: 2% random loss on both data ports leaves the
  * training bit-identical to the clean run (Aeron retransmits what was lost, after a NAK), and a
  * partition longer than the failure detector's pause ends the job with the unreachable rank named, no
- * process or Aeron directory left behind. {@code ttpipe bench network} measures the step time under loss.
+ * process or Aeron directory left behind. {@code ttpipe bench network} measures the step time under loss
+ * and how long the partition takes to end the job.
  */
 class NetworkFaultTest {
     static NetworkLab lab;
@@ -82,16 +83,12 @@ class NetworkFaultTest {
         NetworkLab.Job cut = start(dir, "partition", 400);
         try {
             waitForSteps(dir.resolve("partition/metrics.jsonl"), 5, cut);
-            long t0 = System.nanoTime();
             lab.partition();
-            int code = cut.finish(60);
-            double seconds = (System.nanoTime() - t0) / 1e9;
+            int code = cut.finish(60);                 // a cap against a hang; the time is `ttpipe bench network`'s figure
             String log0 = Files.readString(cut.out0()), log1 = Files.readString(cut.out1());
             assertEquals(1, code, log0);
             assertTrue(log0.contains("rank 1 (" + lab.host(1) + ":" + (NetworkLab.CONTROL + 1) + ") became unreachable"), log0);
             assertTrue(log1.contains("rank 0 (" + lab.host(0) + ":" + NetworkLab.CONTROL + ")"), log1);
-            System.out.printf(Locale.ROOT, "NetworkFaultTest: the partition ended the job in %.1f s%n", seconds);
-            assertTrue(seconds < 20, "took " + seconds + " s");
         } finally {
             cut.destroy();
             lab.heal();

@@ -112,6 +112,20 @@ class MetricsServerTest {
                 Pattern row = Pattern.compile("(?m)^" + r + " +(\\d[A-Z_]+\\d* (running|waiting) |idle).*");
                 assertTrue(row.matcher(top).find(), "rank " + r + " without its action:\n" + top);
             }
+            // ttpipe top --once --json: the /status object itself, one line that parses, every rank in it
+            buf.reset();
+            try {
+                System.setOut(new java.io.PrintStream(buf, true, java.nio.charset.StandardCharsets.UTF_8));
+                code = dev.ttpipe.actors.cli.Main.run("top", "--url", "127.0.0.1:" + port, "--once", "--json");
+            } finally {
+                System.setOut(old);
+            }
+            String json = buf.toString(java.nio.charset.StandardCharsets.UTF_8);
+            assertEquals(0, code, json);
+            assertEquals(1, json.strip().lines().count(), json);
+            Map<?, ?> snapshot = (Map<?, ?>) MiniJson.parse(json.strip());
+            assertEquals(2, ((List<?>) snapshot.get("ranks")).size(), json);
+            assertEquals(s.keySet(), snapshot.keySet(), json);
             run.get(120, TimeUnit.SECONDS);
         }
         String record = Files.readString(dir.resolve("run/run.json"));

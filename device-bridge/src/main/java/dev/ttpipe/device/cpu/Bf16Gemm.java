@@ -9,35 +9,52 @@ import org.slf4j.LoggerFactory;
 /**
  * Matmul with bf16 operands and fp32 accumulation, as a Tenstorrent device multiplies: both
  * operands are taken at bf16 precision (an fp32 operand is first rounded to nearest even), every
- * product of two bf16 values is exact in fp32, and the products are summed in fp32. Two kernels:
- * <ul>
- *   <li>{@code sbgemm}: OpenBLAS's {@code cblas_sbgemm} on bf16 buffers, chosen where the CPU has
- *   {@code avx512_bf16} and the loaded OpenBLAS exports the symbol (the bytedeco build bundled with
- *   ttpipe does not: it is built without BUILD_BFLOAT16);</li>
- *   <li>{@code sgemm}: the fp32 kernel ({@link Gemm}) on operands rounded to bf16 and widened back to
- *   fp32 (see {@link Fp32Staging#bf16Operand}). The products are the same as sbgemm's; the order of the
- *   fp32 sums (and sbgemm's pairwise {@code vdpbf16ps} accumulation) differs, so the two kernels agree
- *   to fp32 rounding of the sums, not bit for bit. A pipeline and its reference trainer in one process
- *   use one kernel, so {@code verify} compares like with like.</li>
- * </ul>
- * {@code -Dttpipe.sbgemm=off} (or {@code TTPIPE_SBGEMM=off}) forces the fallback. Thread-safe.
+ * product of two bf16 values is exact in fp32, and the products are summed in fp32.
+ *
+ * <p>What runs today, with the OpenBLAS bundled with ttpipe ({@code org.bytedeco:openblas} 0.3.31,
+ * built without BUILD_BFLOAT16: it exports no {@code cblas_sbgemm}): always {@code sgemm}, the fp32
+ * kernel ({@link Gemm}) on operands rounded to bf16 and widened back to fp32 (see
+ * {@link Fp32Staging#bf16Operand}). No bf16 arithmetic runs; the fp32 FMA units do the work.
+ *
+ * <p>The {@code sbgemm} branch ({@code cblas_sbgemm} on bf16 buffers) is bound only where the loaded
+ * OpenBLAS exports the symbol and the CPU has {@code avx512_bf16}. The bundled library is the one loaded
+ * on linux x86_64, so there it never runs; it can only run with a system OpenBLAS built with
+ * BUILD_BFLOAT16 on another OS (see {@link OpenBlas}). Its products are the same as sgemm's; the order of
+ * the fp32 sums differs, so the two agree to fp32 rounding of the sums, not bit for bit. A pipeline and
+ * its reference trainer in one process use one kernel, so {@code verify} compares like with like.
+ * {@code -Dttpipe.sbgemm=off} (or {@code TTPIPE_SBGEMM=off}) forces sgemm. {@link #describe} says which
+ * runs and why. Thread-safe.
  */
 final class Bf16Gemm {
     private static final Logger LOG = LoggerFactory.getLogger(Bf16Gemm.class);
     private static Boolean sbgemmBound;
+    private static final java.util.Set<String> LOGGED = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     private final Gemm fp32;
     private final boolean sbgemm;
+    /** Why sbgemm does not run (null when it does): every reason that holds, for {@link #describe}. */
+    private final String whyNotSbgemm;
 
-    private Bf16Gemm(Gemm fp32, boolean sbgemm) {
+    private Bf16Gemm(Gemm fp32, boolean sbgemm, String whyNotSbgemm) {
         this.fp32 = fp32;
         this.sbgemm = sbgemm;
+        this.whyNotSbgemm = whyNotSbgemm;
     }
 
     /** The bf16 kernel next to the fp32 kernel {@code fp32} (its thread count and library). */
     static Bf16Gemm choose(Gemm fp32) {
-        return new Bf16Gemm(fp32, fp32 instanceof BlasGemm && !"off".equals(requested()) && MachinePeak.hasBf16Dot()
-                && bindSbgemm());
+        java.util.List<String> why = new java.util.ArrayList<>();
+        if ("off".equals(requested())) why.add("turned off by ttpipe.sbgemm / TTPIPE_SBGEMM");
+        if (!(fp32 instanceof BlasGemm)) {
+            why.add("the fp32 kernel is " + fp32.kind() + ", not OpenBLAS");
+        } else if (!bindSbgemm()) {
+            why.add("the loaded OpenBLAS (" + OpenBlas.loadedFrom() + ") does not export cblas_sbgemm"
+                    + (OpenBlas.isBundled() ? ": the bundled org.bytedeco build is compiled without BUILD_BFLOAT16" : ""));
+        }
+        if (!MachinePeak.hasBf16Dot()) why.add("this CPU has no avx512_bf16");
+        Bf16Gemm g = new Bf16Gemm(fp32, why.isEmpty(), why.isEmpty() ? null : String.join("; ", why));
+        if (LOGGED.add(g.describe())) LOG.info("cpu bf16 matmuls: {}", g.describe());
+        return g;
     }
 
     private static String requested() {
@@ -55,7 +72,7 @@ final class Bf16Gemm {
                 Native.register(Bf16Gemm.class, lib);
                 sbgemmBound = true;
             } catch (Throwable t) {
-                LOG.debug("cblas_sbgemm not available", t);
+                LOG.debug("cblas_sbgemm is not exported by {}", OpenBlas.loadedFrom(), t);
                 sbgemmBound = false;
             }
         }
@@ -70,15 +87,16 @@ final class Bf16Gemm {
         return sbgemm;
     }
 
-    /** {@code sbgemm} or {@code sgemm on bf16-rounded operands}. */
+    /** {@code sbgemm} or {@code sgemm on bf16 operands widened to fp32} (what runs today). */
     String kind() {
-        return sbgemm ? "sbgemm" : "sgemm on bf16-rounded operands";
+        return sbgemm ? "sbgemm" : "sgemm on bf16 operands widened to fp32";
     }
 
+    /** What a matmul with a BF16 operand runs, in words, and why not sbgemm. */
     String describe() {
-        return sbgemm ? "OpenBLAS cblas_sbgemm (avx512_bf16), fp32 accumulation"
-                : "bf16-rounded operands through " + fp32.kind() + " sgemm, fp32 accumulation (no bf16 GEMM: "
-                + (MachinePeak.hasBf16Dot() ? "the loaded OpenBLAS has no cblas_sbgemm" : "no avx512_bf16 on this CPU") + ")";
+        return sbgemm ? "OpenBLAS cblas_sbgemm on bf16 operands (avx512_bf16), fp32 accumulation"
+                : "bf16 operands widened to fp32, then the fp32 sgemm (" + fp32.kind() + " kernel), fp32 accumulation; no bf16"
+                + " GEMM runs (" + whyNotSbgemm + ")";
     }
 
     /**

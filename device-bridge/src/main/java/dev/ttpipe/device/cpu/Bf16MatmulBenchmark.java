@@ -57,6 +57,9 @@ public final class Bf16MatmulBenchmark {
                 : "no bf16 arithmetic on this CPU (no avx512_bf16): bf16 runs on the fp32 FMA units, so the measured fp32 "
                 + "FMA peak: " + peak.how();
         try (CpuMeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(t), kernel)) {
+            if (bf16Dot && !mesh.bf16Gemm().packedOperands()) {
+                how += "; the kernel that runs is the fp32 sgemm, which cannot use vdpbf16ps: it reaches at most half of this";
+            }
             Ops ops = mesh.asSubmesh().ops();
             Random rnd = new Random(1);
             float[] host = new float[size * size];

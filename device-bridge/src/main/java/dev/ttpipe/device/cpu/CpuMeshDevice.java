@@ -116,7 +116,10 @@ public final class CpuMeshDevice extends MeshDeviceBase {
         return bf16Gemm;
     }
 
-    /** How matmuls with a BF16 operand run: {@code sbgemm} or the fp32 kernel on bf16-rounded operands. */
+    /**
+     * How matmuls with a BF16 operand run, in words: with the bundled OpenBLAS always the fp32 sgemm on
+     * operands widened to fp32 (it exports no {@code cblas_sbgemm}), and why not {@code sbgemm}.
+     */
     public String bf16MatmulKernel() {
         return bf16Gemm.describe();
     }

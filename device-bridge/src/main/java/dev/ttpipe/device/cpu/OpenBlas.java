@@ -39,6 +39,7 @@ final class OpenBlas {
     private static Throwable failure;
     private static String loadedFrom;
     private static boolean tried;
+    private static boolean bundled;
 
     private OpenBlas() {
     }
@@ -80,6 +81,11 @@ final class OpenBlas {
         return loadedFrom;
     }
 
+    /** True when the library loaded is the one bundled in the org.bytedeco jar (extracted under ttpipe-native). */
+    static synchronized boolean isBundled() {
+        return bundled;
+    }
+
     private static NativeLibrary open() throws IOException {
         String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
         String arch = System.getProperty("os.arch", "");
@@ -91,7 +97,9 @@ final class OpenBlas {
                 "openblas-" + version() + "-" + main.openConnection().getContentLengthLong());
         Files.createDirectories(dir);
         for (String name : FILES) extract(RESOURCE_DIR + name, dir.resolve(name));
-        return NativeLibrary.getInstance(dir.resolve("libopenblas.so.0").toAbsolutePath().toString());
+        NativeLibrary lib = NativeLibrary.getInstance(dir.resolve("libopenblas.so.0").toAbsolutePath().toString());
+        bundled = true;
+        return lib;
     }
 
     private static String version() {

@@ -181,15 +181,18 @@ class SimBackendTest {
 
     @Test
     void anAdoptedTensorIsReadyWhenItsProducerEndsNotWhenTheSendersQueueDoes() {
-        try (MeshDevice mesh = sim(1, 2)) {
+        // at x100000 each matmul is about 7 minutes of modeled time: its end lies ahead of the clock however slowly
+        // this host issues it, so what is compared below is the queues' order, not this host's speed
+        SimCosts slow = new SimCosts(1.0, 1.0, 50.0, 1.0, 100_000.0);
+        try (MeshDevice mesh = SimMeshDevice.open(new MeshShape(1, 2), MeshOptions.defaults().withSimCosts(slow))) {
             List<Submesh> stages = mesh.createSubmeshes(new MeshShape(1, 1));
             SimSubmesh sender = (SimSubmesh) stages.get(0);
             SimSubmesh receiver = (SimSubmesh) stages.get(1);
             Ops first = sender.ops();
             try (Tensor m = first.zeros(Shape.of(128, 128), Layout.REPLICATED, DType.FP32)) {
-                Tensor p = first.matmul(m, m, false, false);              // ~4.2 ms of modeled compute
+                Tensor p = first.matmul(m, m, false, false);              // ~420 s of modeled compute
                 long produced = sender.queuedUntilNanos();
-                assertTrue(produced > System.nanoTime(), "the op returned before its modeled time passed");
+                assertTrue(produced > System.nanoTime(), "the op waited for its modeled time");
                 try (Tensor later = first.matmul(m, m, false, false)) {   // more work queued behind it
                     assertTrue(sender.queuedUntilNanos() > produced);
                     try (Tensor got = receiver.ops().adopt(p)) {
