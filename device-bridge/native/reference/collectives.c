@@ -92,7 +92,7 @@ TTPIPE_API int32_t ttpipe_reduce_scatter(ttpipe_tensor out, ttpipe_tensor x, int
     opctx c;
     uint64_t h[] = {out, x};
     static const char *const names[] = {"out", "x"};
-    int s = op_begin(&c, 2, h, names, 0, SAME_SUBMESH);
+    int s = op_begin(&c, 2, h, names, 0, SAME_SUBMESH | GROUP_STAGING);
     if (s) return s;
     tv *to = &c.t[0], *tx = &c.t[1];
     int32_t d0 = 0;
@@ -143,7 +143,7 @@ TTPIPE_API int32_t ttpipe_all_reduce(ttpipe_tensor out, ttpipe_tensor x, int32_t
     opctx c;
     uint64_t h[] = {out, x};
     static const char *const names[] = {"out", "x"};
-    int s = op_begin(&c, 2, h, names, 0, SAME_SUBMESH);
+    int s = op_begin(&c, 2, h, names, 0, SAME_SUBMESH | GROUP_STAGING);
     if (s) return s;
     tv *to = &c.t[0], *tx = &c.t[1];
     s = need_axis(axis);
