@@ -287,8 +287,9 @@ TTPIPE_API int32_t ttpipe_socket_send(ttpipe_socket socket, ttpipe_tensor handle
     if (!s) s = queue_push(k, copy);
     if (s && copy) tensor_destroy(copy);
     if (!s) pthread_cond_signal(&k->arrived);
-    sock_done(k);
-    mesh_leave(k->m);
+    mesh *m = k->m;
+    sock_done(k); /* may free k: a closed socket nobody uses any more */
+    mesh_leave(m);
     unlock();
     return s;
 }
@@ -331,8 +332,9 @@ TTPIPE_API int32_t ttpipe_socket_recv(ttpipe_socket socket, int64_t timeout_ms, 
     } else if (k->closed || k->m->closing) {
         s = err(TTPIPE_E_CLOSED, "the socket was closed while waiting");
     }
-    sock_done(k);
-    mesh_leave(k->m);
+    mesh *m = k->m;
+    sock_done(k); /* may free k: a closed socket nobody uses any more */
+    mesh_leave(m);
     unlock();
     return s;
 }

@@ -160,6 +160,38 @@ static void bf16_staging(void) {
 }
 
 typedef struct {
+    ttpipe_socket sock;
+    int status;
+} waiter_arg;
+
+static void *recv_waiting(void *p) {
+    waiter_arg *w = p;
+    ttpipe_tensor r = 0;
+    w->status = ttpipe_socket_recv(w->sock, 60 * 1000, &r);
+    return NULL;
+}
+
+/* Closing a socket while a receiver waits on it: the receiver returns TTPIPE_E_CLOSED (the socket is freed under it). */
+static void close_socket_under_recv(void) {
+    ttpipe_mesh mesh;
+    OK(ttpipe_mesh_open(1, 2, 1 << 20, &mesh));
+    ttpipe_submesh subs[2];
+    int32_t count;
+    OK(ttpipe_mesh_create_submeshes(mesh, 1, 1, subs, 2, &count));
+    waiter_arg w = {0, -1};
+    OK(ttpipe_socket_open(subs[0], subs[1], &w.sock));
+    pthread_t thread;
+    pthread_create(&thread, NULL, recv_waiting, &w);
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    OK(ttpipe_socket_close(w.sock));
+    pthread_join(thread, NULL);
+    EXPECT(w.status == TTPIPE_E_CLOSED);
+    OK(ttpipe_mesh_close(mesh));
+    EXPECT(ttpipe_live_handles() == 0);
+}
+
+typedef struct {
     ttpipe_submesh sub;
     ttpipe_socket sock;
     int role; /* 0 compute, 1 send, 2 receive */
@@ -220,6 +252,7 @@ int main(void) {
     EXPECT(ttpipe_noop() == TTPIPE_OK);
     bad_input();
     bf16_staging();
+    close_socket_under_recv();
     for (int i = 0; i < 5; i++) close_under_load();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
