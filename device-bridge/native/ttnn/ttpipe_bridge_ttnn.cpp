@@ -35,13 +35,13 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -555,13 +555,15 @@ MemoryFigures device_dram(const Mesh* m, int32_t device) {
 // allocates on, and in use and capacity are that submesh allocator's. What the message does not give stays -1.
 void record_oom(const std::string& what) {
     t_oom[0] = t_oom[1] = t_oom[2] = t_oom[3] = -1;
-    static const std::regex bytes_and_type("allocate ([0-9]+) B (DRAM|L1_SMALL|L1|TRACE)");
-    std::smatch m;
-    bool parsed = std::regex_search(what, m, bytes_and_type);
-    if (parsed) t_oom[1] = std::stoll(m[1].str());
+    long long bytes = -1;
+    char word[16] = "DRAM";
+    size_t at = what.find("allocate ");
+    if (at != std::string::npos && std::sscanf(what.c_str() + at, "allocate %lld B %15[A-Z0-9_]", &bytes, word) >= 1) {
+        t_oom[1] = bytes;
+    }
     if (!t_submesh) return;
     t_oom[0] = first_device(t_submesh);
-    std::string type = parsed ? m[2].str() : "DRAM";
+    std::string type = word;
     auto buffer_type = type == "L1"         ? tt::tt_metal::BufferType::L1
                        : type == "L1_SMALL" ? tt::tt_metal::BufferType::L1_SMALL
                        : type == "TRACE"    ? tt::tt_metal::BufferType::TRACE
