@@ -16,7 +16,7 @@
 
 static __thread char t_error[1024];
 static __thread const char *t_fn = "ttpipe";
-static __thread int64_t t_oom[4];
+static __thread int64_t t_oom[4] = {-1, -1, -1, -1}; /* none yet */
 
 void enter_fn(const char *fn) {
     t_fn = fn;

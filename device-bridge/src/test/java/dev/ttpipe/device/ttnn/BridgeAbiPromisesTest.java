@@ -244,7 +244,7 @@ class BridgeAbiPromisesTest {
     // ---- last_oom gives real figures -------------------------------------------------------------------
 
     @Test
-    void lastOomAfterARefusedAllocationGivesTheDeviceAndTheSizes() {
+    void lastOomAfterARefusedAllocationGivesTheDeviceAndTheSizes() throws InterruptedException {
         List<Submesh> subs = mesh.createSubmeshes(new MeshShape(1, 1));
         long second = ((TtnnSubmesh) subs.get(1)).handle(); // device 1 of the mesh
         alloc(second, FP32, 250);                           // 1000 bytes in use of 4096
@@ -256,5 +256,11 @@ class BridgeAbiPromisesTest {
         assertArrayEquals(new long[]{1, 4000, 1000, 4096}, oom, "device, bytes requested, bytes in use, capacity");
         assertEquals(0, out[0], "no handle");
         assertEquals(1000, mesh.nativeMemory(1).inUse(), "nothing was charged");
+
+        long[] fresh = new long[4];
+        Thread other = new Thread(() -> Bridge.check(NativeBridge.ttpipe_last_oom(fresh), "ttpipe_last_oom"));
+        other.start();
+        other.join();
+        assertArrayEquals(new long[]{-1, -1, -1, -1}, fresh, "per thread, and -1 before any");
     }
 }
