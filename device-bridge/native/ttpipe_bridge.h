@@ -94,7 +94,8 @@ TTPIPE_API const char *ttpipe_last_error(void);
 
 /*
  * Details of the calling thread's last TTPIPE_E_OUT_OF_MEMORY: out[0] device id, out[1] bytes
- * requested, out[2] bytes in use, out[3] capacity. TTPIPE_E_INVALID_ARGUMENT if out is null.
+ * requested, out[2] bytes in use, out[3] capacity; -1 for a figure the implementation cannot tell,
+ * and all four -1 before any. TTPIPE_E_INVALID_ARGUMENT if out is null.
  */
 TTPIPE_API int32_t ttpipe_last_oom(int64_t *out);
 

@@ -92,7 +92,7 @@ TTPIPE_API int32_t ttpipe_reduce_scatter(ttpipe_tensor out, ttpipe_tensor x, int
     opctx c;
     uint64_t h[] = {out, x};
     static const char *const names[] = {"out", "x"};
-    int s = op_begin(&c, 2, h, names, 0, SAME_SUBMESH);
+    int s = op_begin(&c, 2, h, names, 0, SAME_SUBMESH | GROUP_STAGING);
     if (s) return s;
     tv *to = &c.t[0], *tx = &c.t[1];
     int32_t d0 = 0;
@@ -143,7 +143,7 @@ TTPIPE_API int32_t ttpipe_all_reduce(ttpipe_tensor out, ttpipe_tensor x, int32_t
     opctx c;
     uint64_t h[] = {out, x};
     static const char *const names[] = {"out", "x"};
-    int s = op_begin(&c, 2, h, names, 0, SAME_SUBMESH);
+    int s = op_begin(&c, 2, h, names, 0, SAME_SUBMESH | GROUP_STAGING);
     if (s) return s;
     tv *to = &c.t[0], *tx = &c.t[1];
     s = need_axis(axis);
@@ -287,8 +287,9 @@ TTPIPE_API int32_t ttpipe_socket_send(ttpipe_socket socket, ttpipe_tensor handle
     if (!s) s = queue_push(k, copy);
     if (s && copy) tensor_destroy(copy);
     if (!s) pthread_cond_signal(&k->arrived);
-    sock_done(k);
-    mesh_leave(k->m);
+    mesh *m = k->m;
+    sock_done(k); /* may free k: a closed socket nobody uses any more */
+    mesh_leave(m);
     unlock();
     return s;
 }
@@ -331,8 +332,9 @@ TTPIPE_API int32_t ttpipe_socket_recv(ttpipe_socket socket, int64_t timeout_ms, 
     } else if (k->closed || k->m->closing) {
         s = err(TTPIPE_E_CLOSED, "the socket was closed while waiting");
     }
-    sock_done(k);
-    mesh_leave(k->m);
+    mesh *m = k->m;
+    sock_done(k); /* may free k: a closed socket nobody uses any more */
+    mesh_leave(m);
     unlock();
     return s;
 }

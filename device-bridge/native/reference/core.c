@@ -16,7 +16,7 @@
 
 static __thread char t_error[1024];
 static __thread const char *t_fn = "ttpipe";
-static __thread int64_t t_oom[4];
+static __thread int64_t t_oom[4] = {-1, -1, -1, -1}; /* none yet */
 
 void enter_fn(const char *fn) {
     t_fn = fn;
@@ -553,6 +553,22 @@ void mesh_leave(mesh *m) {
     if (--m->inflight == 0 && m->closing) pthread_cond_broadcast(&m->idle);
 }
 
+/*
+ * The staging scratch an op can need (see staging_reserve): with a BF16 tensor among its operands, every float
+ * operand may be staged at once on one device (a group's devices with GROUP_STAGING); without one, nothing is.
+ */
+static int reserve_for(tensor *const *ts, int n, unsigned flags) {
+    int64_t floats = 0;
+    int any_bf16 = 0, group = 1;
+    for (int i = 0; i < n; i++) {
+        if (!ts[i] || ts[i]->dtype == TTPIPE_INT32) continue;
+        any_bf16 |= ts[i]->dtype == TTPIPE_BF16;
+        floats += ts[i]->numel > 0 ? ts[i]->numel : 1;
+        if (flags & GROUP_STAGING) group = ts[i]->sub->n;
+    }
+    return staging_reserve(any_bf16 ? floats * group : 0, n * group);
+}
+
 int op_begin(opctx *c, int n, const uint64_t *handles, const char *const *names, unsigned optional_mask,
              unsigned flags) {
     memset(c, 0, sizeof *c);
@@ -578,6 +594,7 @@ int op_begin(opctx *c, int n, const uint64_t *handles, const char *const *names,
                     first->sub->rows, first->sub->cols);
         }
     }
+    if (!s) s = reserve_for(ts, n, flags);
     if (!s && first) s = mesh_enter(first->sub->m);
     if (!s) {
         c->m = first ? first->sub->m : NULL;
@@ -607,6 +624,7 @@ int op_end(opctx *c, int status) {
     }
     if (c->m) mesh_leave(c->m);
     unlock();
+    staging_release();
     return status;
 }
 
@@ -831,10 +849,77 @@ void write_elem(void *piece, int32_t dtype, int64_t i, float v) {
 
 /* ---- staging --------------------------------------------------------------------------------------------- */
 
+/*
+ * BF16 pieces (and FP32 operands rounded for a bf16 matmul) are computed on through fp32 scratch. Ops run
+ * device by device, so scratch that ran out on device 1 after device 0's pieces were written would leave the
+ * outputs half written, against the ABI's "a failing call changes nothing". op_begin therefore reserves, before
+ * any piece is touched, all the scratch one staging of the op can ask for (one device's tensors, or a whole
+ * group's for the collectives: GROUP_STAGING): a per-thread arena, kept between calls, so steady state
+ * allocates nothing per op. stage() takes from it and staging_end gives it back; a staging that would go past
+ * the reserve (a bug in the bound) mallocs as before and says so in its entry.
+ */
+static __thread float *t_scratch;
+static __thread int64_t t_scratch_cap, t_scratch_used;
+static __thread stage_entry *t_entries;
+static __thread int t_entries_cap, t_entries_used;
+static __thread int t_arena_registered;
+#define SCRATCH_KEPT (((int64_t) 16) << 20) /* floats the arena keeps between calls (64 MiB) */
+
+/* A thread's arena goes with the thread: a key whose destructor runs at thread exit (TLS still readable). */
+static pthread_key_t g_arena_key;
+static pthread_once_t g_arena_once = PTHREAD_ONCE_INIT;
+
+static void arena_free(void *unused) {
+    (void) unused;
+    free(t_scratch);
+    free(t_entries);
+    t_scratch = NULL;
+    t_entries = NULL;
+    t_scratch_cap = 0;
+    t_entries_cap = 0;
+}
+
+static void arena_key_create(void) {
+    pthread_key_create(&g_arena_key, arena_free);
+}
+
+int staging_reserve(int64_t floats, int entries) {
+    if (!t_arena_registered) {
+        pthread_once(&g_arena_once, arena_key_create);
+        pthread_setspecific(g_arena_key, &g_arena_once); /* any non-null value: the destructor then runs */
+        t_arena_registered = 1;
+    }
+    if (floats > t_scratch_cap) {
+        free(t_scratch);
+        t_scratch_cap = 0;
+        t_scratch = malloc(sizeof(float) * (size_t) floats);
+        if (!t_scratch) return err_host(4 * floats);
+        t_scratch_cap = floats;
+    }
+    if (entries > t_entries_cap) {
+        free(t_entries);
+        t_entries_cap = 0;
+        t_entries = malloc(sizeof(stage_entry) * (size_t) entries);
+        if (!t_entries) return err_host((int64_t) sizeof(stage_entry) * entries);
+        t_entries_cap = entries;
+    }
+    t_scratch_used = 0;
+    t_entries_used = 0;
+    return TTPIPE_OK;
+}
+
+void staging_release(void) {
+    if (t_scratch_cap <= SCRATCH_KEPT) return;
+    free(t_scratch);
+    t_scratch = NULL;
+    t_scratch_cap = 0;
+}
+
 void staging_init(staging *s) {
-    s->e = NULL;
+    s->e = t_entries + t_entries_used;
     s->n = 0;
-    s->cap = 0;
+    s->cap = t_entries_cap - t_entries_used;
+    s->mark = t_scratch_used;
 }
 
 /* round: an FP32 piece is read into scratch rounded to bf16 (a bf16 matmul operand), never written. */
@@ -846,19 +931,21 @@ static float *stage(staging *s, const tv *t, int32_t device, int read, int write
         return NULL;
     }
     if (s->n == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 8;
-        stage_entry *e = realloc(s->e, sizeof(stage_entry) * (size_t) cap);
-        if (!e) {
-            err_host((int64_t) sizeof(stage_entry) * cap);
+        err(TTPIPE_E_INTERNAL, "%s: more pieces staged at once than op_begin reserved (%d)", t->name, s->cap);
+        return NULL;
+    }
+    int64_t n = t->numel > 0 ? t->numel : 1;
+    float *scratch;
+    int owned = t_scratch_used + n > t_scratch_cap;
+    if (owned) {
+        scratch = malloc(sizeof(float) * (size_t) n);
+        if (!scratch) {
+            err_host(4 * n);
             return NULL;
         }
-        s->e = e;
-        s->cap = cap;
-    }
-    float *scratch = malloc(sizeof(float) * (size_t) (t->numel > 0 ? t->numel : 1));
-    if (!scratch) {
-        err_host(4 * t->numel);
-        return NULL;
+    } else {
+        scratch = t_scratch + t_scratch_used;
+        t_scratch_used += n;
     }
     if (read && t->dtype == TTPIPE_FP32) {
         const float *f = piece;
@@ -867,7 +954,8 @@ static float *stage(staging *s, const tv *t, int32_t device, int read, int write
         const uint16_t *h = piece;
         for (int64_t i = 0; i < t->numel; i++) scratch[i] = bf16_to_float(h[i]);
     }
-    s->e[s->n++] = (stage_entry) {scratch, write && t->dtype == TTPIPE_BF16 ? piece : NULL, t->numel};
+    s->e[s->n++] = (stage_entry) {scratch, write && t->dtype == TTPIPE_BF16 ? piece : NULL, t->numel, owned};
+    t_entries_used++;
     return scratch;
 }
 
@@ -894,10 +982,11 @@ void staging_end(staging *s, int write_back) {
             uint16_t *h = e->target;
             for (int64_t j = 0; j < e->n; j++) h[j] = bf16_from_float(e->scratch[j]);
         }
-        free(e->scratch);
+        if (e->owned) free(e->scratch);
     }
-    free(s->e);
-    staging_init(s);
+    t_entries_used -= s->n;
+    t_scratch_used = s->mark;
+    s->n = 0;
 }
 
 int32_t *int_piece(const tv *t, int32_t device) {

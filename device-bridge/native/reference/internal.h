@@ -97,7 +97,8 @@ typedef struct {
 } opctx;
 
 /* op_begin flags */
-#define SAME_SUBMESH 1 /* every given tensor lives on the first one's submesh */
+#define SAME_SUBMESH 1  /* every given tensor lives on the first one's submesh */
+#define GROUP_STAGING 2 /* one staging holds the pieces of every device of a group at once (collectives) */
 
 /* ---- errors (thread-local, prefixed with the entry's name) ------------------------------------ */
 void enter_fn(const char *fn);
@@ -220,18 +221,24 @@ void write_elem(void *piece, int32_t dtype, int64_t i, float v);
 
 /*
  * fp32 access to pieces whatever their dtype: FP32 pieces directly, BF16 through scratch that
- * staging_end converts back (for written pieces) and frees. Any access may return null when host
- * memory runs out (error set): the caller stops and calls staging_end.
+ * staging_end converts back (for written pieces) and gives back. The scratch comes from a per-thread
+ * arena that op_begin reserved for the whole op before any piece was written (staging_reserve), so an
+ * access does not fail once an op has started writing. One staging at a time per thread; it must end
+ * (staging_end) before the next begins.
  */
 typedef struct {
     float *scratch;
     void *target;  /* BF16 piece to write back, or null */
     int64_t n;
+    int owned;     /* scratch malloc'd past the reserve (freed by staging_end) */
 } stage_entry;
 typedef struct {
     stage_entry *e;
     int n, cap;
+    int64_t mark;  /* arena floats in use when the staging began */
 } staging;
+int staging_reserve(int64_t floats, int entries); /* by op_begin: error set when host memory runs out */
+void staging_release(void);                        /* by op_end: gives a large arena back */
 void staging_init(staging *s);
 float *stage_read(staging *s, const tv *t, int32_t device);
 /* As stage_read, but at bf16 precision: an FP32 piece is rounded (to nearest even) into scratch. */

@@ -127,6 +127,70 @@ static void bad_input(void) {
     FAILS(ttpipe_mesh_close(mesh), TTPIPE_E_INVALID_HANDLE);
 }
 
+/*
+ * BF16 ops compute through scratch that op_begin reserves for the whole op before any piece is written:
+ * a row op (one device's tensors at a time) and the collectives (a whole group's at once) on four
+ * devices, in place too, with the sanitizer watching the reserve's bounds.
+ */
+static void bf16_staging(void) {
+    ttpipe_mesh mesh;
+    OK(ttpipe_mesh_open(1, 4, 1 << 20, &mesh));
+    ttpipe_submesh sub;
+    int32_t count;
+    OK(ttpipe_mesh_create_submeshes(mesh, 1, 4, &sub, 1, &count));
+    int32_t d2[] = {3, 8}, d1[] = {3}, dg[] = {8}, dq[] = {3, 2};
+    ttpipe_tensor x = alloc(sub, TTPIPE_BF16, 2, d2), y = alloc(sub, TTPIPE_BF16, 2, d2);
+    ttpipe_tensor mean = alloc(sub, TTPIPE_FP32, 1, d1), rstd = alloc(sub, TTPIPE_BF16, 1, d1);
+    ttpipe_tensor gamma = alloc(sub, TTPIPE_BF16, 1, dg), quarter = alloc(sub, TTPIPE_BF16, 2, dq);
+    float xs[24];
+    for (int i = 0; i < 24; i++) xs[i] = (float) (i % 8); /* each row 0..7 */
+    OK(ttpipe_tensor_write(x, 2, d2, TTPIPE_REPLICATE, TTPIPE_REPLICATE, xs, 24));
+    OK(ttpipe_tensor_fill(gamma, 1.0f));
+    OK(ttpipe_layernorm(y, mean, rstd, x, gamma, 0, 1e-5f));
+    float m[3];
+    OK(ttpipe_tensor_read_local(mean, 3, m, 3));
+    EXPECT(m[0] == 3.5f && m[2] == 3.5f);
+    OK(ttpipe_all_reduce(x, x, 1, TTPIPE_REDUCE_SUM)); /* in place: every device's row becomes 4 * (0..7) */
+    OK(ttpipe_reduce_scatter(quarter, x, 1, 1));        /* device j: 4 * 4 * (2j, 2j + 1) */
+    float q[6];
+    OK(ttpipe_tensor_read_local(quarter, 3, q, 6));
+    EXPECT(q[0] == 96.0f && q[1] == 112.0f && q[4] == 96.0f);
+    OK(ttpipe_mesh_close(mesh));
+    EXPECT(ttpipe_live_handles() == 0);
+}
+
+typedef struct {
+    ttpipe_socket sock;
+    int status;
+} waiter_arg;
+
+static void *recv_waiting(void *p) {
+    waiter_arg *w = p;
+    ttpipe_tensor r = 0;
+    w->status = ttpipe_socket_recv(w->sock, 60 * 1000, &r);
+    return NULL;
+}
+
+/* Closing a socket while a receiver waits on it: the receiver returns TTPIPE_E_CLOSED (the socket is freed under it). */
+static void close_socket_under_recv(void) {
+    ttpipe_mesh mesh;
+    OK(ttpipe_mesh_open(1, 2, 1 << 20, &mesh));
+    ttpipe_submesh subs[2];
+    int32_t count;
+    OK(ttpipe_mesh_create_submeshes(mesh, 1, 1, subs, 2, &count));
+    waiter_arg w = {0, -1};
+    OK(ttpipe_socket_open(subs[0], subs[1], &w.sock));
+    pthread_t thread;
+    pthread_create(&thread, NULL, recv_waiting, &w);
+    struct timespec pause = {0, 50 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    OK(ttpipe_socket_close(w.sock));
+    pthread_join(thread, NULL);
+    EXPECT(w.status == TTPIPE_E_CLOSED);
+    OK(ttpipe_mesh_close(mesh));
+    EXPECT(ttpipe_live_handles() == 0);
+}
+
 typedef struct {
     ttpipe_submesh sub;
     ttpipe_socket sock;
@@ -187,6 +251,8 @@ int main(void) {
     EXPECT(ttpipe_abi_version() == TTPIPE_ABI_VERSION);
     EXPECT(ttpipe_noop() == TTPIPE_OK);
     bad_input();
+    bf16_staging();
+    close_socket_under_recv();
     for (int i = 0; i < 5; i++) close_under_load();
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);

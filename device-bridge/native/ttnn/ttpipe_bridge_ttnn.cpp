@@ -5,16 +5,22 @@
 // per-device shape, which is the ABI's local shape, and TTNN ops run SPMD on every device, as the ABI
 // requires. Where a kernel needs per-device data the ops cannot derive (vocab-parallel offsets, causal
 // masks and rope tables over a sharded sequence, the dropout mask of the logical index), it is built on
-// the host, one shard per device, and sent with from_host_shards.
+// the host, one shard per device, and sent with from_host_shards. README.md lists what stays on the host.
 //
-// Compile-checked (not linked, not run) against tt-metal 79925a3f05fa5d970f4ae3c837aa32ca09f13eaf's headers
-// with g++ 12 and clang 19, outside ttpipe's CI (which has no tt-metal): see README.md for what was checked
-// and what was not. The reference implementation (../reference) is the executable specification: on
-// hardware, run ttpipe's contract suite against this library (-Dttpipe.bridge.library=...) before trusting it.
+// Compile-checked (not linked, not run) against tt-metal 79925a3f05fa5d970f4ae3c837aa32ca09f13eaf and
+// 622c6fb9c08b88e8fe05eb8a8194974c05fff618's headers with g++ 12 and clang 19, outside ttpipe's CI (which has
+// no tt-metal): see README.md for what was checked and what was not. The reference implementation
+// (../reference) is the executable specification: on hardware, run ttpipe's contract suite against this
+// library (-Dttpipe.bridge.library=...) before trusting it.
 //
 // Errors: every entry runs under guarded(), which turns TTNN's exceptions (TT_FATAL, TT_THROW) into a
 // status and a thread-local message; nothing escapes into the JVM. One mutex serialises the entries
-// (host-side dispatch only; the devices still run asynchronously).
+// (host-side dispatch only; the devices still run asynchronously); ttpipe_socket_recv waits on it.
+//
+// All or nothing: an entry computes every result first (stage(): TTNN ops, dtype casts, reshapes, shape
+// checks, handles issued) and only then writes them into the caller's outputs (publish(): ttnn::assign of
+// tensors already of the output's shape and dtype), so an exception thrown on the host leaves the outputs
+// as they were.
 
 #include "../ttpipe_bridge.h"
 
@@ -26,9 +32,13 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -78,10 +88,15 @@ using MeshSocket = tt::tt_metal::distributed::MeshSocket;
 
 // ---- errors and the entry guard ------------------------------------------------------------------
 
+struct Submesh;
+
 thread_local std::string t_error;
 thread_local const char* t_fn = "ttpipe";
-thread_local int64_t t_oom[4];
+thread_local int64_t t_oom[4] = {-1, -1, -1, -1};
+thread_local Submesh* t_submesh;                      // where the entry allocates: for ttpipe_last_oom
+thread_local std::unique_lock<std::mutex>* t_lock;    // the entry's hold on g_mutex (ttpipe_socket_recv waits)
 std::mutex g_mutex;
+std::condition_variable g_socket_changed;  // a tensor was sent, or a socket or mesh closed
 
 struct BridgeError : std::runtime_error {
     int status;
@@ -94,26 +109,32 @@ void require(bool ok, const std::string& message) {
     if (!ok) fail(TTPIPE_E_INVALID_ARGUMENT, message);
 }
 
+void record_oom(const std::string& what);
+
 template <class F>
 int32_t guarded(const char* fn, F&& body) {
-    std::lock_guard<std::mutex> lock(g_mutex);
+    std::unique_lock<std::mutex> lock(g_mutex);
     t_fn = fn;
+    t_submesh = nullptr;
+    t_lock = &lock;
+    int32_t status = TTPIPE_OK;
     try {
         body();
-        return TTPIPE_OK;
     } catch (const BridgeError& e) {
         t_error = std::string(fn) + ": " + e.what();
-        return e.status;
+        status = e.status;
     } catch (const std::exception& e) {
         std::string what = e.what();
         bool oom = what.find("Out of Memory") != std::string::npos || what.find("out of memory") != std::string::npos;
-        if (oom) t_oom[0] = -1, t_oom[1] = t_oom[2] = t_oom[3] = 0;  // TTNN does not say which device or how much
+        if (oom) record_oom(what);
         t_error = std::string(fn) + ": " + what.substr(0, 2000);
-        return oom ? TTPIPE_E_OUT_OF_MEMORY : TTPIPE_E_INTERNAL;
+        status = oom ? TTPIPE_E_OUT_OF_MEMORY : TTPIPE_E_INTERNAL;
     } catch (...) {
         t_error = std::string(fn) + ": unknown C++ exception";
-        return TTPIPE_E_INTERNAL;
+        status = TTPIPE_E_INTERNAL;
     }
+    t_lock = nullptr;
+    return status;
 }
 
 // ---- objects and the handle table (kind | generation | slot, as the reference) --------------------
@@ -174,17 +195,24 @@ uint64_t issue(Kind k, void* obj) {
     return (static_cast<uint64_t>(k) << 56) | (static_cast<uint64_t>(g_slots[index].gen) << 24) | (index + 1);
 }
 
+// The object behind h, or null when h is not a live handle of kind k.
+template <class T>
+T* find(uint64_t h, Kind k) {
+    uint64_t index1 = h & 0xFFFFFF;
+    if (h == 0 || (h >> 56) != k || index1 == 0 || index1 > g_slots.size()) return nullptr;
+    Slot& s = g_slots[index1 - 1];
+    return s.kind == k && s.gen == static_cast<uint32_t>(h >> 24) ? static_cast<T*>(s.obj) : nullptr;
+}
+
 template <class T>
 T* get(uint64_t h, Kind k, const char* what) {
     if (h == 0) fail(TTPIPE_E_INVALID_HANDLE, std::string(what) + " is the null handle");
     uint64_t index1 = h & 0xFFFFFF;
     if ((h >> 56) != k) fail(TTPIPE_E_INVALID_HANDLE, std::string(what) + " is a handle of another kind");
     if (index1 == 0 || index1 > g_slots.size()) fail(TTPIPE_E_INVALID_HANDLE, std::string(what) + " was never issued");
-    Slot& s = g_slots[index1 - 1];
-    if (s.kind != k || s.gen != static_cast<uint32_t>(h >> 24)) {
-        fail(TTPIPE_E_INVALID_HANDLE, std::string(what) + " is stale: already freed (or its mesh was closed)");
-    }
-    return static_cast<T*>(s.obj);
+    T* obj = find<T>(h, k);
+    if (!obj) fail(TTPIPE_E_INVALID_HANDLE, std::string(what) + " is stale: already freed (or its mesh was closed)");
+    return obj;
 }
 
 void release(uint64_t h) {
@@ -196,7 +224,28 @@ void release(uint64_t h) {
     g_live--;
 }
 
-TensorObj* T_(uint64_t h, const char* what) { return get<TensorObj>(h, K_TENSOR, what); }
+// A handle for an object still owned by p: p lets go only once the handle exists (issue may throw).
+template <class T>
+uint64_t issue_owned(Kind k, std::unique_ptr<T>& p) {
+    uint64_t h = issue(k, p.get());
+    p.release();
+    return h;
+}
+
+// The first submesh an entry resolves is where it allocates (outputs come first in the ABI's argument lists):
+// ttpipe_last_oom reports its figures.
+Submesh* on_submesh(Submesh* s) {
+    if (!t_submesh) t_submesh = s;
+    return s;
+}
+
+Submesh* S_(uint64_t h, const char* what) { return on_submesh(get<Submesh>(h, K_SUBMESH, what)); }
+
+TensorObj* T_(uint64_t h, const char* what) {
+    TensorObj* t = get<TensorObj>(h, K_TENSOR, what);
+    on_submesh(t->sub);
+    return t;
+}
 
 // ---- shapes, dtypes, layouts ------------------------------------------------------------------------
 
@@ -204,7 +253,7 @@ ttnn::DataType data_type(int32_t dtype) {
     switch (dtype) {
         case TTPIPE_FP32: return ttnn::DataType::FLOAT32;
         case TTPIPE_BF16: return ttnn::DataType::BFLOAT16;
-        case TTPIPE_INT32: return ttnn::DataType::UINT32;  // token ids; ttnn::embedding reads UINT32
+        case TTPIPE_INT32: return ttnn::DataType::INT32;  // signed: the -100 ignore index reads back as -100
         default: fail(TTPIPE_E_INVALID_ARGUMENT, "dtype " + std::to_string(dtype) + " is not a TTPIPE dtype");
     }
 }
@@ -237,28 +286,73 @@ tt::tt_metal::TensorSpec spec(const std::vector<int32_t>& dims, int32_t dtype) {
         tt::tt_metal::TensorLayout(data_type(dtype), tt::tt_metal::PageConfig(layout), ttnn::DRAM_MEMORY_CONFIG));
 }
 
-// Writes an op's result into a preallocated output (the ABI's outputs are passed in).
-void store(const Tensor& result, TensorObj* out) {
+// A result ready to be written into an output: already of the output's dtype and local shape, so that writing
+// it (publish) has nothing left to check. Every output of an entry is staged before any is published.
+struct Staged {
+    Tensor value;
+    TensorObj* out;
+};
+
+Staged stage(const Tensor& result, TensorObj* out) {
     Tensor r = result.dtype() == out->value.dtype() ? result : ttnn::typecast(result, out->value.dtype());
-    ttnn::assign(ttnn::reshape(r, shape_of(out->dims)), out->value);
+    r = ttnn::reshape(r, shape_of(out->dims));
+    require(r.logical_shape() == out->value.logical_shape(), "a result's shape differs from its output's");
+    return Staged{r, out};
 }
+
+void publish(std::initializer_list<Staged> outputs) {
+    for (const Staged& s : outputs) ttnn::assign(s.value, s.out->value);
+}
+
+// Writes an op's one result into its preallocated output (the ABI's outputs are passed in).
+void store(const Tensor& result, TensorObj* out) { publish({stage(result, out)}); }
 
 int32_t devices(const Submesh* s) { return s->rows * s->cols; }
 int32_t coord_along(const Submesh* s, int32_t d, int32_t axis) { return axis == 0 ? d / s->cols : d % s->cols; }
 int32_t axis_size(const Submesh* s, int32_t axis) { return axis == 0 ? s->rows : s->cols; }
 int32_t axis_of_dim(int32_t p0, int32_t p1, int32_t dim) { return p0 == dim ? 0 : p1 == dim ? 1 : -1; }
 
-// One host shard per device (row-major in the submesh), as a float mesh tensor on the submesh.
+// One host shard of ints per device (row-major in the submesh), as an INT32 mesh tensor still on the host.
+Tensor int_shards_on_host(const Submesh* s, const std::vector<std::vector<int32_t>>& shards, const std::vector<int32_t>& dims) {
+    std::vector<Tensor> host;
+    for (const auto& piece : shards) host.push_back(Tensor::from_vector(piece, spec(dims, TTPIPE_INT32)));
+    return ttnn::distributed::from_host_shards(host, s->device->shape());
+}
+
+// One host shard per device (row-major in the submesh), as a mesh tensor of `dtype` on the submesh; floats
+// become INT32 as the ABI converts them (truncated toward zero, saturating, NaN to 0).
 Tensor shards_to_device(Submesh* s, const std::vector<std::vector<float>>& shards, const std::vector<int32_t>& dims,
                         int32_t dtype) {
+    if (dtype == TTPIPE_INT32) {
+        std::vector<std::vector<int32_t>> ints;
+        for (const auto& piece : shards) {
+            std::vector<int32_t> v(piece.size());
+            for (size_t i = 0; i < piece.size(); i++) {
+                float f = piece[i];
+                v[i] = f != f ? 0 : f >= 2147483647.0f ? INT32_MAX : f <= -2147483648.0f ? INT32_MIN : static_cast<int32_t>(f);
+            }
+            ints.push_back(std::move(v));
+        }
+        return int_shards_on_host(s, ints, dims).to_device(s->device.get());
+    }
     std::vector<Tensor> host;
     for (const auto& piece : shards) host.push_back(Tensor::from_vector(piece, spec(dims, dtype)));
     return ttnn::distributed::from_host_shards(host, s->device->shape()).to_device(s->device.get());
 }
 
-// Every device's piece as fp32 on the host.
+std::vector<std::vector<int32_t>> device_to_int_shards(const TensorObj* t) {
+    std::vector<std::vector<int32_t>> out;
+    for (const Tensor& shard : ttnn::distributed::get_device_tensors(t->value.cpu())) out.push_back(shard.to_vector<int32_t>());
+    return out;
+}
+
+// Every device's piece as fp32 on the host (INT32 converted by value).
 std::vector<std::vector<float>> device_to_shards(const TensorObj* t) {
     std::vector<std::vector<float>> out;
+    if (t->dtype == TTPIPE_INT32) {
+        for (const auto& ints : device_to_int_shards(t)) out.emplace_back(ints.begin(), ints.end());
+        return out;
+    }
     for (const Tensor& shard : ttnn::distributed::get_device_tensors(t->value.cpu())) {
         Tensor f = shard.dtype() == ttnn::DataType::FLOAT32 ? shard : ttnn::typecast(shard, ttnn::DataType::FLOAT32);
         out.push_back(f.to_vector<float>());
@@ -266,13 +360,23 @@ std::vector<std::vector<float>> device_to_shards(const TensorObj* t) {
     return out;
 }
 
-std::vector<std::vector<int32_t>> device_to_int_shards(const TensorObj* t) {
-    std::vector<std::vector<int32_t>> out;
-    for (const Tensor& shard : ttnn::distributed::get_device_tensors(t->value.cpu())) {
-        std::vector<uint32_t> u = shard.to_vector<uint32_t>();
-        out.emplace_back(u.begin(), u.end());
+// One number per device: the first element of each device's piece of a device-side reduction (a total computed
+// on the device: only these few bytes cross to the host).
+std::vector<double> per_device_scalars(const Tensor& totals) {
+    std::vector<double> out;
+    for (const Tensor& shard : ttnn::distributed::get_device_tensors(totals.cpu())) {
+        Tensor f = shard.dtype() == ttnn::DataType::FLOAT32 ? shard : ttnn::typecast(shard, ttnn::DataType::FLOAT32);
+        std::vector<float> v = f.to_vector<float>();
+        out.push_back(v.empty() ? 0.0 : static_cast<double>(v[0]));
     }
     return out;
+}
+
+// A tensor's elements as FLOAT32 in TILE layout on its devices (what the eltwise and reduction ops take); INT32
+// values are exact below 2^24.
+Tensor as_float_tiles(const Tensor& t) {
+    Tensor f = t.dtype() == ttnn::DataType::FLOAT32 ? t : ttnn::typecast(t, ttnn::DataType::FLOAT32);
+    return f.layout() == ttnn::Layout::TILE ? f : ttnn::to_layout(f, ttnn::Layout::TILE);
 }
 
 // Where device d's piece sits in the logical tensor, row by row (the reference's lpiece).
@@ -345,10 +449,10 @@ Tensor keep_last_as_one(const Tensor& stats, const TensorObj* x) {  // [rows...]
     return ttnn::reshape(stats, shape_of(d));
 }
 
-// ---- embedding and loss helpers: ids checked and shifted, one-hot rows built on the host -----------------
+// ---- embedding and loss helpers: ids checked and one-hot rows built on the device --------------------------
 
-// Ids must lie in [0, V) on every device: checked on the host before anything is written.
-void check_ids(const TensorObj* ids, int64_t v, bool allow_ignore, int32_t ignore, const char* what) {
+// The slow path of check_ids: the ids are read to the host to name the first one out of range.
+[[noreturn]] void fail_first_outside(const TensorObj* ids, int64_t v, bool allow_ignore, int32_t ignore, const char* what) {
     auto shards = device_to_int_shards(ids);
     for (size_t d = 0; d < shards.size(); d++) {
         for (size_t i = 0; i < shards[d].size(); i++) {
@@ -356,16 +460,35 @@ void check_ids(const TensorObj* ids, int64_t v, bool allow_ignore, int32_t ignor
             if ((id < 0 || id >= v) && !(allow_ignore && id == ignore)) {
                 fail(TTPIPE_E_OUT_OF_RANGE, std::string(what) + " " + std::to_string(id) + " at element " +
                                                 std::to_string(i) + " of device " + std::to_string(d) +
-                                                " is outside [0, " + std::to_string(v) + ")");
+                                                " is outside [0, " + std::to_string(v) + ")" +
+                                                (allow_ignore ? " and is not the ignore index " + std::to_string(ignore) : ""));
             }
         }
     }
+    fail(TTPIPE_E_INTERNAL, std::string(what) + "s: the device counted ids outside [0, " + std::to_string(v) +
+                                ") that the host does not find");
 }
 
-// For a vocab-parallel table: each device's ids shifted into its row range, and a 0/1 mask of the ids it holds.
+// Ids must lie in [0, V) on every device (the ABI checks before anything is written): the device counts those
+// outside (as floats: exact for |id| < 2^24, and an id beyond that stays outside [0, V) when V < 2^24), one
+// number per device comes back; the ids themselves cross to the host only when one is out of range.
+void check_ids(const TensorObj* ids, int64_t v, bool allow_ignore, int32_t ignore, const char* what) {
+    require(v < (1 << 24), "a vocabulary of 2^24 or more ids");
+    if (numel(ids->dims) == 0) return;
+    Tensor f = as_float_tiles(ids->value);
+    Tensor outside = ttnn::logical_or(ttnn::lt(f, 0.0f), ttnn::ge(f, static_cast<float>(v)));
+    if (allow_ignore) outside = ttnn::logical_and(outside, ttnn::ne(f, static_cast<float>(ignore)));
+    for (double n : per_device_scalars(ttnn::sum(outside))) {
+        if (n != 0.0) fail_first_outside(ids, v, allow_ignore, ignore, what);
+    }
+}
+
+// For the embedding kernels, which read UINT32 indices: each device's ids (already checked to be in range, so
+// non-negative) as UINT32, shifted into its row range for a vocab-parallel table, and a 0/1 mask of the ids the
+// device holds (empty when the table is not sharded).
 std::pair<Tensor, Tensor> local_ids(const TensorObj* ids, const TensorObj* table, int32_t p0, int32_t p1) {
     int32_t axis = axis_of_dim(p0, p1, 0);
-    if (axis < 0) return {ids->value, Tensor()};
+    if (axis < 0) return {ttnn::typecast(ids->value, ttnn::DataType::UINT32), Tensor()};
     int64_t rows = table->dims[0];
     std::vector<std::vector<float>> offsets;
     for (int32_t d = 0; d < devices(ids->sub); d++) {
@@ -378,25 +501,80 @@ std::pair<Tensor, Tensor> local_ids(const TensorObj* ids, const TensorObj* table
     return {ttnn::typecast(clamped, ttnn::DataType::UINT32), mask};
 }
 
+// For cross-entropy over logits [..., V]: the one-hot rows of the targets [..., V] (target == column index, from
+// ttnn::arange) and the rows kept [..., 1] (target != ignore), both 0/1 FLOAT32 on the device.
 std::pair<Tensor, Tensor> one_hot_and_rows(const TensorObj* logits, const TensorObj* targets, int32_t ignore) {
     int32_t v = logits->dims.back();
-    int64_t rows = numel(logits->dims) / v;
     check_ids(targets, v, true, ignore, "target");
-    std::vector<std::vector<float>> hot, keep;
-    for (const auto& t : device_to_int_shards(targets)) {
-        std::vector<float> h(rows * v, 0.0f), k(rows, 0.0f);
-        for (int64_t r = 0; r < rows; r++) {
-            if (t[r] == ignore) continue;
-            h[r * v + t[r]] = 1.0f;
-            k[r] = 1.0f;
-        }
-        hot.push_back(std::move(h));
-        keep.push_back(std::move(k));
-    }
-    std::vector<int32_t> row_dims(logits->dims.begin(), logits->dims.end() - 1);
+    std::vector<int32_t> row_dims(logits->dims.begin(), logits->dims.end() - 1), column(logits->dims.size(), 1);
     row_dims.push_back(1);
-    return {shards_to_device(logits->sub, hot, logits->dims, TTPIPE_FP32),
-            shards_to_device(logits->sub, keep, row_dims, TTPIPE_FP32)};
+    column.back() = v;
+    Tensor t = as_float_tiles(ttnn::reshape(targets->value, shape_of(row_dims)));                       // [..., 1]
+    Tensor iota = ttnn::arange(0, v, 1, ttnn::DataType::FLOAT32, std::ref(*logits->sub->device));      // [V]
+    Tensor columns = as_float_tiles(ttnn::reshape(iota, shape_of(column)));                           // [1.., V]
+    return {ttnn::eq(t, columns), ttnn::ne(t, static_cast<float>(ignore))};
+}
+
+// ---- device memory and out-of-memory details ---------------------------------------------------------------
+
+// A device's bytes in use and capacity for one buffer type, from one MeshDevice's allocator. TTNN's allocator
+// statistics are per bank (an interleaved buffer puts the same share in every bank), so a device's figures are
+// the bank's times the banks. Each MeshDevice (the mesh and each submesh) has an allocator of its own.
+struct MemoryFigures {
+    int64_t in_use = 0, capacity = 0;
+};
+
+MemoryFigures figures(const MeshDevice& device, tt::tt_metal::BufferType type) {
+    const auto& allocator = device.allocator();
+    auto stats = allocator->get_statistics(type);
+    auto banks = static_cast<int64_t>(allocator->get_num_banks(type));
+    return {static_cast<int64_t>(stats.total_allocated_bytes) * banks,
+            static_cast<int64_t>(stats.total_allocatable_size_bytes) * banks};
+}
+
+bool holds(const Submesh* s, int32_t mesh_device) {
+    int32_t r = mesh_device / s->mesh->cols, c = mesh_device % s->mesh->cols;
+    return r >= s->row0 && r < s->row0 + s->rows && c >= s->col0 && c < s->col0 + s->cols;
+}
+
+int32_t first_device(const Submesh* s) { return s->row0 * s->mesh->cols + s->col0; }
+
+// DRAM of one device of the mesh: what the mesh's own allocator and those of the submeshes holding the device
+// have allocated (ttpipe allocates on submeshes), against one device's DRAM.
+MemoryFigures device_dram(const Mesh* m, int32_t device) {
+    MemoryFigures total = figures(*m->device, tt::tt_metal::BufferType::DRAM);
+    for (const auto& s : m->submeshes) {
+        if (holds(s.get(), device)) total.in_use += figures(*s->device, tt::tt_metal::BufferType::DRAM).in_use;
+    }
+    return total;
+}
+
+// TTNN's out-of-memory exception (TT_FATAL in bank_manager.cpp) names the bytes asked for and the buffer type,
+// "Out of Memory: Not enough space to allocate <bytes> B <DRAM|L1> buffer across <n> banks, ...", not the device.
+// Allocation on a MeshDevice is in lockstep, so the device reported is the first of the submesh the entry
+// allocates on, and in use and capacity are that submesh allocator's. What the message does not give stays -1.
+void record_oom(const std::string& what) {
+    t_oom[0] = t_oom[1] = t_oom[2] = t_oom[3] = -1;
+    long long bytes = -1;
+    char word[16] = "DRAM";
+    size_t at = what.find("allocate ");
+    if (at != std::string::npos && std::sscanf(what.c_str() + at, "allocate %lld B %15[A-Z0-9_]", &bytes, word) >= 1) {
+        t_oom[1] = bytes;
+    }
+    if (!t_submesh) return;
+    t_oom[0] = first_device(t_submesh);
+    std::string type = word;
+    auto buffer_type = type == "L1"         ? tt::tt_metal::BufferType::L1
+                       : type == "L1_SMALL" ? tt::tt_metal::BufferType::L1_SMALL
+                       : type == "TRACE"    ? tt::tt_metal::BufferType::TRACE
+                                            : tt::tt_metal::BufferType::DRAM;
+    try {
+        MemoryFigures f = figures(*t_submesh->device, buffer_type);
+        t_oom[2] = f.in_use;
+        t_oom[3] = f.capacity;
+    } catch (const std::exception&) {
+        // the figures stay -1: the allocator could not say
+    }
 }
 
 }  // namespace
@@ -412,8 +590,12 @@ TTPIPE_API const char* ttpipe_implementation(void) { return "ttnn (" TTPIPE_TT_M
 
 TTPIPE_API const char* ttpipe_last_error(void) { return t_error.c_str(); }
 
+// The calling thread's last TTPIPE_E_OUT_OF_MEMORY, as record_oom read it (-1 where TTNN did not say).
 TTPIPE_API int32_t ttpipe_last_oom(int64_t* out) {
-    if (!out) return TTPIPE_E_INVALID_ARGUMENT;
+    if (!out) {
+        t_error = "ttpipe_last_oom: out is null";
+        return TTPIPE_E_INVALID_ARGUMENT;
+    }
     std::memcpy(out, t_oom, sizeof t_oom);
     return TTPIPE_OK;
 }
@@ -439,7 +621,12 @@ TTPIPE_API int32_t ttpipe_mesh_open(int32_t rows, int32_t cols, int64_t capacity
         m->rows = rows;
         m->cols = cols;
         m->peak.assign(rows * cols, 0);
-        *out = issue(K_MESH, m.release());
+        try {
+            *out = issue_owned(K_MESH, m);
+        } catch (...) {
+            ttnn::distributed::close_mesh_device(m->device);
+            throw;
+        }
     });
 }
 
@@ -459,6 +646,7 @@ TTPIPE_API int32_t ttpipe_mesh_close(ttpipe_mesh handle) {
                 release(h);
             }
         }
+        g_socket_changed.notify_all();  // a ttpipe_socket_recv waiting on a socket of this mesh returns CLOSED
         ttnn::distributed::close_mesh_device(m->device);
         release(handle);
         delete m;
@@ -473,20 +661,30 @@ TTPIPE_API int32_t ttpipe_mesh_create_submeshes(ttpipe_mesh handle, int32_t rows
                 "the submesh shape does not tile the mesh");
         auto subs = m->device->create_submeshes(ttnn::MeshShape(rows, cols));  // row-major tiles
         require(static_cast<int32_t>(subs.size()) <= capacity, "out is too short");
-        for (size_t i = 0; i < subs.size(); i++) {
-            int32_t per_row = m->cols / cols;
-            auto s = std::make_unique<Submesh>(Submesh{m, subs[i], static_cast<int32_t>(i / per_row) * rows,
-                                                       static_cast<int32_t>(i % per_row) * cols, rows, cols});
-            m->submeshes.push_back(std::move(s));
-            out[i] = issue(K_SUBMESH, m->submeshes.back().get());
+        std::vector<std::unique_ptr<Submesh>> made;
+        std::vector<uint64_t> handles;
+        try {  // every handle first: a full table releases those issued, and out and the mesh stay as they were
+            for (size_t i = 0; i < subs.size(); i++) {
+                int32_t per_row = m->cols / cols;
+                made.push_back(std::make_unique<Submesh>(Submesh{m, subs[i], static_cast<int32_t>(i / per_row) * rows,
+                                                                 static_cast<int32_t>(i % per_row) * cols, rows, cols}));
+                handles.push_back(issue(K_SUBMESH, made.back().get()));
+            }
+        } catch (...) {
+            for (uint64_t h : handles) release(h);
+            throw;
         }
-        *count = static_cast<int32_t>(subs.size());
+        for (size_t i = 0; i < made.size(); i++) {
+            out[i] = handles[i];
+            m->submeshes.push_back(std::move(made[i]));
+        }
+        *count = static_cast<int32_t>(handles.size());
     });
 }
 
 TTPIPE_API int32_t ttpipe_submesh_info(ttpipe_submesh handle, int32_t* out) {
     return guarded("ttpipe_submesh_info", [&] {
-        Submesh* s = get<Submesh>(handle, K_SUBMESH, "submesh");
+        Submesh* s = S_(handle, "submesh");
         require(out, "out is null");
         out[0] = s->row0, out[1] = s->col0, out[2] = s->rows, out[3] = s->cols;
     });
@@ -494,23 +692,22 @@ TTPIPE_API int32_t ttpipe_submesh_info(ttpipe_submesh handle, int32_t* out) {
 
 TTPIPE_API int32_t ttpipe_submesh_synchronize(ttpipe_submesh handle) {
     return guarded("ttpipe_submesh_synchronize", [&] {
-        tt::tt_metal::distributed::Synchronize(get<Submesh>(handle, K_SUBMESH, "submesh")->device.get(), std::nullopt);
+        tt::tt_metal::distributed::Synchronize(S_(handle, "submesh")->device.get(), std::nullopt);
     });
 }
 
-// Lockstep allocation: every device of a MeshDevice holds the same buffers, so the mesh's DRAM
-// statistics are each device's.
+// Lockstep allocation: every device of a MeshDevice holds the same buffers, so an allocator's DRAM figures
+// are each of its devices' (device_dram). The high-water mark is the largest figure seen by these calls.
 TTPIPE_API int32_t ttpipe_device_memory(ttpipe_mesh handle, int32_t device, int64_t* out) {
     return guarded("ttpipe_device_memory", [&] {
         Mesh* m = get<Mesh>(handle, K_MESH, "mesh");
         if (device < 0 || device >= m->rows * m->cols) fail(TTPIPE_E_OUT_OF_RANGE, "device out of range");
         require(out, "out is null");
-        auto stats = m->device->allocator()->get_statistics(tt::tt_metal::BufferType::DRAM);
-        int64_t used = static_cast<int64_t>(stats.total_allocated_bytes);
-        m->peak[device] = std::max(m->peak[device], used);
-        out[0] = used;
+        MemoryFigures f = device_dram(m, device);
+        m->peak[device] = std::max(m->peak[device], f.in_use);
+        out[0] = f.in_use;
         out[1] = m->peak[device];
-        out[2] = static_cast<int64_t>(stats.total_allocatable_size_bytes);
+        out[2] = f.capacity;
     });
 }
 
@@ -518,7 +715,7 @@ TTPIPE_API int32_t ttpipe_device_reset_peak(ttpipe_mesh handle, int32_t device) 
     return guarded("ttpipe_device_reset_peak", [&] {
         Mesh* m = get<Mesh>(handle, K_MESH, "mesh");
         if (device < 0 || device >= m->rows * m->cols) fail(TTPIPE_E_OUT_OF_RANGE, "device out of range");
-        m->peak[device] = 0;
+        m->peak[device] = device_dram(m, device).in_use;  // the mark becomes the bytes in use
     });
 }
 
@@ -527,12 +724,12 @@ TTPIPE_API int32_t ttpipe_device_reset_peak(ttpipe_mesh handle, int32_t device) 
 TTPIPE_API int32_t ttpipe_tensor_alloc(ttpipe_submesh submesh, int32_t dtype, int32_t rank, const int32_t* dims,
                                        ttpipe_tensor* out) {
     return guarded("ttpipe_tensor_alloc", [&] {
-        Submesh* s = get<Submesh>(submesh, K_SUBMESH, "submesh");
+        Submesh* s = S_(submesh, "submesh");
         require(out, "out is null");
         auto d = dims_of(rank, dims);
         auto t = std::make_unique<TensorObj>(
             TensorObj{s, dtype, d, tt::tt_metal::create_device_tensor(spec(d, dtype), s->device.get())});
-        *out = issue(K_TENSOR, t.release());
+        *out = issue_owned(K_TENSOR, t);
     });
 }
 
@@ -549,7 +746,7 @@ TTPIPE_API int32_t ttpipe_tensor_view(ttpipe_tensor handle, int32_t rank, const 
         auto d = dims_of(rank, dims);
         require(out && numel(d) == numel(t->dims), "a view must keep the element count");
         auto v = std::make_unique<TensorObj>(TensorObj{t->sub, t->dtype, d, ttnn::reshape(t->value, shape_of(d))});
-        *out = issue(K_TENSOR, v.release());
+        *out = issue_owned(K_TENSOR, v);
     });
 }
 
@@ -571,6 +768,7 @@ TTPIPE_API int32_t ttpipe_tensor_write(ttpipe_tensor handle, int32_t rank, const
         auto logical = dims_of(rank, dims);
         check_logical(t, logical, p0, p1);
         require(data && count == numel(logical) && p0 != TTPIPE_PARTIAL && p1 != TTPIPE_PARTIAL, "bad data or layout");
+        require(t->dtype != TTPIPE_INT32, "an INT32 tensor takes int data (ttpipe_tensor_write_ints)");
         using Config = tt::tt_metal::distributed::MeshMapperConfig;
         auto placement = [](int32_t p) -> Config::Placement {
             if (p >= 0) return Config::Shard{p};
@@ -589,16 +787,14 @@ TTPIPE_API int32_t ttpipe_tensor_write_ints(ttpipe_tensor handle, int32_t rank, 
         auto logical = dims_of(rank, dims);
         check_logical(t, logical, p0, p1);
         require(t->dtype == TTPIPE_INT32 && data && count == numel(logical), "bad data");
-        std::vector<std::vector<uint32_t>> ids(devices(t->sub));  // cut per device (Replicate / Shard)
+        std::vector<std::vector<int32_t>> ids(devices(t->sub));  // cut per device (Replicate / Shard), signed
         for (int32_t d = 0; d < devices(t->sub); d++) {
             Piece p = piece(logical, t->dims, p0, p1, t->sub, d);
             for (int64_t r = 0; r < p.rows; r++) {
-                for (int64_t j = 0; j < p.row_length; j++) ids[d].push_back(static_cast<uint32_t>(data[p.row(r) + j]));
+                ids[d].insert(ids[d].end(), data + p.row(r), data + p.row(r) + p.row_length);
             }
         }
-        std::vector<Tensor> host;
-        for (auto& v : ids) host.push_back(Tensor::from_vector(v, spec(t->dims, TTPIPE_INT32)));
-        tt::tt_metal::copy_to_device(ttnn::distributed::from_host_shards(host, t->sub->device->shape()), t->value);
+        tt::tt_metal::copy_to_device(int_shards_on_host(t->sub, ids, t->dims), t->value);
     });
 }
 
@@ -676,6 +872,9 @@ TTPIPE_API int32_t ttpipe_tensor_copy(ttpipe_tensor dst, ttpipe_tensor src) {
         require(numel(o->dims) == numel(x->dims), "dst and src differ in element count");
         if (o->sub == x->sub) {
             store(x->value, o);
+        } else if (o->dtype == TTPIPE_INT32 && x->dtype == TTPIPE_INT32) {  // ids to another submesh, as ints
+            require(o->sub->rows == x->sub->rows && o->sub->cols == x->sub->cols, "submesh shapes differ");
+            store(int_shards_on_host(o->sub, device_to_int_shards(x), o->dims).to_device(o->sub->device.get()), o);
         } else {  // another submesh: device i to device i, through the host (see README: not the fabric)
             require(o->sub->rows == x->sub->rows && o->sub->cols == x->sub->cols, "submesh shapes differ");
             store(shards_to_device(o->sub, device_to_shards(x), o->dims, o->dtype), o);
@@ -749,9 +948,7 @@ TTPIPE_API int32_t ttpipe_layernorm(ttpipe_tensor y, ttpipe_tensor mean, ttpipe_
         std::optional<const Tensor> b = beta ? std::optional<const Tensor>(T_(beta, "beta")->value) : std::nullopt;
         auto r = ttnn::moreh_layer_norm(tx->value, 1, eps, tg->value, b, std::nullopt, std::nullopt, std::nullopt,
                                         std::nullopt, std::nullopt);
-        store(r[0].value(), ty);
-        store(r[1].value(), tm);
-        store(r[2].value(), tr);
+        publish({stage(r[0].value(), ty), stage(r[1].value(), tm), stage(r[2].value(), tr)});
     });
 }
 
@@ -778,8 +975,14 @@ TTPIPE_API int32_t ttpipe_layernorm_backward_weight(ttpipe_tensor dy, ttpipe_ten
             tdy->value, tx->value, keep_last_as_one(tm->value, tx), keep_last_as_one(tr->value, tx), 1, std::nullopt,
             std::nullopt, tdg ? std::optional<const Tensor>(ttnn::empty_like(tdg->value)) : std::nullopt,
             tdb ? std::optional<const Tensor>(ttnn::empty_like(tdb->value)) : std::nullopt);
-        if (tdg) store(accumulate ? ttnn::add(tdg->value, ttnn::reshape(r[1].value(), shape_of(tdg->dims))) : r[1].value(), tdg);
-        if (tdb) store(accumulate ? ttnn::add(tdb->value, ttnn::reshape(r[2].value(), shape_of(tdb->dims))) : r[2].value(), tdb);
+        auto grad = [&](const Tensor& g, TensorObj* o) {
+            return stage(accumulate ? ttnn::add(o->value, ttnn::reshape(g, shape_of(o->dims))) : g, o);
+        };
+        if (tdg && tdb) {
+            publish({grad(r[1].value(), tdg), grad(r[2].value(), tdb)});
+        } else {
+            publish({tdg ? grad(r[1].value(), tdg) : grad(r[2].value(), tdb)});
+        }
     });
 }
 
@@ -787,8 +990,7 @@ TTPIPE_API int32_t ttpipe_rmsnorm(ttpipe_tensor y, ttpipe_tensor rstd, ttpipe_te
     return guarded("ttpipe_rmsnorm", [&] {
         TensorObj *ty = T_(y, "y"), *tr = T_(rstd, "rstd"), *tx = T_(x, "x"), *tg = T_(gamma, "gamma");
         Tensor rs = ttnn::rsqrt(ttnn::add(ttnn::mean(ttnn::square(tx->value), -1, true), eps));  // [..., 1]
-        store(ttnn::multiply(ttnn::multiply(tx->value, rs), tg->value), ty);
-        store(rs, tr);
+        publish({stage(ttnn::multiply(ttnn::multiply(tx->value, rs), tg->value), ty), stage(rs, tr)});
     });
 }
 
@@ -947,15 +1149,21 @@ TTPIPE_API int32_t ttpipe_sum(ttpipe_tensor out, ttpipe_tensor x, int32_t dim) {
     return guarded("ttpipe_sum", [&] { store(ttnn::sum(T_(x, "x")->value, dim, /* keepdim */ true), T_(out, "out")); });
 }
 
+// The squares are summed on each device (ttnn::square, ttnn::sum over every dim, in fp32); one number per device
+// comes back and the host adds the distinct pieces' numbers (replicas once) in double.
 TTPIPE_API int32_t ttpipe_sum_squares(ttpipe_tensor x, int32_t p0, int32_t p1, double* out) {
     return guarded("ttpipe_sum_squares", [&] {
         TensorObj* tx = T_(x, "x");
         require(out, "out is null");
+        require(tx->dtype != TTPIPE_INT32, "x is INT32, expected FP32 or BF16");
+        if (numel(tx->dims) == 0) {
+            *out = 0;
+            return;
+        }
+        auto per_device = per_device_scalars(ttnn::sum(ttnn::square(as_float_tiles(tx->value))));
         double total = 0;
-        auto shards = device_to_shards(tx);  // the squares summed on the host, in double
         for (int32_t d = 0; d < devices(tx->sub); d++) {
-            if (!distinct(tx->sub, p0, p1, d)) continue;
-            for (float v : shards[d]) total += static_cast<double>(v) * v;
+            if (distinct(tx->sub, p0, p1, d)) total += per_device[d];
         }
         *out = total;
     });
@@ -981,28 +1189,30 @@ TTPIPE_API int32_t ttpipe_sum_groups(ttpipe_tensor out, ttpipe_tensor x, int32_t
     });
 }
 
-// ---- loss: targets are read to the host (range check), the one-hot rows go back as a mask -----------------
+// ---- loss: on the device (one-hot rows from the targets, logsumexp, the sums); one loss sum and one token count
+// per device come back, and the host adds the distinct pieces' (each token once) in double ----------------------
 
 TTPIPE_API int32_t ttpipe_cross_entropy(ttpipe_tensor logits, ttpipe_tensor targets, int32_t ignore_index, int32_t p0,
                                         int32_t p1, double* sum, int64_t* count) {
     return guarded("ttpipe_cross_entropy", [&] {
         TensorObj *tl = T_(logits, "logits"), *tt = T_(targets, "targets");
         require(sum && count, "sum or count is null");
-        auto [hot, keep] = one_hot_and_rows(tl, tt, ignore_index);
-        Tensor mx = ttnn::max(tl->value, -1, true);
-        Tensor lse = ttnn::add(ttnn::log(ttnn::sum(ttnn::exp(ttnn::subtract(tl->value, mx)), -1, true)), mx);
-        Tensor picked = ttnn::sum(ttnn::multiply(tl->value, hot), -1, true);
-        Tensor losses = ttnn::multiply(ttnn::subtract(lse, picked), keep);
-        TensorObj tmp{tl->sub, TTPIPE_FP32, {}, losses};
-        TensorObj kept{tl->sub, TTPIPE_FP32, {}, keep};
-        auto loss_shards = device_to_shards(&tmp);
-        auto keep_shards = device_to_shards(&kept);
+        require(!tl->dims.empty() && tt->dtype == TTPIPE_INT32, "logits [..., V] and INT32 targets [...]");
+        require(axis_of_dim(p0, p1, static_cast<int32_t>(tl->dims.size()) - 1) < 0, "the last dim is sharded");
+        auto [hot, keep] = one_hot_and_rows(tl, tt, ignore_index);                            // [..., V], [..., 1]
+        Tensor x = as_float_tiles(tl->value);
+        Tensor mx = ttnn::max(x, -1, true);
+        Tensor lse = ttnn::add(ttnn::log(ttnn::sum(ttnn::exp(ttnn::subtract(x, mx)), -1, true)), mx);  // [..., 1]
+        Tensor picked = ttnn::sum(ttnn::multiply(x, hot), -1, true);                             // x[target]
+        Tensor losses = ttnn::where(keep, ttnn::subtract(lse, picked), 0.0f);                    // ignored rows: 0
+        auto loss_sums = per_device_scalars(ttnn::sum(losses));
+        auto token_counts = per_device_scalars(ttnn::sum(keep));
         double total = 0;
         int64_t n = 0;
         for (int32_t d = 0; d < devices(tl->sub); d++) {
             if (!distinct(tl->sub, p0, p1, d)) continue;
-            for (float l : loss_shards[d]) total += l;
-            for (float k : keep_shards[d]) n += k != 0.0f;
+            total += loss_sums[d];
+            n += std::llround(token_counts[d]);
         }
         *sum = total;
         *count = n;
@@ -1013,8 +1223,9 @@ TTPIPE_API int32_t ttpipe_cross_entropy_backward(ttpipe_tensor d_logits, ttpipe_
                                                  int32_t ignore_index, float scale) {
     return guarded("ttpipe_cross_entropy_backward", [&] {
         TensorObj *tl = T_(logits, "logits"), *tt = T_(targets, "targets");
+        require(!tl->dims.empty() && tt->dtype == TTPIPE_INT32, "logits [..., V] and INT32 targets [...]");
         auto [hot, keep] = one_hot_and_rows(tl, tt, ignore_index);
-        Tensor g = ttnn::multiply(ttnn::subtract(ttnn::softmax(tl->value, -1), hot), keep);
+        Tensor g = ttnn::multiply(ttnn::subtract(ttnn::softmax(as_float_tiles(tl->value), -1), hot), keep);
         store(ttnn::multiply(g, scale), T_(d_logits, "d_logits"));
     });
 }
@@ -1065,9 +1276,7 @@ TTPIPE_API int32_t ttpipe_adamw(ttpipe_tensor param, ttpipe_tensor grad, ttpipe_
         Tensor denom = ttnn::add(ttnn::multiply(ttnn::sqrt(v), 1.0f / bc2_sqrt), eps);
         Tensor p = ttnn::subtract(ttnn::multiply(tp->value, 1.0f - lr * weight_decay),
                                   ttnn::multiply(ttnn::divide(m, denom), step_size));
-        store(m, tm);
-        store(v, tv);
-        store(p, tp);
+        publish({stage(m, tm), stage(v, tv), stage(p, tp)});
     });
 }
 
@@ -1078,13 +1287,14 @@ TTPIPE_API int32_t ttpipe_sgd(ttpipe_tensor param, ttpipe_tensor grad, ttpipe_te
         TensorObj *tp = T_(param, "param"), *tg = T_(grad, "grad");
         require(step >= 1, "step must be >= 1");
         Tensor d = ttnn::add(ttnn::multiply(tg->value, grad_scale), ttnn::multiply(tp->value, weight_decay));
-        if (momentum != 0.0f) {
-            TensorObj* tb = T_(momentum_buffer, "momentum_buffer");
-            Tensor b = step == 1 ? d : ttnn::add(ttnn::multiply(tb->value, momentum), ttnn::multiply(d, 1.0f - dampening));
-            store(b, tb);
-            d = nesterov ? ttnn::add(d, ttnn::multiply(b, momentum)) : b;
+        if (momentum == 0.0f) {
+            store(ttnn::subtract(tp->value, ttnn::multiply(d, lr)), tp);
+            return;
         }
-        store(ttnn::subtract(tp->value, ttnn::multiply(d, lr)), tp);
+        TensorObj* tb = T_(momentum_buffer, "momentum_buffer");
+        Tensor b = step == 1 ? d : ttnn::add(ttnn::multiply(tb->value, momentum), ttnn::multiply(d, 1.0f - dampening));
+        Tensor u = nesterov ? ttnn::add(d, ttnn::multiply(b, momentum)) : b;
+        publish({stage(b, tb), stage(ttnn::subtract(tp->value, ttnn::multiply(u, lr)), tp)});
     });
 }
 
@@ -1118,7 +1328,7 @@ TTPIPE_API int32_t ttpipe_all_reduce(ttpipe_tensor out, ttpipe_tensor x, int32_t
 
 TTPIPE_API int32_t ttpipe_socket_open(ttpipe_submesh from, ttpipe_submesh to, ttpipe_socket* out) {
     return guarded("ttpipe_socket_open", [&] {
-        Submesh *f = get<Submesh>(from, K_SUBMESH, "from"), *t = get<Submesh>(to, K_SUBMESH, "to");
+        Submesh *f = S_(from, "from"), *t = S_(to, "to");
         require(out && f->mesh == t->mesh && f->rows == t->rows && f->cols == t->cols, "submeshes do not pair");
         std::vector<tt::tt_metal::distributed::SocketConnection> connections;
         for (const auto& coord : tt::tt_metal::distributed::MeshCoordinateRange(f->device->shape())) {
@@ -1128,34 +1338,61 @@ TTPIPE_API int32_t ttpipe_socket_open(ttpipe_submesh from, ttpipe_submesh to, tt
         tt::tt_metal::distributed::SocketConfig config(
             connections, tt::tt_metal::distributed::SocketMemoryConfig(tt::tt_metal::BufferType::L1, TTPIPE_SOCKET_FIFO_BYTES));
         auto [sender, receiver] = MeshSocket::create_socket_pair(f->device, t->device, config);
-        *out = issue(K_SOCKET, new SocketObj{f, t, std::move(sender), std::move(receiver), {}});
+        auto socket_obj = std::make_unique<SocketObj>(SocketObj{f, t, std::move(sender), std::move(receiver), {}});
+        *out = issue_owned(K_SOCKET, socket_obj);
     });
 }
 
 // send_async is enqueued on the sender's command queue; on the device it completes as the receiver's
 // recv_async (enqueued by ttpipe_socket_recv) drains the socket's FIFO. Neither blocks the host (unverified).
+// What was sent is queued on the host (the receiver allocates from it), which wakes a waiting receiver.
 TTPIPE_API int32_t ttpipe_socket_send(ttpipe_socket socket, ttpipe_tensor tensor) {
     return guarded("ttpipe_socket_send", [&] {
         SocketObj* s = get<SocketObj>(socket, K_SOCKET, "socket");
         TensorObj* t = T_(tensor, "tensor");
         require(t->sub == s->from, "the tensor does not live on the socket's sender");
-        ttnn::experimental::send_async(t->value, s->sender);
         s->in_flight.push_back(Spec{t->dtype, t->dims});
+        try {
+            ttnn::experimental::send_async(t->value, s->sender);
+        } catch (...) {
+            s->in_flight.pop_back();
+            throw;
+        }
+        g_socket_changed.notify_all();
     });
 }
 
+// Waits (g_mutex released) until something was sent on the socket or timeout_ms passed; a socket closed meanwhile
+// (ttpipe_socket_close, or its mesh's ttpipe_mesh_close) ends the wait with TTPIPE_E_CLOSED. Then the receiver's
+// tensor is allocated and its handle issued before recv_async is enqueued, so a failure leaves the queue as it was.
 TTPIPE_API int32_t ttpipe_socket_recv(ttpipe_socket socket, int64_t timeout_ms, ttpipe_tensor* out) {
     return guarded("ttpipe_socket_recv", [&] {
         SocketObj* s = get<SocketObj>(socket, K_SOCKET, "socket");
         require(out, "out is null");
-        (void) timeout_ms;  // everything sent is in flight already: recv_async completes it
         *out = 0;
-        if (s->in_flight.empty()) return;
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
+        while (s->in_flight.empty()) {
+            if (std::chrono::steady_clock::now() >= deadline) return;  // none in time: TTPIPE_OK with *out = 0
+            g_socket_changed.wait_until(*t_lock, deadline);
+            s = find<SocketObj>(socket, K_SOCKET);
+            if (!s) fail(TTPIPE_E_CLOSED, "the socket was closed while waiting");
+        }
+        on_submesh(s->to);
         Spec spec_in = s->in_flight.front();
-        Tensor dst = tt::tt_metal::create_device_tensor(spec(spec_in.dims, spec_in.dtype), s->to->device.get());
-        ttnn::experimental::recv_async(dst, s->receiver);
+        auto received = std::make_unique<TensorObj>(TensorObj{
+            s->to, spec_in.dtype, spec_in.dims,
+            tt::tt_metal::create_device_tensor(spec(spec_in.dims, spec_in.dtype), s->to->device.get())});
+        TensorObj* r = received.get();
+        uint64_t h = issue_owned(K_TENSOR, received);
+        try {
+            ttnn::experimental::recv_async(r->value, s->receiver);
+        } catch (...) {
+            release(h);
+            delete r;
+            throw;
+        }
         s->in_flight.pop_front();
-        *out = issue(K_TENSOR, new TensorObj{s->to, spec_in.dtype, spec_in.dims, dst});
+        *out = h;
     });
 }
 
@@ -1163,6 +1400,7 @@ TTPIPE_API int32_t ttpipe_socket_close(ttpipe_socket socket) {
     return guarded("ttpipe_socket_close", [&] {
         delete get<SocketObj>(socket, K_SOCKET, "socket");
         release(socket);
+        g_socket_changed.notify_all();  // a receiver waiting on it returns TTPIPE_E_CLOSED
     });
 }
 

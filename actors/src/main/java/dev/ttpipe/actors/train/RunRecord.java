@@ -2,6 +2,7 @@ package dev.ttpipe.actors.train;
 
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.device.cpu.CpuKernels;
+import dev.ttpipe.device.ttnn.BridgeLibrary;
 
 import java.io.IOException;
 import java.net.InetAddress;
@@ -18,7 +19,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * {@code run.json} in a run directory: what ran and how it ended, so a run can be reproduced and
  * compared: the command line and the flags it applied, ttpipe's version and git commit, the JVM and
- * host, the matmul kernel the cpu backend loaded, the data file's SHA-256, the status ({@code running},
+ * host, the matmul kernel the cpu backend loaded, the bridge library the ttnn backend ran on (the TTNN
+ * C++ shim or the reference C emulation, and its path), the data file's SHA-256, the status ({@code running},
  * {@code finished}, {@code interrupted at step N}, {@code failed: ...}), the steps done and the final
  * validation loss. Rewritten (atomically) at the start and at the end.
  */
@@ -43,6 +45,13 @@ public final class RunRecord {
         fixed.put("started", Json.str(Instant.now().toString()));
         fixed.put("data_path", dataPath == null ? "null" : Json.str(dataPath));
         fixed.put("data_sha256", dataPath == null ? "null" : Json.str(sha256(Path.of(dataPath))));
+    }
+
+    /** Backend ttnn: the bridge library this process loaded (null: none, its ranks run elsewhere). */
+    void bridgeLibrary(BridgeLibrary.Loaded lib) {
+        fixed.put("bridge_library", lib == null ? "null"
+                : "{\"kind\": " + Json.str(lib.kind()) + ", \"implementation\": " + Json.str(lib.implementation())
+                        + ", \"path\": " + Json.str(lib.path().toString()) + "}");
     }
 
     /** The address of the job's telemetry endpoint. */

@@ -13,6 +13,7 @@ import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.actors.telemetry.StageTable;
 import dev.ttpipe.actors.telemetry.StepAnalysis;
 import dev.ttpipe.actors.telemetry.StepMetrics;
+import dev.ttpipe.device.ttnn.BridgeLibrary;
 import dev.ttpipe.stages.Evaluation;
 import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.StageSlice;
@@ -311,9 +312,11 @@ public final class TrainingJob {
     private Result runLogged(PipelineRuntime runtime, Path runDir, PrintStream out) throws IOException {
         Session st = new Session(runDir, out);
         out.println(describe());
+        if (plan.backend() == Backend.TTNN) out.println(bridgeLine());
         if (memory != null) out.println(memory.summary());
         if (runDir != null) {
             out.println("run directory: " + runDir);
+            if (plan.backend() == Backend.TTNN) st.record.bridgeLibrary(BridgeLibrary.loaded().orElse(null));
             if (fromConfig) Files.writeString(runDir.resolve("config.yaml"), configYaml(), StandardCharsets.UTF_8);
             data.dataset().tokenizer().save(runDir.resolve("vocab.txt"));
             st.record.write("running", 0, Double.NaN);
@@ -549,6 +552,15 @@ public final class TrainingJob {
         for (StageSlice s : plan.slices()) split.append(split.length() == 0 ? "" : ", ").append(s.blocks());
         sb.append("\nblocks per stage: [").append(split).append("]");
         return sb.toString();
+    }
+
+    /**
+     * Backend ttnn: the bridge library that runs, in one line (the TTNN C++ shim, or the reference C emulation
+     * when no TTNN library was found), with what it says it is and where it was loaded from.
+     */
+    private static String bridgeLine() {
+        return "bridge library: " + BridgeLibrary.loaded().map(BridgeLibrary.Loaded::describe)
+                .orElse("none loaded in this process (each rank's process loads its own)");
     }
 
     private String parallelText() {

@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.device.ttnn.BridgeLibrary;
 import dev.ttpipe.stages.checkpoint.MiniJson;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -15,11 +16,13 @@ import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Ctrl-C (a real SIGINT to a real `ttpipe train` process) leaves a loadable trace.json with the
  * steps so far, prints "interrupted at step N" and the summary, and run.json records it; a finished
- * run's directory records the command line, the flags, the host and the final validation loss.
+ * run's directory records the command line, the flags, the host and the final validation loss; a ttnn
+ * run's header and run.json name the bridge library that ran.
  */
 class InterruptTest {
     static final String CONFIG = String.join("\n",
@@ -80,6 +83,30 @@ class InterruptTest {
         List<String> lines = Files.readAllLines(run.resolve("metrics.jsonl"));
         assertTrue(lines.get(0).startsWith("{\"step\":1,\"time\":\"20"), lines.get(0));
         assertTrue(Files.readString(run.resolve("stdout.log")).contains("validation loss"));
+    }
+
+    @Test
+    void aTtnnRunNamesTheBridgeLibraryThatRanInItsHeaderAndInRunJson(@TempDir Path dir) throws Exception {
+        assumeTrue(BridgeLibrary.locate().isPresent(), "the reference bridge library was not built (no C compiler?)");
+        Path cfg = Files.writeString(dir.resolve("job.yaml"), CONFIG);
+        Path run = dir.resolve("run");
+        CliTest.Result r = CliTest.run("train", cfg.toString(), "--run-dir", run.toString(), "--max-steps", "2",
+                "--backend", "ttnn");
+        assertEquals(0, r.code(), r.out() + r.err());
+        BridgeLibrary.Loaded lib = BridgeLibrary.loaded().orElseThrow();
+        Map<?, ?> bridge = (Map<?, ?>) ((Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("run.json"))))
+                .get("bridge_library");
+        assertEquals(lib.kind(), bridge.get("kind"), bridge.toString());
+        assertEquals(lib.implementation(), bridge.get("implementation"));
+        assertEquals(lib.path().toString(), bridge.get("path"));
+        List<String> header = r.out().lines().filter(l -> l.startsWith("bridge library: ")).toList();
+        assertEquals(1, header.size(), r.out());
+        assertTrue(header.get(0).contains(lib.path().toString()), header.get(0));
+        if (lib.reference()) {
+            assertEquals("reference C emulation", bridge.get("kind"));
+            assertTrue(header.get(0).startsWith("bridge library: no TTNN library: backend ttnn runs the reference C "
+                    + "emulation, reference ("), header.get(0));
+        }
     }
 
     @Test

@@ -49,8 +49,27 @@ public final class BridgeLibrary {
             + "-B build/ttnn -DCMAKE_BUILD_TYPE=Release && cmake --build build/ttnn' (TT_METAL_HOME set to a tt-metal "
             + "build) and pass its path as MeshOptions.bridgeLibrary, -D" + PROPERTY + " or " + ENV + ".";
 
-    /** The library bound in this JVM. */
-    record Loaded(Path path, String implementation) {
+    /**
+     * The library bound in this JVM: where it was loaded from and what it says it is
+     * ({@code ttpipe_implementation()}).
+     */
+    public record Loaded(Path path, String implementation) {
+        /** The reference C emulation (fp32 on emulated devices in host memory), not a TTNN build. */
+        public boolean reference() {
+            return implementation.startsWith("reference");
+        }
+
+        /** {@code TTNN C++ shim} or {@code reference C emulation}. */
+        public String kind() {
+            return reference() ? "reference C emulation" : "TTNN C++ shim";
+        }
+
+        /** One line for a run's header: which library ran, what it says it is, and its path. */
+        public String describe() {
+            return reference()
+                    ? "no TTNN library: backend ttnn runs the reference C emulation, " + implementation + ", " + path
+                    : kind() + ", " + implementation + ", " + path;
+        }
     }
 
     private static volatile Loaded loaded;
@@ -60,8 +79,12 @@ public final class BridgeLibrary {
 
     /** The library this JVM uses, if one was loaded. */
     public static Optional<Path> loadedPath() {
-        Loaded l = loaded;
-        return l == null ? Optional.empty() : Optional.of(l.path());
+        return loaded().map(Loaded::path);
+    }
+
+    /** The library this JVM uses and what it is, if one was loaded (a ttnn mesh was opened). */
+    public static Optional<Loaded> loaded() {
+        return Optional.ofNullable(loaded);
     }
 
     /** The first existing library of the default search (steps 2 to 5), if any: whether the ttnn backend can open. */
