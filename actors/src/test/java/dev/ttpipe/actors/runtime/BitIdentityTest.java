@@ -34,7 +34,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class BitIdentityTest {
     static final String TEXT = "now is the winter of our discontent made glorious summer by this sun of york. ".repeat(120);
-    static final int STEPS = 3, T = 64, B = 8, RANKS = 2;
+    static final int STEPS = 3, T = 64, B = 12, RANKS = 2;
     static final double CLIP = 0.05;
 
     static TextDataset data;
@@ -59,7 +59,7 @@ class BitIdentityTest {
 
     static void setUp() {
         data = TextDataset.of(TEXT, 0.1);
-        // d 128, 4 heads, 2 blocks, MLP 1024: [B T = 512, 128] @ [128, 1024] is 2 x 2 tiles, the MLP weight 8 sum chunks
+        // d 128, 4 heads, 2 blocks, MLP 1024: [B T = 768, 128] @ [128, 1024] is 2 tiles, the MLP weight 8 sum chunks
         model = new ModelSpec(ModelSpec.ModelType.GPT2, data.tokenizer().vocabSize(), 128, 4, 4, 2, 1024, T, 0.1f, false,
                 10000f, false);
     }

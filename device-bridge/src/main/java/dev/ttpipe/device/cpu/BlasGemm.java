@@ -17,9 +17,9 @@ package dev.ttpipe.device.cpu;
  */
 final class BlasGemm implements Gemm {
     /** The most rows of C in one call. */
-    static final int TILE_M = 256;
+    static final int TILE_M = 512;
     /** The most columns of C in one call. */
-    static final int TILE_N = 512;
+    static final int TILE_N = 1024;
     /** Below this many multiply-adds (m n k) a product is one call: splitting it would cost more than it saves. */
     static final long SMALL_FLOPS = 1L << 21;
 
@@ -50,7 +50,14 @@ final class BlasGemm implements Gemm {
     /** How C [m, n] is cut: {rows per tile, columns per tile}. Depends on the shape only, never on threads. */
     static int[] tiles(int m, int n, int k) {
         if ((long) m * n * k < SMALL_FLOPS) return new int[]{m, n};
-        return new int[]{Math.min(m, TILE_M), Math.min(n, TILE_N)};
+        return new int[]{even(m, TILE_M), even(n, TILE_N)};
+    }
+
+    /** {@code length} cut into as few pieces of at most {@code most} as can be, of equal length (a multiple of 16). */
+    static int even(int length, int most) {
+        int pieces = (length + most - 1) / most;
+        int piece = (length + pieces - 1) / pieces;
+        return Math.min(length, (piece + 15) / 16 * 16);
     }
 
     @Override
