@@ -36,13 +36,18 @@ final class Bf16Gemm {
 
     /** The bf16 kernel next to the fp32 kernel {@code fp32} (its thread count and library). */
     static Bf16Gemm choose(Gemm fp32) {
-        return new Bf16Gemm(fp32, fp32 instanceof BlasGemm && !"off".equals(requested()) && MachinePeak.hasBf16Dot()
+        return choose(fp32, System::getenv);
+    }
+
+    /** {@code getenv} reads TTPIPE_SBGEMM (a mesh's {@link dev.ttpipe.device.MeshOptions#getenv}). */
+    static Bf16Gemm choose(Gemm fp32, java.util.function.UnaryOperator<String> getenv) {
+        return new Bf16Gemm(fp32, fp32 instanceof BlasGemm && !"off".equals(requested(getenv)) && MachinePeak.hasBf16Dot()
                 && bindSbgemm());
     }
 
-    private static String requested() {
+    private static String requested(java.util.function.UnaryOperator<String> getenv) {
         String p = System.getProperty("ttpipe.sbgemm");
-        if (p == null || p.isBlank()) p = System.getenv("TTPIPE_SBGEMM");
+        if (p == null || p.isBlank()) p = getenv.apply("TTPIPE_SBGEMM");
         return p == null ? "auto" : p.trim();
     }
 
