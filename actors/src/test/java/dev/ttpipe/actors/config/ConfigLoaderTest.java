@@ -176,8 +176,10 @@ class ConfigLoaderTest {
     void ttmlsMpiSocketIsReadAsAeronWithANote() {
         TtpipeConfig cfg = load(TTML.replace("socket_type: fabric", "socket_type: mpi"));
         assertEquals(SocketType.AERON, cfg.multihost.socketType);
-        assertEquals(1, cfg.origins.notes().size());
-        assertTrue(cfg.origins.notes().get(0).contains("socket_type: 'mpi' read as aeron"), cfg.origins.notes().toString());
+        List<String> notes = cfg.origins.notes();
+        assertEquals(2, notes.size(), notes.toString());           // and TTML's use_moreh_adamw: true, read as AdamW
+        assertTrue(notes.get(0).contains("use_moreh_adamw: true read as ttpipe's AdamW"), notes.toString());
+        assertTrue(notes.get(1).contains("socket_type: 'mpi' read as aeron"), notes.toString());
     }
 
     @Test
