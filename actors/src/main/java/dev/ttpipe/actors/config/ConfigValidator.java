@@ -85,7 +85,7 @@ public final class ConfigValidator {
             String chosen = cfg.origins.given("training_config.model_type") ? cfg.origins.where("training_config.model_type")
                     : t.givenAt.containsKey("model_type") ? t.givenAt.get("model_type") : "the default";
             for (String key : List.of("theta", "rope_scaling")) {
-                if (t.givenAt.containsKey(key)) {
+                if (key.equals("rope_scaling") ? t.ropeScaling != null : t.givenAt.containsKey(key)) {   // rope_scaling: null is none
                     p.addRaw(whereTransformer(cfg, key) + ": given for model_type " + t.modelType + " (" + chosen + "), expected it"
                             + " only for llama (" + key + " sets RoPE, which gpt2 does not use)");
                 }
