@@ -174,10 +174,16 @@ public interface Ops {
     Tensor siluBackward(Tensor dy, Tensor x);
 
     /**
-     * Rotary position embedding on x [B, H, T, hd] (pairs (2i, 2i+1) rotated by t * theta^(-2i/hd));
-     * {@code inverse} rotates the other way (the backward).
+     * Rotary position embedding on x [B, H, T, hd]: pair (2i, 2i+1) at position t rotated by
+     * {@code t * frequencies.inverse(hd)[i]}; {@code inverse} rotates the other way (the backward).
+     * A backend that cannot apply scaled frequencies throws {@link DeviceException} for them.
      */
-    Tensor rope(Tensor x, float theta, boolean inverse);
+    Tensor rope(Tensor x, RopeFrequencies frequencies, boolean inverse);
+
+    /** Plain RoPE: pairs (2i, 2i+1) rotated by t * theta^(-2i/hd). */
+    default Tensor rope(Tensor x, float theta, boolean inverse) {
+        return rope(x, RopeFrequencies.of(theta), inverse);
+    }
 
     // ---- elementwise and reductions ----------------------------------------------------------
 

@@ -580,6 +580,36 @@ public abstract class OpsContractTest {
         }
     }
 
+    /** Whether this backend applies Llama 3.1's scaled frequencies (the ttnn bridge's rope takes theta only). */
+    protected boolean appliesScaledRope() {
+        return true;
+    }
+
+    @Test
+    void ropeWithLlama3ScalingTurnsByTheRescaledFrequencies() {
+        Ops ops = ops(1, 1);
+        int b = 1, h = 2, t = 40, hd = 8;
+        double[] x = random(numel(b, h, t, hd));
+        // wavelengths 6.3, 63, 628 and 6283 positions against 128 / 4 and 128 / 1: kept, blended, slowed, slowed
+        RopeFrequencies f = new RopeFrequencies(10000f, new RopeFrequencies.Llama3Scaling(4, 1, 4, 128));
+        double[] invFreq = Reference.llama3InverseFrequencies(10000, hd, 4, 1, 4, 128);
+        try (Tensor tx = put(ops, x, b, h, t, hd)) {
+            if (!appliesScaledRope()) {
+                DeviceException e = assertThrows(DeviceException.class, () -> ops.rope(tx, f, false).close());
+                assertTrue(e.getMessage().contains("rope_scaling"), e.getMessage());
+                return;
+            }
+            try (Tensor r = ops.rope(tx, f, false); Tensor back = ops.rope(r, f, true); Tensor plain = ops.rope(tx, 10000f, false)) {
+                assertClose(Reference.rope(x, b * h, t, hd, invFreq, false), r.toHost(), "scaled rope");
+                assertClose(x, back.toHost(), "inverse of the scaled rope");
+                double moved = 0;
+                float[] scaled = r.toHost(), unscaled = plain.toHost();
+                for (int i = 0; i < scaled.length; i++) moved = Math.max(moved, Math.abs(scaled[i] - unscaled[i]));
+                assertTrue(moved > 0.1, "the scaling changes the rotation (max difference " + moved + ")");
+            }
+        }
+    }
+
     @Test
     void inverseRopeAndSumGroupsAreTheAdjointsTheirBackwardsNeed() {
         Ops ops = ops(1, 1);

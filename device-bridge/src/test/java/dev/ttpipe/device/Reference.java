@@ -92,11 +92,18 @@ final class Reference {
 
     /** Rotary embedding on [B, H, T, hd]. */
     static double[] rope(double[] x, int bh, int t, int hd, double theta, boolean inverse) {
+        double[] invFreq = new double[hd / 2];
+        for (int i = 0; i < hd / 2; i++) invFreq[i] = Math.pow(theta, -2.0 * i / hd);
+        return rope(x, bh, t, hd, invFreq, inverse);
+    }
+
+    /** Rotary embedding on [B, H, T, hd] with the given hd / 2 inverse frequencies. */
+    static double[] rope(double[] x, int bh, int t, int hd, double[] invFreq, boolean inverse) {
         double[] y = new double[x.length];
         for (int r = 0; r < bh * t; r++) {
             int pos = r % t;
             for (int i = 0; i < hd / 2; i++) {
-                double a = pos * Math.pow(theta, -2.0 * i / hd) * (inverse ? -1 : 1);
+                double a = pos * invFreq[i] * (inverse ? -1 : 1);
                 double x0 = x[r * hd + 2 * i];
                 double x1 = x[r * hd + 2 * i + 1];
                 y[r * hd + 2 * i] = x0 * Math.cos(a) - x1 * Math.sin(a);
@@ -104,6 +111,30 @@ final class Reference {
             }
         }
         return y;
+    }
+
+    /**
+     * Llama 3.1's rescaled inverse frequencies, written after Hugging Face's {@code _compute_llama3_parameters}
+     * (whole-array selects, as its torch.where): the base {@code theta^(-2i/hd)}; where the wavelength
+     * 2 pi / f exceeds {@code old / low}, f / factor; where it lies within [old / high, old / low], the blend
+     * {@code (1 - s) f / factor + s f} with {@code s = (old / wavelength - low) / (high - low)}.
+     */
+    static double[] llama3InverseFrequencies(double theta, int hd, double factor, double low, double high, double old) {
+        int n = hd / 2;
+        double[] base = new double[n], wavelen = new double[n], scaled = new double[n], out = new double[n];
+        for (int i = 0; i < n; i++) {
+            base[i] = 1.0 / Math.pow(theta, (2.0 * i) / hd);
+            wavelen[i] = 2 * Math.PI / base[i];
+        }
+        double lowFreqWavelen = old / low, highFreqWavelen = old / high;
+        for (int i = 0; i < n; i++) scaled[i] = wavelen[i] > lowFreqWavelen ? base[i] / factor : base[i];
+        for (int i = 0; i < n; i++) {
+            double smooth = (old / wavelen[i] - low) / (high - low);
+            double smoothed = (1 - smooth) * scaled[i] / factor + smooth * scaled[i];
+            boolean medium = !(wavelen[i] < highFreqWavelen) && !(wavelen[i] > lowFreqWavelen);
+            out[i] = medium ? smoothed : scaled[i];
+        }
+        return out;
     }
 
     /** Sum of per-row losses (rows whose target is the ignore index skipped). */

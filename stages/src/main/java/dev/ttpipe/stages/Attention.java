@@ -29,6 +29,8 @@ final class Attention {
     private final int heads, kvHeads, headDim;
     private final float scale;
     private final boolean rope;
+    /** The RoPE frequencies (with the model's scaling) of one head, for {@link #decode}; null without RoPE. */
+    private final double[] ropeInverse;
     private final Slots<Saved> saved = new Slots<>();
 
     private record Saved(Tensor q, Tensor k, Tensor v, AttentionOutput att) {
@@ -49,6 +51,7 @@ final class Attention {
         this.headDim = s.headDim();
         this.scale = (float) (1.0 / Math.sqrt(headDim));
         this.rope = s.isLlama();
+        this.ropeInverse = rope ? s.rope().inverse(headDim) : null;
         boolean bias = !s.isLlama();
         double std = 0.02, projStd = 0.02 / Math.sqrt(2.0 * s.numBlocks());
         this.wq = new Linear(c, name + ".wq", d, heads * headDim, bias, Linear.Split.COLUMN, std);
@@ -128,7 +131,7 @@ final class Attention {
         flat.close();
         if (rotary && rope) {
             try (h) {
-                return c.ops.rope(h, c.spec.ropeTheta(), false);
+                return c.ops.rope(h, c.spec.rope(), false);
             }
         }
         return h;
@@ -152,7 +155,7 @@ final class Attention {
     private Tensor mergeHeadsGrad(Tensor g, int b, int t, int n, boolean rotary) {
         Tensor h;
         if (rotary && rope && !Mutation.on(Mutation.DROP_ROPE_INVERSE)) {
-            h = c.ops.rope(g, c.spec.ropeTheta(), true);
+            h = c.ops.rope(g, c.spec.rope(), true);
             g.close();
         } else {
             h = g;
@@ -237,12 +240,12 @@ final class Attention {
         }
     }
 
-    /** ttpipe's rotary embedding of one position: pair (2i, 2i+1) of each head turned by pos x theta^(-2i/hd). */
+    /** ttpipe's rotary embedding of one position: pair (2i, 2i+1) of each head turned by pos x inv_freq[i] (the model's RoPE frequencies). */
     private void rotate(float[] x, int pos) {
         int half = headDim / 2;
         for (int h = 0; h < x.length / headDim; h++) {
             for (int i = 0; i < half; i++) {
-                double a = pos * Math.pow(c.spec.ropeTheta(), -2.0 * i / headDim);
+                double a = pos * ropeInverse[i];
                 float cos = (float) Math.cos(a), sin = (float) Math.sin(a);       // as the kernels' float tables
                 int b = h * headDim + 2 * i;
                 float x0 = x[b], x1 = x[b + 1];

@@ -1,6 +1,7 @@
 package dev.ttpipe.stages;
 
 import dev.ttpipe.device.DType;
+import dev.ttpipe.device.RopeFrequencies;
 
 /**
  * The shape of a transformer, as TTML's {@code transformer_config}. GPT-2 (nanoGPT: learned
@@ -16,10 +17,13 @@ import dev.ttpipe.device.DType;
  *                        bf16, matmuls multiply bf16 operands (fp32 weights rounded where used) with
  *                        fp32 accumulation; weights, their gradients, optimizer state, norm statistics
  *                        and the loss stay fp32 (see the README's "bf16" section)
+ * @param ropeScaling     Llama: TTML's / Hugging Face's {@code rope_scaling} of type llama3, which rescales
+ *                        the RoPE frequencies (see {@link RopeFrequencies}); null: plain RoPE (and always for GPT-2)
  */
 public record ModelSpec(ModelType type, int vocabSize, int embeddingDim, int numHeads, int numKvHeads,
                         int numBlocks, int intermediateDim, int maxSequenceLength, float dropout,
-                        boolean weightTying, float ropeTheta, boolean recompute, DType dtype) {
+                        boolean weightTying, float ropeTheta, boolean recompute, DType dtype,
+                        RopeFrequencies.Llama3Scaling ropeScaling) {
 
     public enum ModelType { GPT2, LLAMA }
 
@@ -36,6 +40,17 @@ public record ModelSpec(ModelType type, int vocabSize, int embeddingDim, int num
         if (dtype != DType.FP32 && dtype != DType.BF16) {
             throw new StagesException("device_config.dtype: " + dtype + ", expected FP32 or BF16");
         }
+        if (ropeScaling != null && type != ModelType.LLAMA) {
+            throw new StagesException("transformer_config.rope_scaling: given for " + type + ", expected it only for LLAMA (RoPE)");
+        }
+    }
+
+    /** Plain RoPE (no scaling). */
+    public ModelSpec(ModelType type, int vocabSize, int embeddingDim, int numHeads, int numKvHeads, int numBlocks,
+                     int intermediateDim, int maxSequenceLength, float dropout, boolean weightTying, float ropeTheta,
+                     boolean recompute, DType dtype) {
+        this(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim, maxSequenceLength, dropout,
+                weightTying, ropeTheta, recompute, dtype, null);
     }
 
     /** An fp32 model. */
@@ -49,7 +64,18 @@ public record ModelSpec(ModelType type, int vocabSize, int embeddingDim, int num
     /** The same model with activations stored in {@code activations} (FP32 or BF16). */
     public ModelSpec withDtype(DType activations) {
         return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim,
-                maxSequenceLength, dropout, weightTying, ropeTheta, recompute, activations);
+                maxSequenceLength, dropout, weightTying, ropeTheta, recompute, activations, ropeScaling);
+    }
+
+    /** The same model with its RoPE frequencies rescaled by {@code scaling} (null: plain RoPE). */
+    public ModelSpec withRopeScaling(RopeFrequencies.Llama3Scaling scaling) {
+        return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim,
+                maxSequenceLength, dropout, weightTying, ropeTheta, recompute, dtype, scaling);
+    }
+
+    /** The RoPE frequencies of a Llama: base {@link #ropeTheta()}, rescaled by {@link #ropeScaling()} when given. */
+    public RopeFrequencies rope() {
+        return new RopeFrequencies(ropeTheta, ropeScaling);
     }
 
     public static ModelSpec gpt2(int vocab, int dim, int heads, int blocks, int maxSeq) {

@@ -10,7 +10,7 @@ import java.util.List;
 
 /**
  * Updates one stage's parameters from their complete gradients with the device's AdamW or SGD
- * kernel, on every device's copy. {@code gradScale} folds in the global-norm clip factor. State
+ * kernel, on every device's copy (NOOP: counts the step, updates nothing). {@code gradScale} folds in the global-norm clip factor. State
  * tensors (moments, momentum) are allocated on first use with the parameter's layout.
  */
 public final class Optimizer {
@@ -55,6 +55,7 @@ public final class Optimizer {
     /** With {@code stageOps} null each parameter's own submesh's ops. */
     private void step(List<Param> params, double lr, double gradScale, Ops stageOps) {
         steps++;
+        if (spec.kind() == OptimizerSpec.Kind.NOOP) return;
         for (Param p : params) {
             Tensor g = p.fullGrad();
             if (g == null) continue;

@@ -34,6 +34,30 @@ class IndependentReferenceTest {
     @EnumSource(ModelSpec.ModelType.class)
     void twoBlockModelLossAndEveryGradientMatchTheIndependentFp64Reference(ModelSpec.ModelType type) {
         ModelSpec spec = type == ModelSpec.ModelType.LLAMA ? GradientCheck.llama(0f) : GradientCheck.gpt2(0f);
+        check(type.toString(), spec, null);
+    }
+
+    /**
+     * Llama 3.1's rope scaling: head size 16 (1/sqrt(hd) exact in fp32, as the stages pass it) has
+     * wavelengths from 6.3 to 19869 positions, which with 128 original positions, low_freq_factor 1 and
+     * high_freq_factor 4 fall in each of the formula's three ranges (kept below 32, blended up to 128,
+     * divided by the factor above). The reference turns by the frequencies
+     * {@link PlainTransformer#llama3InverseFrequencies} computes from Hugging Face's formula.
+     */
+    @org.junit.jupiter.api.Test
+    void llamaWithRopeScalingMatchesTheIndependentReferenceOnHuggingFacesFrequencies() {
+        ModelSpec spec = new ModelSpec(ModelSpec.ModelType.LLAMA, 11, 32, 2, 1, 2, 24, 8, 0f, false, 10000f, false)
+                .withRopeScaling(new dev.ttpipe.device.RopeFrequencies.Llama3Scaling(4, 1, 4, 128));
+        double[] invFreq = PlainTransformer.llama3InverseFrequencies(10000, spec.headDim(), 4, 1, 4, 128);
+        double[] plain = PlainTransformer.llama3InverseFrequencies(10000, spec.headDim(), 1, 1, 4, 128);
+        assertTrue(invFreq[0] == plain[0] && invFreq[1] == plain[1] && invFreq[2] < plain[2] && invFreq[2] > plain[2] / 4
+                        && invFreq[7] == plain[7] / 4,
+                "the frequencies cover the kept, blended and divided ranges: " + java.util.Arrays.toString(invFreq));
+        check("LLAMA with rope_scaling", spec, invFreq);
+    }
+
+    /** The stages on the fp64 mesh against {@link PlainTransformer} with {@code invFreq} (null: theta^(-2i/hd)). */
+    static void check(String label, ModelSpec spec, double[] invFreq) {
         Random rng = new Random(31);
         int[] ids = GradientCheck.ints(rng, B * T, spec.vocabSize());
         int[] targets = GradientCheck.ints(rng, B * T, spec.vocabSize());
@@ -44,7 +68,8 @@ class IndependentReferenceTest {
             Map<String, double[]> weights = new LinkedHashMap<>();
             for (Param p : stage.parameters()) weights.put(referenceName(p.name()), Fp64Ops.data(p.value()).clone());
             PlainTransformer ref = new PlainTransformer(spec.isLlama(), spec.vocabSize(), spec.embeddingDim(),
-                    spec.numHeads(), spec.numKvHeads(), spec.intermediateDim(), spec.numBlocks(), Norm.EPS, spec.ropeTheta(), weights);
+                    spec.numHeads(), spec.numKvHeads(), spec.intermediateDim(), spec.numBlocks(), Norm.EPS, spec.ropeTheta(),
+                    invFreq, weights);
             PlainTransformer.Result expected = ref.lossAndGradients(ids, targets, B, T, Head.IGNORE_INDEX);
 
             stage.setTargets(0, ops.fromHostInts(targets, Shape.of(B, T), Layout.REPLICATED), 1f);
@@ -67,7 +92,7 @@ class IndependentReferenceTest {
                     double err = Math.abs(got[i] - want[i]);
                     if (err > TOLERANCE * size + 1e-15) {
                         fail(String.format(Locale.ROOT, "%s: d L / d %s[%d]: stages %.15g, independent reference %.15g",
-                                type, p.name(), i, got[i], want[i]));
+                                label, p.name(), i, got[i], want[i]));
                     }
                     if (size > 1e-6 && err / size > worst) {
                         worst = err / size;
@@ -78,7 +103,7 @@ class IndependentReferenceTest {
             }
             assertEquals(expected.grads().size(), stage.parameters().size(), "every reference weight has a stage parameter");
             System.out.printf(Locale.ROOT, "independent reference, %s 2 blocks: loss %.12f (rel err %.1e), %d gradient elements, "
-                    + "max rel err %.2e (%s)%n", type, loss, lossErr, elements, worst, worstAt);
+                    + "max rel err %.2e (%s)%n", label, loss, lossErr, elements, worst, worstAt);
         }
     }
 

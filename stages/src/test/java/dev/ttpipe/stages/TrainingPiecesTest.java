@@ -76,6 +76,23 @@ class TrainingPiecesTest {
     }
 
     @Test
+    void noopOptimizerCountsStepsAndLeavesEveryWeightAsItWas() {
+        TextDataset data = TextDataset.of("to be, or not to be, that is the question. ".repeat(20), 0.1);
+        ModelSpec spec = ModelSpec.llama(data.tokenizer().vocabSize(), 16, 2, 1, 2, 8);
+        try (dev.ttpipe.device.MeshDevice mesh = dev.ttpipe.device.Backends.open("cpu", new dev.ttpipe.device.MeshShape(1, 1),
+                dev.ttpipe.device.MeshOptions.defaults().withThreads(1));
+             ReferenceTrainer noop = new ReferenceTrainer(spec, mesh.asSubmesh(), Parallelism.NONE, 7, OptimizerSpec.noop(),
+                     LrSchedule.constant(0.1), 0, 1)) {
+            java.util.Map<String, float[]> before = noop.weights();
+            List<Batch> batch = List.of(data.trainBatch(7, 0, 2, 8));
+            double first = noop.step(0, batch).loss();
+            double second = noop.step(1, batch).loss();
+            assertEquals(first, second, 0.0, "the same batch gives the same loss: nothing was updated");
+            assertEquals(0.0, WeightDiff.compare(noop.weights(), before).maxRelative(), 0.0);
+        }
+    }
+
+    @Test
     void charTokenizerRoundTripsAnyTextAndItsSavedVocabulary(@TempDir Path dir) throws Exception {
         String text = "Héllo, wörld!\n\t🙂 ok";
         CharTokenizer t = CharTokenizer.fromText(text);

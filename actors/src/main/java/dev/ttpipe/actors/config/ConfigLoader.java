@@ -19,13 +19,15 @@ import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 
 /**
  * Reads a ttpipe (or TTML) YAML config into a {@link TtpipeConfig}. Reports every problem at once as
  * {@code file:line: key.path: value given, what was expected}; unknown keys are errors with a
- * did-you-mean. TTML's own keys that ttpipe has no use for (wandb, moreh AdamW, ...) are accepted.
+ * did-you-mean. Every key it accepts ({@link #acceptedKeys()}) is read into the config; a value
+ * ttpipe cannot honour is refused by name (here or in {@link ConfigValidator}), never ignored.
  */
 public final class ConfigLoader {
     static final List<String> MODEL_TYPES = List.of("gpt2", "llama");
@@ -37,6 +39,27 @@ public final class ConfigLoader {
     static final List<String> POSITIONAL = List.of("trainable", "rope", "none");
 
     private ConfigLoader() {
+    }
+
+    /** A config that reaches every section the loader reads (a list item, the nested transformer_config). */
+    private static final String EVERY_SECTION = "training_config: {transformer_config: {}}\nrank_bindings: [{rank: 0}]\n";
+
+    /**
+     * Every key the loader accepts, as dotted paths ({@code training_config.seed},
+     * {@code device_config.sim.gflops}, {@code rank_bindings[].host}), taken from the sections as they
+     * read (so a key the code starts reading is listed without anyone adding it here). The keys of
+     * transformer_config are listed once, under {@code transformer_config.}: TTML's nesting under
+     * training_config and a model_config file take the same keys. Free-form maps (global_env,
+     * env_overrides) are one key each.
+     */
+    public static java.util.SortedSet<String> acceptedKeys() {
+        ConfigProblems problems = new ConfigProblems("(every section)");
+        readInto(EVERY_SECTION, new TtpipeConfig(), problems, null);
+        java.util.SortedSet<String> out = new java.util.TreeSet<>();
+        for (String k : problems.known()) {
+            out.add(k.startsWith("training_config.transformer_config.") ? k.substring("training_config.".length()) : k);
+        }
+        return out;
     }
 
     /** Loads and validates a config file. Throws {@link ConfigException} listing every problem. */
@@ -75,6 +98,13 @@ public final class ConfigLoader {
         TtpipeConfig cfg = new TtpipeConfig();
         cfg.source = sourceName;
         cfg.origins = problems;
+        readInto(yamlText, cfg, problems, baseDir);
+        problems.throwIfAny();
+        return cfg;
+    }
+
+    private static void readInto(String yamlText, TtpipeConfig cfg, ConfigProblems problems, Path baseDir) {
+        String sourceName = problems.file();
         Node root = compose(new StringReader(yamlText), sourceName);
         if (root == null) {
             throw new ConfigException(sourceName + ": the file is empty (or only comments), expected a YAML config with at least"
@@ -98,6 +128,7 @@ public final class ConfigLoader {
         if (top.has("transformer_config")) {
             readTransformer(top.section("transformer_config"), cfg.transformer);
         }
+        readModelType(training, cfg.transformer);
         readDevice(top.section("device_config"), cfg.device, baseDir);
         readMultihost(top.section("multihost_config"), cfg.multihost, baseDir);
         for (YamlSection b : top.sectionList("rank_bindings")) {
@@ -109,11 +140,42 @@ public final class ConfigLoader {
         cfg.telemetry.bindHost = telemetry.string("bind_host", cfg.telemetry.bindHost);
         cfg.telemetry.port = telemetry.integer("port", cfg.telemetry.port, 0, 65535);
         telemetry.rejectUnknownKeys();
-        top.accept("mesh_graph_desc_path", "global_env"); // tt-run rank-binding files carry these
+        readGlobalEnv(top, cfg.globalEnv);                // tt-run rank-binding files carry these two
+        String mgd = path(top, "mesh_graph_desc_path", null, baseDir);
+        cfg.meshGraphDescPath = mgd == null ? null : Path.of(mgd).toAbsolutePath().normalize().toString();
         training.rejectUnknownKeys();
         top.rejectUnknownKeys();
-        problems.throwIfAny();
-        return cfg;
+    }
+
+    /**
+     * TTML's {@code training_config.model_type} (how TTML chooses the model): sets transformer_config's
+     * model type; given in both places, they must agree.
+     */
+    private static void readModelType(YamlSection training, TtpipeConfig.TransformerConfig t) {
+        String type = training.choice("model_type", null, MODEL_TYPES);
+        if (type == null) return;
+        String other = t.givenAt.get("model_type");
+        if (other != null && !other.isEmpty() && !type.equals(t.modelType)) {
+            training.problems().add(training.keyPath("model_type"), "'" + type + "' given, but " + other + " is '" + t.modelType
+                    + "', expected the same model type in both (or one of them left out)");
+            return;
+        }
+        t.modelType = type;
+        if ("llama".equals(type) && !t.givenAt.containsKey("positional_embedding_type")) t.positionalEmbeddingType = "rope";
+    }
+
+    /** {@code global_env}: NAME: value pairs; a name must be one setenv takes (not empty, no '=' or NUL). */
+    private static void readGlobalEnv(YamlSection top, java.util.Map<String, String> env) {
+        Map<String, String> given = top.stringMap("global_env");
+        for (Map.Entry<String, String> e : given.entrySet()) {
+            String name = e.getKey();
+            if (name.isEmpty() || name.indexOf('=') >= 0 || name.indexOf('\0') >= 0 || e.getValue().indexOf('\0') >= 0) {
+                top.problems().add(top.keyPath("global_env") + "." + name, "'" + name + "' given, expected an environment"
+                        + " variable name (not empty, no '=') with a value without NUL characters");
+            } else {
+                env.put(name, e.getValue());
+            }
+        }
     }
 
     /**
@@ -220,9 +282,16 @@ public final class ConfigLoader {
         // a bundled tokenizer's name stays a name; anything else is a file
         t.tokenizerPath = tokenizerPath != null && TtpipeConfig.BUNDLED_TOKENIZERS.contains(tokenizerPath) ? tokenizerPath
                 : path(s, "tokenizer_path", t.tokenizerPath, baseDir);
-        // TTML keys accepted as they are; ttpipe has no use for them.
-        s.accept("model_type", "use_moreh_adamw", "use_kahan_summation", "use_no_op", "save_and_exit", "model_config",
-                "transformer_config");
+        t.useMorehAdamw = s.bool("use_moreh_adamw", t.useMorehAdamw);
+        if (t.useMorehAdamw) {
+            s.problems().note(s.keyPath("use_moreh_adamw"), "true read as ttpipe's AdamW (MorehAdamW computes the same update:"
+                    + " decoupled weight decay, bias correction)");
+        }
+        t.useKahanSummation = s.bool("use_kahan_summation", t.useKahanSummation);
+        t.useNoOp = s.bool("use_no_op", t.useNoOp);
+        t.saveAndExit = path(s, "save_and_exit", t.saveAndExit, baseDir);
+        // read by read() (model_type, after the transformer sections) and readModelConfigFile / readTransformer
+        s.accept("model_type", "model_config", "transformer_config");
     }
 
     private static void readModelConfigFile(YamlSection training, TtpipeConfig cfg, Path baseDir, ConfigProblems problems) {
@@ -254,6 +323,7 @@ public final class ConfigLoader {
     }
 
     private static void readTransformer(YamlSection s, TtpipeConfig.TransformerConfig t) {
+        for (String k : s.presentKeys()) t.givenAt.put(k, s.problems().where(s.keyPath(k)));
         t.modelType = s.choice("model_type", t.modelType, MODEL_TYPES);
         t.runnerType = s.choice("runner_type", t.runnerType, RUNNER_TYPES);
         t.numHeads = s.integer("num_heads", t.numHeads, 1, 4096);
@@ -269,8 +339,79 @@ public final class ConfigLoader {
         if ("llama".equals(t.modelType) && !s.has("positional_embedding_type")) t.positionalEmbeddingType = "rope";
         t.positionalEmbeddingType = s.choice("positional_embedding_type", t.positionalEmbeddingType, POSITIONAL);
         t.theta = s.number("theta", t.theta, 1, 1e9);
-        s.accept("experimental", "rope_scaling");
+        YamlSection scaling = s.section("rope_scaling");
+        for (String k : scaling.presentKeys()) t.givenAt.put("rope_scaling." + k, scaling.problems().where(scaling.keyPath(k)));
+        dev.ttpipe.device.RopeFrequencies.Llama3Scaling ropeScaling = readRopeScaling(scaling, s.has("rope_scaling"));
+        if (s.node("rope_scaling") != null) t.ropeScaling = ropeScaling;      // given as null: none
+        scaling.rejectUnknownKeys();
+        YamlSection experimental = s.section("experimental");      // TTML's gpt2 kernel choices
+        for (String k : experimental.presentKeys()) {
+            t.givenAt.put("experimental." + k, experimental.problems().where(experimental.keyPath(k)));
+        }
+        t.useCompositeLayernorm = experimental.bool("use_composite_layernorm", t.useCompositeLayernorm);
+        experimental.rejectUnknownKeys();
         s.rejectUnknownKeys();
+    }
+
+    /**
+     * {@code rope_scaling}, in Hugging Face's names (rope_type, factor, low_freq_factor, high_freq_factor,
+     * original_max_position_embeddings) or TTML's (scaling_factor, original_context_length; no type: llama3).
+     * Null (the key given as null, rope_type default, or TTML's factor and context length 0): no scaling.
+     */
+    private static dev.ttpipe.device.RopeFrequencies.Llama3Scaling readRopeScaling(YamlSection r, boolean given) {
+        String type = r.string("rope_type", null);
+        String oldType = r.string("type", null);                     // Hugging Face's name before rope_type
+        double factor = aliased(r, "factor", "scaling_factor", 0, 1e6);
+        double low = r.number("low_freq_factor", Double.NaN, 0, 1e9);
+        double high = r.number("high_freq_factor", Double.NaN, 0, 1e9);
+        double original = aliased(r, "original_max_position_embeddings", "original_context_length", 0, 1 << 24);
+        if (!given) return null;
+        if (type != null && oldType != null && !type.equalsIgnoreCase(oldType)) {
+            r.problems().add(r.keyPath("type"), "'" + oldType + "' given beside rope_type '" + type + "', expected one of them");
+            return null;
+        }
+        String kind = (type != null ? type : oldType != null ? oldType : "llama3").toLowerCase(Locale.ROOT);
+        boolean anyValue = !Double.isNaN(factor) || !Double.isNaN(low) || !Double.isNaN(high) || !Double.isNaN(original);
+        if (kind.equals("default")) {
+            if (anyValue) r.problems().add(r.keyPath(type != null ? "rope_type" : "type"), "'default' (no scaling) given with"
+                    + " scaling values, expected rope_type llama3 for them, or them left out");
+            return null;
+        }
+        if (!kind.equals("llama3")) {
+            r.problems().add(r.keyPath(type != null ? "rope_type" : "type"), (type != null ? type : oldType), "llama3 (Llama 3.1's"
+                    + " scaling, the one ttpipe implements) or default");
+            return null;
+        }
+        boolean noFactor = Double.isNaN(factor) || factor == 0, noLength = Double.isNaN(original) || original == 0;
+        if (noFactor && noLength && (!Double.isNaN(factor) || !Double.isNaN(original))) return null;   // TTML's way to turn it off
+        if (noFactor || noLength || Double.isNaN(low) || Double.isNaN(high)) {
+            r.problems().add(r.path(), "llama3 scaling needs factor (or scaling_factor), low_freq_factor, high_freq_factor and"
+                    + " original_max_position_embeddings (or original_context_length), expected all four, such as Llama 3.1's"
+                    + " {rope_type: llama3, factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0,"
+                    + " original_max_position_embeddings: 8192}");
+            return null;
+        }
+        if (original != Math.rint(original)) {
+            r.problems().add(r.keyPath("original_max_position_embeddings"), original, "a whole number of positions");
+            return null;
+        }
+        try {
+            return new dev.ttpipe.device.RopeFrequencies.Llama3Scaling(factor, low, high, (int) original);
+        } catch (dev.ttpipe.device.DeviceException e) {
+            r.problems().add(r.path(), e.getMessage().replaceFirst("^rope scaling: ", "") + " (Llama 3.1: factor 8,"
+                    + " low_freq_factor 1, high_freq_factor 4)");
+            return null;
+        }
+    }
+
+    /** A number given under Hugging Face's name {@code hf} or TTML's {@code ttml} (NaN: neither); both must agree. */
+    private static double aliased(YamlSection r, String hf, String ttml, double min, double max) {
+        double a = r.number(hf, Double.NaN, min, max), b = r.number(ttml, Double.NaN, min, max);
+        if (!Double.isNaN(a) && !Double.isNaN(b) && a != b) {
+            r.problems().add(r.keyPath(ttml), b + " given beside " + hf + " " + a + ", expected one of them (" + ttml
+                    + " is TTML's name for " + hf + ")");
+        }
+        return Double.isNaN(a) ? b : a;
     }
 
     private static void readDevice(YamlSection s, TtpipeConfig.DeviceConfig d, Path baseDir) {

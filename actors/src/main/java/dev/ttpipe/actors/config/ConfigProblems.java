@@ -15,6 +15,7 @@ public final class ConfigProblems {
     private final Map<String, String> flags = new HashMap<>();
     private final List<String> problems = new ArrayList<>();
     private final List<String> notes = new ArrayList<>();
+    private final java.util.Set<String> known = new java.util.TreeSet<>();
 
     public ConfigProblems(String file) {
         this.file = file;
@@ -26,6 +27,16 @@ public final class ConfigProblems {
 
     void recordLine(String keyPath, int line) {
         lines.put(keyPath, line);
+    }
+
+    /** A key some section read (asked for, given or not), list indices written {@code []}. */
+    void recordKnown(String keyPath) {
+        known.add(keyPath.replaceAll("\\[\\d+]", "[]"));
+    }
+
+    /** Every key path the sections read so far (see {@link ConfigLoader#acceptedKeys()}). */
+    java.util.Set<String> known() {
+        return java.util.Collections.unmodifiableSet(known);
     }
 
     /** Marks a key as set by a command-line flag: later problems with it name the flag. */

@@ -23,9 +23,101 @@ public final class ConfigValidator {
         checkBatch(cfg, p);
         checkRankBindings(cfg, p);
         checkNotSupportedYet(cfg, p);
+        checkTtmlKeys(cfg, p);
+        checkModelFamily(cfg, p);
+        checkEnvironment(cfg, p);
         checkContradictions(cfg, p);
         TlsCheck.check(cfg, p);
         p.throwIfAny();
+    }
+
+    /** Where transformer_config's {@code key} was given (training_config.transformer_config, a model_config file, ...). */
+    private static String whereTransformer(TtpipeConfig cfg, String key) {
+        String at = cfg.transformer.givenAt.get(key);
+        return at != null ? at : cfg.origins.where("transformer_config." + key);
+    }
+
+    /**
+     * TTML's training keys whose ttpipe meaning is narrower than TTML's: the values ttpipe cannot honour
+     * are refused by name (TTML's defaults, and values that mean what ttpipe does, are accepted).
+     */
+    private static void checkTtmlKeys(TtpipeConfig cfg, ConfigProblems p) {
+        TtpipeConfig.TrainingConfig t = cfg.training;
+        String tc = "training_config.";
+        if (t.useKahanSummation) {
+            p.add(tc + "use_kahan_summation", "true given: not supported (ttpipe's AdamW update is not Kahan-compensated;"
+                    + " its weights and moments are fp32), expected false or the key left out");
+        }
+        if (t.useMorehAdamw && (t.useNoOp || !"adamw".equals(t.optimizer))) {
+            p.add(tc + "use_moreh_adamw", "true given with " + (t.useNoOp ? cfg.origins.where(tc + "use_no_op") + ": true"
+                    : cfg.origins.where(tc + "optimizer") + ": " + t.optimizer) + " (MorehAdamW is an AdamW), expected optimizer"
+                    + " adamw, or use_moreh_adamw false");
+        }
+        if (t.useNoOp && cfg.origins.given(tc + "optimizer")) {
+            p.add(tc + "use_no_op", "true given beside " + cfg.origins.where(tc + "optimizer") + ": " + t.optimizer
+                    + " (use_no_op is TTML's NoOp optimizer, which updates nothing), expected one of them");
+        }
+        if (t.saveAndExit != null) {
+            java.nio.file.Path dir = java.nio.file.Path.of(t.saveAndExit);
+            if (cfg.device.backend == Backend.SIM) {
+                p.add(tc + "save_and_exit", "'" + t.saveAndExit + "' given with " + cfg.origins.where("device_config.backend")
+                        + ": sim (its weights are placeholders, there is nothing to save), expected backend cpu or ttnn, or the"
+                        + " key left out");
+            } else if (java.nio.file.Files.exists(dir) && !java.nio.file.Files.isDirectory(dir)) {
+                p.add(tc + "save_and_exit", "'" + t.saveAndExit + "' given: a file, expected a folder for the checkpoint (it"
+                        + " gets step-NNNNNN/ and latest)");
+            }
+        }
+        if (cfg.transformer.useCompositeLayernorm) {
+            p.addRaw(whereTransformer(cfg, "experimental.use_composite_layernorm") + ": true given: not supported (ttpipe has one"
+                    + " LayerNorm kernel per backend; TTML's composite LayerNorm is a choice of kernel), expected false or the"
+                    + " key left out");
+        }
+    }
+
+    /**
+     * Keys of one model family given for the other: Llama's (num_groups, theta, rope_scaling) for a GPT-2
+     * (whether transformer_config or training_config chose it), and rope_scaling where the backend cannot apply it.
+     */
+    private static void checkModelFamily(TtpipeConfig cfg, ConfigProblems p) {
+        TtpipeConfig.TransformerConfig t = cfg.transformer;
+        if (!"llama".equals(t.modelType)) {
+            String chosen = cfg.origins.given("training_config.model_type") ? cfg.origins.where("training_config.model_type")
+                    : t.givenAt.containsKey("model_type") ? t.givenAt.get("model_type") : "the default";
+            for (String key : List.of("theta", "rope_scaling")) {
+                if (key.equals("rope_scaling") ? t.ropeScaling != null : t.givenAt.containsKey(key)) {   // rope_scaling: null is none
+                    p.addRaw(whereTransformer(cfg, key) + ": given for model_type " + t.modelType + " (" + chosen + "), expected it"
+                            + " only for llama (" + key + " sets RoPE, which gpt2 does not use)");
+                }
+            }
+        } else if (t.ropeScaling != null && cfg.device.backend == Backend.TTNN) {
+            p.addRaw(whereTransformer(cfg, "rope_scaling") + ": " + t.ropeScaling + " given with " + cfg.origins.where("device_config.backend")
+                    + ": ttnn: not supported (the bridge's rope op takes theta only), expected backend cpu or sim, or the key left out");
+        }
+    }
+
+    /** Variables ttpipe launch sets for each rank itself (from rank_bindings and max_restarts). */
+    static final List<String> SET_PER_RANK = List.of("TT_MESH_ID", "TT_MESH_HOST_RANK", "TTPIPE_LAUNCHED", "TTPIPE_MAX_RESTARTS");
+
+    /** global_env and mesh_graph_desc_path. */
+    private static void checkEnvironment(TtpipeConfig cfg, ConfigProblems p) {
+        for (String name : SET_PER_RANK) {
+            if (cfg.globalEnv.containsKey(name)) {
+                p.add("global_env." + name, "'" + cfg.globalEnv.get(name) + "' given: ttpipe launch sets " + name + " for each rank"
+                        + " itself (from rank_bindings and training_config.max_restarts), expected the variable left out");
+            }
+        }
+        String mgd = cfg.meshGraphDescPath;
+        if (mgd == null) return;
+        if (!java.nio.file.Files.isRegularFile(java.nio.file.Path.of(mgd))) {
+            p.add("mesh_graph_desc_path", "'" + mgd + "' given: no such file, expected a tt-metal mesh graph descriptor"
+                    + " (.textproto), which ttpipe passes on as " + TtpipeConfig.MESH_GRAPH_DESC_ENV);
+        }
+        String env = cfg.globalEnv.get(TtpipeConfig.MESH_GRAPH_DESC_ENV);
+        if (env != null && !env.equals(mgd)) {
+            p.add("global_env." + TtpipeConfig.MESH_GRAPH_DESC_ENV, "'" + env + "' given beside " + cfg.origins.where("mesh_graph_desc_path")
+                    + ": '" + mgd + "', expected one of them");
+        }
     }
 
     /** Keys that each make sense alone but not together: the problem names both. */
@@ -154,9 +246,9 @@ public final class ConfigValidator {
                 }
             }
         }
-        if (cfg.multihost.numWorkers > 0 && cfg.multihost.numWorkers > ranks) {
-            p.add("multihost_config.num_workers", cfg.multihost.numWorkers + " workers for " + ranks
-                    + " pipeline ranks, expected at most one worker per rank");
+        if (cfg.multihost.numWorkers > 0 && cfg.multihost.numWorkers != ranks) {
+            p.add("multihost_config.num_workers", cfg.multihost.numWorkers + " given for " + ranks + " pipeline ranks: not supported"
+                    + " (ttpipe runs one worker process per pipeline rank), expected " + ranks + " or the key left out");
         }
         ScheduleCheck.check(cfg, p);
     }
@@ -244,7 +336,7 @@ public final class ConfigValidator {
                 p.add("rank_bindings[" + i + "].rank", r + " is bound twice, expected each rank bound once");
             }
         }
-        int workers = cfg.multihost.numWorkers > 0 ? cfg.multihost.numWorkers : cfg.pipeline().ranks();
+        int workers = cfg.pipeline().ranks();                   // one worker process per rank (num_workers is checked to agree)
         for (int r = 0; r < workers; r++) {
             if (!seen.contains(r)) {
                 p.add("rank_bindings", "rank " + r + " is missing, expected a binding for every rank 0.." + (workers - 1));

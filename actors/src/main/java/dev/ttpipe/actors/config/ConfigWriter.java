@@ -19,8 +19,14 @@ public final class ConfigWriter {
         kv(y, 2, "max_steps", t.maxSteps);
         kv(y, 2, "learning_rate", t.learningRate);
         kv(y, 2, "weight_decay", t.weightDecay);
-        kv(y, 2, "optimizer", t.optimizer);
-        if (t.optimizer.equals("adamw")) {
+        if (t.useNoOp) {
+            kv(y, 2, "use_no_op", true);                       // TTML's NoOp optimizer, instead of optimizer and its settings
+        } else {
+            kv(y, 2, "optimizer", t.optimizer);
+        }
+        if (t.useNoOp) {
+            // nothing: no optimizer settings apply
+        } else if (t.optimizer.equals("adamw")) {
             kv(y, 2, "beta1", t.beta1);
             kv(y, 2, "beta2", t.beta2);
             kv(y, 2, "epsilon", t.epsilon);
@@ -49,6 +55,7 @@ public final class ConfigWriter {
         if (t.maxRestarts >= 0) kv(y, 2, "max_restarts", t.maxRestarts);
         kv(y, 2, "max_nonfinite_steps", t.maxNonfiniteSteps);
         kv(y, 2, "step_timeout_s", t.stepTimeoutS);
+        if (t.saveAndExit != null) kv(y, 2, "save_and_exit", quote(t.saveAndExit));
         TtpipeConfig.TransformerConfig m = c.transformer;
         y.append("transformer_config:\n");
         kv(y, 2, "model_type", m.modelType);
@@ -65,6 +72,12 @@ public final class ConfigWriter {
         kv(y, 2, "weight_tying", m.weightTying);
         kv(y, 2, "positional_embedding_type", m.positionalEmbeddingType);
         if (m.modelType.equals("llama")) kv(y, 2, "theta", m.theta);
+        if (m.modelType.equals("llama") && m.ropeScaling != null) {
+            var r = m.ropeScaling;
+            kv(y, 2, "rope_scaling", String.format(Locale.ROOT, "{rope_type: llama3, factor: %s, low_freq_factor: %s,"
+                    + " high_freq_factor: %s, original_max_position_embeddings: %d}", r.factor(), r.lowFreqFactor(),
+                    r.highFreqFactor(), r.originalMaxPositions()));
+        }
         TtpipeConfig.DeviceConfig d = c.device;
         y.append("device_config:\n");
         kv(y, 2, "backend", d.backend);
@@ -118,6 +131,11 @@ public final class ConfigWriter {
                 y.append("}\n");
             }
         }
+        if (!c.globalEnv.isEmpty()) {
+            y.append("global_env:\n");
+            for (var e : c.globalEnv.entrySet()) kv(y, 2, quote(e.getKey()), quote(e.getValue()));
+        }
+        if (c.meshGraphDescPath != null) kv(y, 0, "mesh_graph_desc_path", quote(c.meshGraphDescPath));
         y.append("eval_config:\n");
         kv(y, 2, "temperature", c.eval.temperature);
         kv(y, 2, "top_k", c.eval.topK);

@@ -49,6 +49,11 @@ public final class HfShape {
                     + " (train on shorter sequences with sequence_length)");
         }
         if (type.equals("llama")) t.theta = take(cfg, "theta", t.theta, hf.ropeTheta(), diff);
+        if (type.equals("llama") && !given(cfg, "rope_scaling")) {
+            t.ropeScaling = hf.ropeScaling();
+        } else if (type.equals("llama") && !java.util.Objects.equals(t.ropeScaling, hf.ropeScaling())) {
+            diff.add("rope_scaling " + t.ropeScaling + " vs config.json's " + hf.ropeScaling());
+        }
         if (!given(cfg, "weight_tying")) {
             t.weightTying = hf.tied();                 // across stages too: the runtime sums the two copies' gradients
         } else if (t.weightTying && !hf.tied()) {                // false over a tied model: the head starts as a copy of wte
@@ -60,8 +65,9 @@ public final class HfShape {
         }
     }
 
+    /** Whether the YAML gives transformer_config's {@code key} (anywhere TTML puts it; model_type also as training_config's). */
     private static boolean given(TtpipeConfig cfg, String key) {
-        return cfg.origins.given("transformer_config." + key) || cfg.origins.given("training_config.transformer_config." + key);
+        return cfg.transformer.givenAt.containsKey(key) || key.equals("model_type") && cfg.origins.given("training_config.model_type");
     }
 
     private static String take(TtpipeConfig cfg, String key, String yaml, String hf, List<String> diff) {

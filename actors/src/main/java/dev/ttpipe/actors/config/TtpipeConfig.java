@@ -22,11 +22,35 @@ public final class TtpipeConfig {
     public final List<RankBinding> rankBindings = new ArrayList<>();
     public final EvalConfig eval = new EvalConfig();
     public final TelemetryConfig telemetry = new TelemetryConfig();
+    /**
+     * tt-run's {@code global_env}: environment variables every worker process starts with (a rank's
+     * env_overrides win over them) and that a backend in this process reads its settings from (see
+     * {@link #environment()}).
+     */
+    public final java.util.Map<String, String> globalEnv = new java.util.LinkedHashMap<>();
+    /**
+     * tt-run's {@code mesh_graph_desc_path}: a tt-metal mesh graph descriptor (.textproto), resolved against
+     * the config's folder; ttpipe passes it on as TT_MESH_GRAPH_DESC_PATH (null: none).
+     */
+    public String meshGraphDescPath = null;
     /** Where each key came from (file line or flag), for error messages after loading. */
     public ConfigProblems origins = new ConfigProblems("(defaults)");
 
     public PipelineConfig pipeline() {
         return multihost.pipeline;
+    }
+
+    /** The variable tt-metal reads the mesh graph descriptor's path from. */
+    public static final String MESH_GRAPH_DESC_ENV = "TT_MESH_GRAPH_DESC_PATH";
+
+    /**
+     * The environment a job's backend and worker processes start with over the process's own:
+     * {@link #globalEnv}, and TT_MESH_GRAPH_DESC_PATH from {@link #meshGraphDescPath} when given.
+     */
+    public java.util.Map<String, String> environment() {
+        java.util.Map<String, String> env = new java.util.LinkedHashMap<>(globalEnv);
+        if (meshGraphDescPath != null) env.put(MESH_GRAPH_DESC_ENV, meshGraphDescPath);
+        return env;
     }
 
     /** {@code training_config}. */
@@ -87,6 +111,17 @@ public final class TtpipeConfig {
         public String tokenizerPath = null;
         /** Parent folder of run directories. */
         public String runsDir = "runs";
+        /** TTML's MorehAdamW: the same AdamW update as ttpipe's (accepted with optimizer adamw only). */
+        public boolean useMorehAdamw = false;
+        /** TTML's Kahan-compensated AdamW update: not implemented (true is refused). */
+        public boolean useKahanSummation = false;
+        /** TTML's NoOp optimizer: every step runs forward and backward and updates nothing. */
+        public boolean useNoOp = false;
+        /**
+         * TTML's save-and-exit: write the weights the job starts from (its own initialisation, init_from's or the
+         * resumed checkpoint's) as a ttpipe checkpoint under this folder, then stop without training (null: train).
+         */
+        public String saveAndExit = null;
     }
 
     /** Tokenizers ttpipe bundles, by the name {@code tokenizer_path} may give. */
@@ -115,6 +150,16 @@ public final class TtpipeConfig {
         public double theta = 10000.0;
         /** Sequence length used for training (0: max_sequence_length). */
         public int sequenceLength = 0;
+        /** Llama 3.1's {@code rope_scaling} (type llama3) of the RoPE frequencies (null: none). */
+        public dev.ttpipe.device.RopeFrequencies.Llama3Scaling ropeScaling = null;
+        /** TTML's {@code experimental.use_composite_layernorm}: not implemented (true is refused). */
+        public boolean useCompositeLayernorm = false;
+        /**
+         * Where each key of this section was given, as a problem prefix ({@code file:line: key.path}), by key
+         * name: the YAML may give them in training_config.transformer_config, transformer_config or a
+         * model_config file, and checks after loading name the right one.
+         */
+        public final java.util.Map<String, String> givenAt = new java.util.LinkedHashMap<>();
 
         public int effectiveSequenceLength() {
             return sequenceLength > 0 ? sequenceLength : maxSequenceLength;

@@ -57,17 +57,23 @@ public final class YamlSection {
     }
 
     boolean has(String key) {
-        known.add(key);
+        know(key);
         return entries.containsKey(key) && !isNull(entries.get(key).getValueNode());
     }
 
-    /** Marks keys as known without reading them (accepted for compatibility with TTML's files). */
+    /** Marks keys as known without reading them here (a section read elsewhere, or only when present). */
     void accept(String... keys) {
-        known.addAll(List.of(keys));
+        for (String k : keys) know(k);
+    }
+
+    /** The key is one this section reads: not reported as unknown, and listed by {@link ConfigLoader#acceptedKeys()}. */
+    private void know(String key) {
+        known.add(key);
+        problems.recordKnown(keyPath(key));
     }
 
     Node node(String key) {
-        known.add(key);
+        know(key);
         NodeTuple t = entries.get(key);
         return t == null ? null : t.getValueNode();
     }

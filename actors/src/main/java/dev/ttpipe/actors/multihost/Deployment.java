@@ -11,8 +11,9 @@ import java.util.TreeMap;
 /**
  * Where each rank of a multi-process job runs: host, Pekko Artery (control) port and Aeron UDP
  * (data) port, from tt-run style {@code rank_bindings} (defaults: 127.0.0.1, 25520 + rank,
- * 40456 + 2 x rank), plus each rank's environment overrides, and the control plane's TLS (null: plain
- * TCP). Rank 0 is the cluster's seed and runs the Coordinator.
+ * 40456 + 2 x rank), plus each rank's environment (the job's {@code global_env} and
+ * {@code mesh_graph_desc_path}, then the rank's {@code env_overrides} over them, as tt-run), and the
+ * control plane's TLS (null: plain TCP). Rank 0 is the cluster's seed and runs the Coordinator.
  */
 public record Deployment(List<Binding> bindings, ControlPlaneTls tls) {
 
@@ -36,8 +37,9 @@ public record Deployment(List<Binding> bindings, ControlPlaneTls tls) {
             String host = b != null && b.host != null ? b.host : cfg.multihost.bindHost;
             int control = b != null && b.controlPort > 0 ? b.controlPort : BASE_CONTROL_PORT + r;
             int data = b != null && b.dataPort > 0 ? b.dataPort : BASE_DATA_PORT + 2 * r;
-            out.add(new Binding(r, host, control, data, b == null ? 0 : b.meshId, b == null ? r : b.meshHostRank,
-                    b == null ? Map.of() : Map.copyOf(b.envOverrides)));
+            Map<String, String> env = new java.util.LinkedHashMap<>(cfg.environment());
+            if (b != null) env.putAll(b.envOverrides);
+            out.add(new Binding(r, host, control, data, b == null ? 0 : b.meshId, b == null ? r : b.meshHostRank, Map.copyOf(env)));
         }
         Deployment d = new Deployment(List.copyOf(out), ControlPlaneTls.of(cfg));
         d.checkPortsDistinct(cfg);

@@ -19,8 +19,9 @@ import java.util.stream.Stream;
 /**
  * Starts, watches and cleans up the worker processes of a job on this machine ({@code ttpipe launch},
  * and {@code ttpipe verify} of a multi-process config): one {@code ttpipe worker --rank R} child per
- * rank with its rank's env_overrides, output prefixed with the rank, all stopped on Ctrl-C or when
- * one fails, and no process or Aeron directory left behind.
+ * rank with its rank's environment (global_env, then its env_overrides over it, see {@link Deployment}),
+ * output prefixed with the rank, all stopped on Ctrl-C or when one fails, and no process or Aeron
+ * directory left behind.
  */
 public final class Launcher {
     /** After a worker fails, how long the others get to notice and stop by themselves. */
@@ -76,16 +77,21 @@ public final class Launcher {
     private int maxRestarts;
 
     private Process spawn(int r) throws IOException {
+        Process p = processBuilder(r).start();
+        pumps.add(pump(p.getInputStream(), "[rank " + r + "] ", out));
+        pumps.add(pump(p.getErrorStream(), "[rank " + r + "] ", err));
+        return p;
+    }
+
+    /** The process of rank {@code r}: the worker command in the rank's environment over this process's. */
+    ProcessBuilder processBuilder(int r) {
         ProcessBuilder pb = new ProcessBuilder(workerCommand(r));
         pb.environment().putAll(deployment.rank(r).env());
         pb.environment().put("TT_MESH_ID", Integer.toString(deployment.rank(r).meshId()));
         pb.environment().put("TT_MESH_HOST_RANK", Integer.toString(deployment.rank(r).meshHostRank()));
         pb.environment().put(LAUNCHED_ENV, "1");
         pb.environment().put(MAX_RESTARTS_ENV, Integer.toString(maxRestarts));
-        Process p = pb.start();
-        pumps.add(pump(p.getInputStream(), "[rank " + r + "] ", out));
-        pumps.add(pump(p.getErrorStream(), "[rank " + r + "] ", err));
-        return p;
+        return pb;
     }
 
     /** Waits up to {@code seconds} for the workers to exit by themselves, then stops the rest and cleans up. */

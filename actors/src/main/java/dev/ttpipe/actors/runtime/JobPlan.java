@@ -101,10 +101,11 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
         return new ModelSpec(llama ? ModelSpec.ModelType.LLAMA : ModelSpec.ModelType.GPT2, vocab, tc.embeddingDim,
                 tc.numHeads, kv, tc.numBlocks, ff, tc.maxSequenceLength, (float) tc.dropoutProb, tc.weightTying,
                 (float) tc.theta, "memory_efficient".equals(tc.runnerType),
-                "bf16".equals(cfg.device.dtype) ? DType.BF16 : DType.FP32);
+                "bf16".equals(cfg.device.dtype) ? DType.BF16 : DType.FP32, llama ? tc.ropeScaling : null);
     }
 
     private static OptimizerSpec optimizer(TtpipeConfig.TrainingConfig t) {
+        if (t.useNoOp) return OptimizerSpec.noop();
         OptimizerSpec.Kind kind = "sgd".equals(t.optimizer) ? OptimizerSpec.Kind.SGD : OptimizerSpec.Kind.ADAMW;
         return new OptimizerSpec(kind, t.learningRate, t.weightDecay, t.beta1, t.beta2, t.epsilon, t.momentum, t.dampening,
                 t.nesterov);
@@ -121,7 +122,7 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
         int threads = cfg.device.threads > 0 ? cfg.device.threads
                 : Math.max(1, Runtime.getRuntime().availableProcessors() / Math.max(1, ranks));
         return new MeshOptions(cfg.device.memoryPerDevice, threads,
-                new SimCosts(s.gflops, s.memoryGbps, s.opLatencyUs, s.linkGbps, 1.0), cfg.device.bridgeLibrary);
+                new SimCosts(s.gflops, s.memoryGbps, s.opLatencyUs, s.linkGbps, 1.0), cfg.device.bridgeLibrary, cfg.environment());
     }
 
     /** The same plan carrying {@code id} as its job id (a worker adopts rank 0's). */

@@ -332,6 +332,7 @@ public final class TrainingJob {
             out.printf(Locale.ROOT, "initialised from %s (%.1f s; each rank read its own stages' tensors)%n", initFrom(),
                     (System.nanoTime() - t0) / 1e9);
         }
+        if (cfg.training.saveAndExit != null) return saveAndExit(runtime, st, out);
         session = st;
         MetricsServer metricsServer = null;
         if (cfg.telemetry.port > 0) {
@@ -353,6 +354,25 @@ public final class TrainingJob {
         } finally {
             if (metricsServer != null) metricsServer.close();
         }
+    }
+
+    /**
+     * TTML's save-and-exit: the weights the job starts from (and the resumed optimizer state) as a checkpoint
+     * under {@code training_config.save_and_exit} (its {@code step-N/} and {@code latest}, loadable by
+     * init_from, --resume and `ttpipe export`), and no training.
+     */
+    private Result saveAndExit(PipelineRuntime runtime, Session st, PrintStream out) throws IOException {
+        Path root = Path.of(cfg.training.saveAndExit);
+        int optimizerSteps = resumeFrom != null ? resumeFrom.optimizerSteps() : 0;
+        List<Checkpoints.Saved> saved;
+        try (Checkpoints checkpoints = new Checkpoints(this, root, 0, Integer.MAX_VALUE)) {
+            checkpoints.save(runtime, st.first, optimizerSteps);
+            saved = checkpoints.awaitAll();
+        }
+        out.println("save_and_exit: wrote the weights at step " + st.first + " to " + saved.get(saved.size() - 1).dir()
+                + " (" + cfg.origins.where("training_config.save_and_exit") + "); not training");
+        if (st.record != null) st.record.write("saved and exited (training_config.save_and_exit)", st.first, Double.NaN);
+        return new Result(st.losses, Double.NaN, Double.NaN, null);
     }
 
     private Result trainSteps(PipelineRuntime runtime, Session st, PrintStream out, MetricsServer metricsServer) throws IOException {

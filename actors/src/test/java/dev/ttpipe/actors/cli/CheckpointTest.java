@@ -44,6 +44,33 @@ class CheckpointTest {
         return p;
     }
 
+    /**
+     * TTML's save_and_exit: the job writes the weights it starts from as a checkpoint and stops; a run
+     * initialised from that checkpoint ends with the same weights, bit for bit, as a run that initialised
+     * itself.
+     */
+    @Test
+    void saveAndExitWritesTheStartingWeightsAndTrainsNothing(@TempDir Path dir) throws Exception {
+        Path saved = dir.resolve("saved");
+        String base = config(4, "1f1b", "{0: 1, 1: 3}", "[1, 1]", false, false);
+        Path save = write(dir, "save.yaml", base.replace("model_save_interval: 3", "save_and_exit: " + saved));
+        CliTest.Result s = CliTest.run("train", save.toString(), "--run-dir", dir.resolve("save-run").toString());
+        assertEquals(0, s.code(), s.out() + s.err());
+        assertTrue(s.out().contains("save_and_exit: wrote the weights at step 0 to " + saved.resolve("step-000000")), s.out());
+        assertFalse(s.out().contains("tokens/s"), "no training: " + s.out());
+        assertEquals("step-000000", Files.readString(saved.resolve(Checkpoints.LATEST)).strip());
+        assertFalse(Files.exists(dir.resolve("save-run/metrics.jsonl")), "no step was run");
+        assertTrue(Files.readString(dir.resolve("save-run/run.json")).contains("saved and exited"));
+
+        CliTest.Result own = CliTest.run("train", write(dir, "own.yaml", base).toString(), "--run-dir", dir.resolve("own").toString());
+        assertEquals(0, own.code(), own.out() + own.err());
+        CliTest.Result loaded = CliTest.run("train", write(dir, "loaded.yaml", base.replace("model_save_interval: 3",
+                "model_save_interval: 3, init_from: " + saved)).toString(), "--run-dir", dir.resolve("loaded").toString());
+        assertEquals(0, loaded.code(), loaded.out() + loaded.err());
+        assertTrue(loaded.out().contains("initialised from " + saved.resolve("step-000000")), loaded.out());
+        assertSameTensors(dir.resolve("own/checkpoints/step-000004"), dir.resolve("loaded/checkpoints/step-000004"));
+    }
+
     @ParameterizedTest(name = "{0}, mesh {2}")
     @CsvSource(delimiter = ';', value = {
             "1f1b; {0: 1, 1: 3}; [1, 1]; false; false",

@@ -70,6 +70,22 @@ class MultiProcessTest {
         assertNoLeftovers();
     }
 
+    /**
+     * global_env reaches the worker processes: TTPIPE_BLAS=java given there (and nowhere else) makes rank 0's
+     * worker run its matmuls on the pure-JVM kernel, as its run.json records, where OpenBLAS would load.
+     */
+    @Test
+    void launchedWorkersStartWithGlobalEnv(@TempDir Path dir) throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(System.getenv("TTPIPE_BLAS") == null, "TTPIPE_BLAS is set for the tests");
+        Path cfg = write(dir, "pp2.yaml", config(2, 26700, "{0: 2, 1: 2}").replace("max_steps: 400", "max_steps: 2")
+                + "global_env: {TTPIPE_BLAS: java}\n");
+        CliTest.Result r = CliTest.run("launch", cfg.toString(), "--run-dir", dir.resolve("run").toString());
+        assertEquals(0, r.code(), r.out() + r.err());
+        String record = Files.readString(dir.resolve("run/run.json"));
+        assertTrue(record.contains("\"matmul_kernel\": \"pure-JVM"), record);
+        assertNoLeftovers();
+    }
+
     @Test
     void aWorkerStartedWithADifferentPlanCannotJoinTheJob(@TempDir Path dir) throws Exception {
         Path cfg = write(dir, "pp2.yaml", config(2, 26400, "{0: 2, 1: 2}"));

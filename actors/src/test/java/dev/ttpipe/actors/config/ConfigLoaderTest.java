@@ -176,8 +176,10 @@ class ConfigLoaderTest {
     void ttmlsMpiSocketIsReadAsAeronWithANote() {
         TtpipeConfig cfg = load(TTML.replace("socket_type: fabric", "socket_type: mpi"));
         assertEquals(SocketType.AERON, cfg.multihost.socketType);
-        assertEquals(1, cfg.origins.notes().size());
-        assertTrue(cfg.origins.notes().get(0).contains("socket_type: 'mpi' read as aeron"), cfg.origins.notes().toString());
+        List<String> notes = cfg.origins.notes();
+        assertEquals(2, notes.size(), notes.toString());           // and TTML's use_moreh_adamw: true, read as AdamW
+        assertTrue(notes.get(0).contains("use_moreh_adamw: true read as ttpipe's AdamW"), notes.toString());
+        assertTrue(notes.get(1).contains("socket_type: 'mpi' read as aeron"), notes.toString());
     }
 
     @Test
@@ -280,5 +282,155 @@ class ConfigLoaderTest {
                 + "    blocks_per_rank: {0: 1, 1: 1, 2: 1, 3: 1}\n");
         assertTrue(p.stream().anyMatch(s -> s.contains("num_microbatches: schedule 1f1b of 4 stages x 1048576 microbatches"
                 + " = 4194304 (stage, microbatch) pairs, expected at most 2097152: fewer microbatches")), p.toString());
+    }
+    // ---- TTML's keys that choose or change the model, and tt-run's environment keys
+
+    static final String LLAMA = "transformer_config: {model_type: llama, rope_scaling: %s}\n";
+
+    static dev.ttpipe.device.RopeFrequencies.Llama3Scaling scaling(String ropeScaling) {
+        return load(String.format(LLAMA, ropeScaling)).transformer.ropeScaling;
+    }
+
+    @Test
+    void trainingConfigsModelTypeChoosesTheModelAndMustAgreeWithTransformerConfigs() {
+        TtpipeConfig llama = load("training_config: {model_type: llama, transformer_config: {num_heads: 6, num_groups: 2}}\n");
+        assertEquals("llama", llama.transformer.modelType);
+        assertEquals("rope", llama.transformer.positionalEmbeddingType);
+        assertEquals(dev.ttpipe.stages.ModelSpec.ModelType.LLAMA, dev.ttpipe.actors.runtime.JobPlan.model(llama, 96).type());
+        assertEquals("llama", load("training_config: {model_type: llama}\ntransformer_config: {model_type: llama}\n").transformer.modelType);
+
+        assertEquals(List.of("job.yaml:1: training_config.model_type: 'gpt2' given, but job.yaml:2: transformer_config.model_type is"
+                + " 'llama', expected the same model type in both (or one of them left out)"),
+                problems("training_config: {model_type: gpt2}\ntransformer_config: {model_type: llama}\n"));
+        assertEquals(List.of("job.yaml:2: transformer_config.theta: given for model_type gpt2 (job.yaml:1: training_config.model_type),"
+                + " expected it only for llama (theta sets RoPE, which gpt2 does not use)"),
+                problems("training_config: {model_type: gpt2}\ntransformer_config: {theta: 500000}\n"));
+        List<String> p = problems("training_config: {model_type: GPT-3}\n");
+        assertTrue(p.get(0).startsWith("job.yaml:1: training_config.model_type: 'GPT-3' given, expected one of gpt2, llama"), p.toString());
+    }
+
+    @Test
+    void ropeScalingReadsHuggingFacesAndTtmlsNames() {
+        var llama31 = new dev.ttpipe.device.RopeFrequencies.Llama3Scaling(8, 1, 4, 8192);
+        assertEquals(llama31, scaling("{rope_type: llama3, factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0,"
+                + " original_max_position_embeddings: 8192}"));
+        assertEquals(llama31, scaling("{type: llama3, factor: 8, low_freq_factor: 1, high_freq_factor: 4,"
+                + " original_max_position_embeddings: 8192}"));
+        assertEquals(llama31, scaling("{scaling_factor: 8.0, high_freq_factor: 4.0, low_freq_factor: 1.0, original_context_length: 8192}"));
+        assertEquals(null, scaling("null"));
+        assertEquals(null, scaling("{rope_type: default}"));
+        assertEquals(null, scaling("{scaling_factor: 0.0, original_context_length: 0}"));      // TTML's way to turn it off
+        // given twice (nested in training_config, then at the top): the later one counts, null included
+        assertEquals(null, load("training_config: {transformer_config: {rope_scaling: {scaling_factor: 8.0, low_freq_factor: 1.0,"
+                + " high_freq_factor: 4.0, original_context_length: 8192}}}\ntransformer_config: {model_type: llama, rope_scaling: null}\n")
+                .transformer.ropeScaling);
+    }
+
+    @Test
+    void ropeScalingThatTtpipeCannotApplyIsOneLineNamingTheKey() {
+        String llama31 = "low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 8192";
+        assertEquals(List.of("job.yaml:1: transformer_config.rope_scaling.rope_type: 'linear' given, expected llama3 (Llama 3.1's"
+                + " scaling, the one ttpipe implements) or default"), problems(String.format(LLAMA, "{rope_type: linear, factor: 2.0}")));
+        assertEquals(List.of("job.yaml:1: transformer_config.rope_scaling.scaling_factor: 4.0 given beside factor 8.0, expected one"
+                + " of them (scaling_factor is TTML's name for factor)"),
+                problems(String.format(LLAMA, "{factor: 8.0, scaling_factor: 4.0, " + llama31 + "}")));
+        List<String> p = problems(String.format(LLAMA, "{factor: 8.0, original_max_position_embeddings: 8192}"));
+        assertTrue(p.size() == 1 && p.get(0).startsWith("job.yaml:1: transformer_config.rope_scaling: llama3 scaling needs factor"),
+                p.toString());
+        p = problems(String.format(LLAMA, "{factor: 0.5, " + llama31 + "}"));
+        assertTrue(p.size() == 1 && p.get(0).startsWith("job.yaml:1: transformer_config.rope_scaling: factor 0.5 must be a finite"
+                + " number >= 1"), p.toString());
+        p = problems(String.format(LLAMA, "{factor: 8.0, sclaing: 2}"));
+        assertTrue(p.stream().anyMatch(l -> l.contains("transformer_config.rope_scaling.sclaing: unknown key")), p.toString());
+        p = problems("device_config: {backend: ttnn}\n" + String.format(LLAMA, "{factor: 8.0, " + llama31 + "}"));
+        assertTrue(p.size() == 1 && p.get(0).contains("transformer_config.rope_scaling: Llama3Scaling[factor=8.0")
+                && p.get(0).contains("backend: ttnn: not supported (the bridge's rope op takes theta only)"), p.toString());
+    }
+
+    @Test
+    void ropeScalingComesFromAHuggingFaceConfigJsonUnlessTheYamlGivesIt(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws Exception {
+        java.nio.file.Path hf = java.nio.file.Files.createDirectories(dir.resolve("llama31"));
+        java.nio.file.Files.writeString(hf.resolve("model.safetensors"), "");     // config.json is all the shape needs
+        java.nio.file.Files.writeString(hf.resolve("config.json"), "{\"model_type\": \"llama\", \"vocab_size\": 96, \"hidden_size\": 64,"
+                + " \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_hidden_layers\": 4,"
+                + " \"max_position_embeddings\": 256, \"rope_theta\": 500000.0, \"rope_scaling\": {\"rope_type\": \"llama3\","
+                + " \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}}");
+        TtpipeConfig cfg = load("training_config: {model_path: " + hf + "}\n");
+        assertEquals(new dev.ttpipe.device.RopeFrequencies.Llama3Scaling(8, 1, 4, 8192), cfg.transformer.ropeScaling);
+        assertEquals(cfg.transformer.ropeScaling, dev.ttpipe.actors.runtime.JobPlan.model(cfg, 96).ropeScaling());
+
+        ConfigException e = assertThrows(ConfigException.class, () -> load("training_config: {model_path: " + hf + "}\n"
+                + "transformer_config: {rope_scaling: null}\n"));
+        assertTrue(e.getMessage().contains("differs from transformer_config (rope_scaling null vs config.json's Llama3Scaling[factor=8.0"),
+                e.getMessage());
+        e = assertThrows(ConfigException.class, () -> load("training_config: {model_type: gpt2, model_path: " + hf + "}\n"));
+        assertTrue(e.getMessage().contains("(model_type gpt2 vs config.json's llama"), e.getMessage());
+    }
+
+    @Test
+    void ttmlsTrainingSwitchesAreReadOrRefusedByName() {
+        TtpipeConfig noop = load("training_config: {use_no_op: true}\n");
+        assertEquals(dev.ttpipe.stages.OptimizerSpec.Kind.NOOP, dev.ttpipe.actors.runtime.JobPlan.from(noop, 96).optimizer().kind());
+        TtpipeConfig moreh = load("training_config: {use_moreh_adamw: true}\n");
+        assertEquals(dev.ttpipe.stages.OptimizerSpec.Kind.ADAMW, dev.ttpipe.actors.runtime.JobPlan.from(moreh, 96).optimizer().kind());
+        assertTrue(moreh.origins.notes().get(0).contains("use_moreh_adamw: true read as ttpipe's AdamW"), moreh.origins.notes().toString());
+        // TTML's defaults are accepted as they are
+        load("training_config: {use_moreh_adamw: false, use_kahan_summation: false, use_no_op: false}\n"
+                + "transformer_config: {experimental: {use_composite_layernorm: false}}\n");
+        assertEquals(List.of("job.yaml:1: training_config.use_moreh_adamw: true given with job.yaml:1: training_config.use_no_op: true"
+                + " (MorehAdamW is an AdamW), expected optimizer adamw, or use_moreh_adamw false"),
+                problems("training_config: {use_moreh_adamw: true, use_no_op: true}\n"));
+    }
+
+    @Test
+    void globalEnvAndTheMeshGraphDescriptorBecomeTheJobsEnvironment(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws Exception {
+        java.nio.file.Path mgd = java.nio.file.Files.writeString(dir.resolve("t3k.textproto"), "mesh_descriptors { name: \"M0\" }\n");
+        TtpipeConfig cfg = ConfigLoader.read("global_env: {TT_METAL_LOGGER_LEVEL: \"INFO\", OMP_NUM_THREADS: 4}\n"
+                + "mesh_graph_desc_path: t3k.textproto\n", "job.yaml", dir);
+        ConfigValidator.validate(cfg);
+        assertEquals(java.util.Map.of("TT_METAL_LOGGER_LEVEL", "INFO", "OMP_NUM_THREADS", "4", "TT_MESH_GRAPH_DESC_PATH", mgd.toString()),
+                cfg.environment());
+        assertEquals(cfg.environment(), dev.ttpipe.actors.runtime.JobPlan.from(cfg, 96).meshOptions().environment());
+
+        assertEquals(List.of("job.yaml:1: global_env.TT_MESH_GRAPH_DESC_PATH: '/elsewhere.textproto' given beside job.yaml:2:"
+                + " mesh_graph_desc_path: '" + mgd + "', expected one of them"),
+                assertThrows(ConfigException.class, () -> ConfigValidator.validate(ConfigLoader.read("global_env: {TT_MESH_GRAPH_DESC_PATH:"
+                        + " /elsewhere.textproto}\nmesh_graph_desc_path: t3k.textproto\n", "job.yaml", dir))).problems());
+        List<String> p = problems("global_env: {\"A=B\": x}\n");
+        assertTrue(p.size() == 1 && p.get(0).startsWith("job.yaml:1: global_env.A=B: 'A=B' given, expected an environment variable name"),
+                p.toString());
+        p = problems("global_env: {TTPIPE_LAUNCHED: \"1\"}\n");
+        assertTrue(p.size() == 1 && p.get(0).contains("global_env.TTPIPE_LAUNCHED: '1' given: ttpipe launch sets TTPIPE_LAUNCHED for"
+                + " each rank"), p.toString());
+        p = problems("global_env: [A, B]\n");
+        assertTrue(p.get(0).startsWith("job.yaml:1: global_env: 'a list' given, expected a mapping of names to values"), p.toString());
+    }
+
+    @Test
+    void numWorkersOtherThanTheRankCountIsRefused() {
+        assertEquals(4, load("multihost_config: {num_workers: 4}\n").multihost.numWorkers);
+        assertEquals(List.of("job.yaml:1: multihost_config.num_workers: 2 given for 4 pipeline ranks: not supported (ttpipe runs one"
+                + " worker process per pipeline rank), expected 4 or the key left out"), problems("multihost_config: {num_workers: 2}\n"));
+    }
+
+    @Test
+    void theResolvedConfigWritesTheNewKeysAndReadsBackTheSame(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+        java.nio.file.Files.writeString(dir.resolve("m.textproto"), "mesh_descriptors { name: \"M0\" }\n");
+        TtpipeConfig cfg = ConfigLoader.read("training_config: {model_type: llama, use_no_op: true, save_and_exit: out}\n"
+                + "transformer_config: {rope_scaling: {scaling_factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0,"
+                + " original_context_length: 8192}}\nglobal_env: {TT_METAL_LOGGER_LEVEL: \"INFO\"}\nmesh_graph_desc_path: m.textproto\n",
+                "job.yaml", dir);
+        ConfigValidator.validate(cfg);
+        String yaml = ConfigWriter.toYaml(cfg);
+        TtpipeConfig again = ConfigLoader.read(yaml, "written.yaml", dir);
+        ConfigValidator.validate(again);
+        assertEquals(cfg.transformer.ropeScaling, again.transformer.ropeScaling);
+        assertEquals("llama", again.transformer.modelType);
+        assertTrue(again.training.useNoOp);
+        assertEquals(cfg.training.saveAndExit, again.training.saveAndExit);
+        assertEquals(cfg.environment(), again.environment());
+        assertEquals(yaml, ConfigWriter.toYaml(again).replace("written.yaml", "job.yaml"));
     }
 }

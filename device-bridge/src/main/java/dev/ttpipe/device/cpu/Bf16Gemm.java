@@ -43,8 +43,13 @@ final class Bf16Gemm {
 
     /** The bf16 kernel next to the fp32 kernel {@code fp32} (its thread count and library). */
     static Bf16Gemm choose(Gemm fp32) {
+        return choose(fp32, System::getenv);
+    }
+
+    /** {@code getenv} reads TTPIPE_SBGEMM (a mesh's {@link dev.ttpipe.device.MeshOptions#getenv}). */
+    static Bf16Gemm choose(Gemm fp32, java.util.function.UnaryOperator<String> getenv) {
         java.util.List<String> why = new java.util.ArrayList<>();
-        if ("off".equals(requested())) why.add("turned off by ttpipe.sbgemm / TTPIPE_SBGEMM");
+        if ("off".equals(requested(getenv))) why.add("turned off by ttpipe.sbgemm / TTPIPE_SBGEMM");
         if (!(fp32 instanceof BlasGemm)) {
             why.add("the fp32 kernel is " + fp32.kind() + ", not OpenBLAS");
         } else if (!bindSbgemm()) {
@@ -57,9 +62,9 @@ final class Bf16Gemm {
         return g;
     }
 
-    private static String requested() {
+    private static String requested(java.util.function.UnaryOperator<String> getenv) {
         String p = System.getProperty("ttpipe.sbgemm");
-        if (p == null || p.isBlank()) p = System.getenv("TTPIPE_SBGEMM");
+        if (p == null || p.isBlank()) p = getenv.apply("TTPIPE_SBGEMM");
         return p == null ? "auto" : p.trim();
     }
 

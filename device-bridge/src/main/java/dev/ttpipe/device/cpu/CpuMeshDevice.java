@@ -50,8 +50,8 @@ public final class CpuMeshDevice extends MeshDeviceBase {
         this.devices = List.copyOf(devs);
         int threads = options.threads() == 0 ? Runtime.getRuntime().availableProcessors() : options.threads();
         this.parallel = new Parallel(threads);
-        this.gemm = GemmChoice.choose(kernel, threads, parallel);
-        this.bf16Gemm = Bf16Gemm.choose(gemm);
+        this.gemm = GemmChoice.choose(kernel, threads, parallel, options::getenv);
+        this.bf16Gemm = Bf16Gemm.choose(gemm, options::getenv);
     }
 
     /** Opens a mesh of emulated devices ({@code options} null: defaults). */

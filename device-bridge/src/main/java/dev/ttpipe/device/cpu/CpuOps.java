@@ -10,6 +10,7 @@ import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.ReduceOp;
+import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.device.SgdParams;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Tensor;
@@ -405,9 +406,9 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
     }
 
     @Override
-    protected void ropeKernel(MeshTensor out, MeshTensor x, float theta, boolean inverse) {
+    protected void ropeKernel(MeshTensor out, MeshTensor x, RopeFrequencies frequencies, boolean inverse) {
         int hd = x.shape().dim(3);
-        float[][] table = mesh.rope().table(theta, x.shape().dim(2), hd);
+        float[][] table = mesh.rope().table(frequencies, x.shape().dim(2), hd);
         int r = rows(x);
         int tLocal = x.localShape().dim(2);
         each(d -> Rope.apply(par, out(out, d), in(x, d), r, tLocal, offset(x, d, 2), hd, table, inverse));

@@ -21,16 +21,23 @@ final class GemmChoice {
     private GemmChoice() {
     }
 
-    /** The kernel asked for by {@code -Dttpipe.blas} / {@code TTPIPE_BLAS}: auto, blas or java. */
-    static String requested() {
+    /**
+     * The kernel asked for by {@code -Dttpipe.blas}, else {@code TTPIPE_BLAS} as {@code getenv} reads it (a
+     * mesh's {@link dev.ttpipe.device.MeshOptions#getenv}: the job's global_env over the process's): auto, blas or java.
+     */
+    static String requested(java.util.function.UnaryOperator<String> getenv) {
         String p = System.getProperty("ttpipe.blas");
-        if (p == null || p.isBlank()) p = System.getenv("TTPIPE_BLAS");
+        if (p == null || p.isBlank()) p = getenv.apply("TTPIPE_BLAS");
         return p == null || p.isBlank() ? "auto" : p.trim().toLowerCase(Locale.ROOT);
     }
 
     static Gemm choose(String kind, int threads, Parallel parallel) {
+        return choose(kind, threads, parallel, System::getenv);
+    }
+
+    static Gemm choose(String kind, int threads, Parallel parallel, java.util.function.UnaryOperator<String> getenv) {
         String k = kind == null ? "auto" : kind.toLowerCase(Locale.ROOT);
-        if (k.equals("auto")) k = requested();
+        if (k.equals("auto")) k = requested(getenv);
         Gemm g;
         switch (k) {
             case "java":

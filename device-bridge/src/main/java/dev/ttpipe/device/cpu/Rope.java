@@ -1,28 +1,33 @@
 package dev.ttpipe.device.cpu;
 
+import dev.ttpipe.device.RopeFrequencies;
+
 import java.nio.FloatBuffer;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Rotary position embedding on [B, H, T, hd] pieces: pair (2i, 2i+1) of position t turns by
- * {@code t * theta^(-2i/hd)} (the inverse turns back). The cos/sin tables are computed once per
- * (theta, T, hd) in double and cached, so steady state computes no trigonometry.
+ * {@code t * inv_freq[i]} (the inverse turns back), {@code inv_freq} as {@link RopeFrequencies} gives
+ * it ({@code theta^(-2i/hd)}, rescaled where the model asks for Llama 3.1's scaling). The cos/sin
+ * tables are computed once per (frequencies, T, hd) in double and cached, so steady state computes
+ * no trigonometry.
  */
 final class Rope {
-    private record Key(float theta, int positions, int hd) {
+    private record Key(RopeFrequencies frequencies, int positions, int hd) {
     }
 
     private final Map<Key, float[][]> tables = new ConcurrentHashMap<>();
 
     /** {cos, sin}, each [positions, hd / 2]. */
-    float[][] table(float theta, int positions, int hd) {
-        return tables.computeIfAbsent(new Key(theta, positions, hd), k -> {
+    float[][] table(RopeFrequencies frequencies, int positions, int hd) {
+        return tables.computeIfAbsent(new Key(frequencies, positions, hd), k -> {
             int half = hd / 2;
+            double[] inverse = frequencies.inverse(hd);
             float[] cos = new float[positions * half];
             float[] sin = new float[positions * half];
             for (int i = 0; i < half; i++) {
-                double freq = Math.pow(theta, -2.0 * i / hd);
+                double freq = inverse[i];
                 for (int t = 0; t < positions; t++) {
                     double angle = t * freq;
                     cos[t * half + i] = (float) Math.cos(angle);

@@ -9,6 +9,7 @@ import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.NormOutput;
 import dev.ttpipe.device.Ops;
 import dev.ttpipe.device.ReduceOp;
+import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.device.SgdParams;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Submesh;
@@ -236,8 +237,8 @@ final class ProfiledOps implements Ops {
     }
 
     @Override
-    public Tensor rope(Tensor x, float theta, boolean inverse) {
-        return timed("rope", 0, 2 * b(x), () -> ops.rope(x, theta, inverse));
+    public Tensor rope(Tensor x, RopeFrequencies frequencies, boolean inverse) {
+        return timed("rope", 0, 2 * b(x), () -> ops.rope(x, frequencies, inverse));
     }
 
     @Override

@@ -5,6 +5,7 @@ import dev.ttpipe.device.DType;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.ReduceOp;
+import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.device.SgdParams;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.SimCosts;
@@ -220,7 +221,7 @@ final class SimOps extends CheckedOps implements LocalPiecesOps {
     }
 
     @Override
-    protected void ropeKernel(MeshTensor out, MeshTensor x, float theta, boolean inverse) {
+    protected void ropeKernel(MeshTensor out, MeshTensor x, RopeFrequencies frequencies, boolean inverse) {
         memoryBound(out, x);
     }
 

@@ -8,6 +8,7 @@ import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.NormOutput;
 import dev.ttpipe.device.Ops;
 import dev.ttpipe.device.ReduceOp;
+import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.device.SgdParams;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Submesh;
@@ -115,7 +116,7 @@ public abstract class CheckedOps implements Ops {
 
     protected abstract void activationBackwardKernel(MeshTensor dx, MeshTensor dy, MeshTensor x, Activation f);
 
-    protected abstract void ropeKernel(MeshTensor out, MeshTensor x, float theta, boolean inverse);
+    protected abstract void ropeKernel(MeshTensor out, MeshTensor x, RopeFrequencies frequencies, boolean inverse);
 
     /** {@code out = a (op) b}, b broadcast over a's leading dims; {@code out} may be {@code a}. */
     protected abstract void binaryKernel(MeshTensor out, MeshTensor a, MeshTensor b, Binary op);
@@ -593,15 +594,16 @@ public abstract class CheckedOps implements Ops {
     }
 
     @Override
-    public Tensor rope(Tensor x, float theta, boolean inverse) {
+    public Tensor rope(Tensor x, RopeFrequencies frequencies, boolean inverse) {
         String op = "rope";
+        if (frequencies == null) throw new DeviceException(op + ": frequencies is null");
         MeshTensor tx = floating(op, "x", x);
         if (tx.shape().rank() != 4 || tx.shape().last() % 2 != 0) {
             throw new DeviceException(op + ": x must be [B, H, T, hd] with an even hd, got " + tx.shape());
         }
         LayoutRules.requireWholeLastDim(op, tx.shape(), tx.layout());
         MeshTensor out = allocate(tx.shape(), tx.layout(), tx.dtype());
-        return guard(out, () -> ropeKernel(out, tx, theta, inverse));
+        return guard(out, () -> ropeKernel(out, tx, frequencies, inverse));
     }
 
     // ---- elementwise and reductions ------------------------------------------------------------------

@@ -97,6 +97,11 @@ public final class BridgeLibrary {
 
     /** The paths tried, in order, for {@code explicit} (null: the default search). */
     public static List<Path> candidates(String explicit) {
+        return candidates(explicit, System::getenv);
+    }
+
+    /** As {@link #candidates(String)} with {@value #ENV} read by {@code getenv} (a mesh's MeshOptions.getenv). */
+    static List<Path> candidates(String explicit, java.util.function.UnaryOperator<String> getenv) {
         List<Path> out = new ArrayList<>();
         if (explicit != null) {
             out.add(Paths.get(explicit).toAbsolutePath());
@@ -107,7 +112,7 @@ public final class BridgeLibrary {
             out.add(Paths.get(prop).toAbsolutePath());
             return out;
         }
-        String env = System.getenv(ENV);
+        String env = getenv.apply(ENV);
         if (env != null && !env.isBlank()) {
             out.add(Paths.get(env).toAbsolutePath());
             return out;
@@ -143,11 +148,16 @@ public final class BridgeLibrary {
      * returns the bound one. Throws {@link BridgeLoadException} when it cannot.
      */
     static Loaded ensureLoaded(String explicit) {
+        return ensureLoaded(explicit, System::getenv);
+    }
+
+    /** As {@link #ensureLoaded(String)}, the search reading {@value #ENV} through {@code getenv}. */
+    static Loaded ensureLoaded(String explicit, java.util.function.UnaryOperator<String> getenv) {
         Loaded l = loaded;
         if (l != null && explicit == null) return l;
         synchronized (BridgeLibrary.class) {
             l = loaded;
-            List<Path> tried = candidates(explicit);
+            List<Path> tried = candidates(explicit, getenv);
             if (l != null) {
                 Path wanted = tried.get(0).normalize();
                 if (!sameFile(wanted, l.path())) {
@@ -157,7 +167,7 @@ public final class BridgeLibrary {
                 }
                 return l;
             }
-            Path found = find(explicit);
+            Path found = find(explicit, getenv);
             bind(NativeBridge.class, found, ABI_VERSION, tried.stream().map(Path::toString).toList());
             l = new Loaded(found, NativeBridge.ttpipe_implementation());
             loaded = l;
@@ -170,7 +180,11 @@ public final class BridgeLibrary {
      * every path tried and how to build the library.
      */
     static Path find(String explicit) {
-        List<Path> tried = candidates(explicit);
+        return find(explicit, System::getenv);
+    }
+
+    private static Path find(String explicit, java.util.function.UnaryOperator<String> getenv) {
+        List<Path> tried = candidates(explicit, getenv);
         for (Path p : tried) if (Files.isRegularFile(p)) return p.normalize();
         List<String> names = tried.stream().map(Path::toString).toList();
         throw new BridgeLoadException("ttnn backend: no bridge library found; tried " + String.join(", ", names) + ". "

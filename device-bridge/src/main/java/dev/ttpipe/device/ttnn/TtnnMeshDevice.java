@@ -62,7 +62,8 @@ public final class TtnnMeshDevice extends MeshDeviceBase {
         if (o.memoryPerDevice() <= 0) {
             throw new DeviceException("ttnn mesh: memoryPerDevice " + o.memoryPerDevice() + " must be > 0");
         }
-        BridgeLibrary.Loaded lib = BridgeLibrary.ensureLoaded(o.bridgeLibrary());
+        NativeEnvironment.export(o.environment());             // TTNN reads its settings (TT_METAL_*, ...) there
+        BridgeLibrary.Loaded lib = BridgeLibrary.ensureLoaded(o.bridgeLibrary(), o::getenv);
         long[] out = new long[1];
         Bridge.check(NativeBridge.ttpipe_mesh_open(shape.rows(), shape.cols(), o.memoryPerDevice(), out),
                 "ttpipe_mesh_open");

@@ -2,10 +2,12 @@ package dev.ttpipe.device.ttnn;
 
 import dev.ttpipe.device.AdamWParams;
 import dev.ttpipe.device.DType;
+import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.Placement;
 import dev.ttpipe.device.ReduceOp;
+import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.device.SgdParams;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Tensor;
@@ -261,8 +263,12 @@ final class TtnnOps extends CheckedOps {
     }
 
     @Override
-    protected void ropeKernel(MeshTensor out, MeshTensor x, float theta, boolean inverse) {
-        check(NativeBridge.ttpipe_rope(h(out), h(x), theta, flag(inverse), p0(x), p1(x)), "ttpipe_rope", "rope");
+    protected void ropeKernel(MeshTensor out, MeshTensor x, RopeFrequencies frequencies, boolean inverse) {
+        if (frequencies.scaled()) {
+            throw new DeviceException("rope: scaled frequencies (" + frequencies.scaling() + ") are not supported by the ttnn"
+                    + " bridge, whose ttpipe_rope takes theta only; use the cpu backend for rope_scaling");
+        }
+        check(NativeBridge.ttpipe_rope(h(out), h(x), frequencies.theta(), flag(inverse), p0(x), p1(x)), "ttpipe_rope", "rope");
     }
 
     // ---- elementwise and reductions ------------------------------------------------------------------

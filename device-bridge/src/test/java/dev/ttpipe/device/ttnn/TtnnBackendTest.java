@@ -57,6 +57,16 @@ class TtnnBackendTest {
     }
 
     @Test
+    void theMeshsEnvironmentIsExportedToTheNativeSideBeforeTheLibraryOpens() {
+        String name = "TTPIPE_TEST_GLOBAL_ENV_" + ProcessHandle.current().pid();
+        assertEquals(null, NativeEnvironment.get(name));
+        try (MeshDevice mesh = Backends.open("ttnn", new MeshShape(1, 1),
+                MeshOptions.defaults().withEnvironment(java.util.Map.of(name, "from global_env")))) {
+            assertEquals("from global_env", NativeEnvironment.get(name), "C's getenv in this process, as TTNN reads it");
+        }
+    }
+
+    @Test
     void theLibrarysAccountingAgreesWithTheJavaAccounting() throws InterruptedException {
         try (TtnnMeshDevice mesh = TtnnMeshDevice.open(new MeshShape(2, 2), MeshOptions.defaults())) {
             List<Submesh> subs = mesh.createSubmeshes(new MeshShape(1, 2));

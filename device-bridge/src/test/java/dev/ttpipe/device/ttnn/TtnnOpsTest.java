@@ -20,4 +20,9 @@ class TtnnOpsTest extends OpsContractTest {
     protected MeshDevice open(MeshShape shape, MeshOptions options) {
         return TtnnMeshDevice.open(shape, options);
     }
+
+    @Override
+    protected boolean appliesScaledRope() {
+        return false;                          // ttpipe_rope of the C ABI takes theta only
+    }
 }

@@ -56,6 +56,15 @@ public final class HfExport {
         return new Written(weights, tensors.size(), Files.size(weights));
     }
 
+    /** config.json's rope_scaling: null, or Llama 3.1's llama3 object. */
+    static String ropeScalingJson(ModelSpec s) {
+        var r = s.ropeScaling();
+        if (r == null) return "null";
+        return String.format(Locale.ROOT, "{\"rope_type\": \"llama3\", \"factor\": %s, \"low_freq_factor\": %s, \"high_freq_factor\": %s,"
+                + " \"original_max_position_embeddings\": %d}", Double.toString(r.factor()), Double.toString(r.lowFreqFactor()),
+                Double.toString(r.highFreqFactor()), r.originalMaxPositions());
+    }
+
     /** Hugging Face's config.json for the model. */
     public static String configJson(ModelSpec s, boolean tied) {
         if (s.isLlama()) {
@@ -72,7 +81,7 @@ public final class HfExport {
                       "max_position_embeddings": %d,
                       "rms_norm_eps": 1e-05,
                       "rope_theta": %s,
-                      "rope_scaling": null,
+                      "rope_scaling": %s,
                       "hidden_act": "silu",
                       "attention_bias": false,
                       "mlp_bias": false,
@@ -80,7 +89,7 @@ public final class HfExport {
                       "torch_dtype": "float32"
                     }
                     """, s.vocabSize(), s.embeddingDim(), s.intermediateDim(), s.numHeads(), s.numKvHeads(), s.numBlocks(),
-                    s.maxSequenceLength(), Float.toString(s.ropeTheta()), tied);
+                    s.maxSequenceLength(), Float.toString(s.ropeTheta()), ropeScalingJson(s), tied);
         }
         return String.format(Locale.ROOT, """
                 {

@@ -1,5 +1,7 @@
 package dev.ttpipe.stages.checkpoint;
 
+import dev.ttpipe.device.DeviceException;
+import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.stages.ModelSpec;
 
 import java.io.IOException;
@@ -34,12 +36,18 @@ import java.util.Map;
 public final class HfModel implements AutoCloseable {
     public static final String CONFIG = "config.json", WEIGHTS = "model.safetensors", INDEX = "model.safetensors.index.json";
 
-    /** What config.json says about the model's shape. */
+    /** What config.json says about the model's shape; {@code ropeScaling}: its llama3 {@code rope_scaling} (null: none). */
     public record Config(ModelSpec.ModelType type, int vocabSize, int embeddingDim, int numHeads, int numKvHeads, int numBlocks,
-                         int intermediateDim, int maxSequenceLength, float ropeTheta, boolean tied) {
+                         int intermediateDim, int maxSequenceLength, float ropeTheta, boolean tied,
+                         RopeFrequencies.Llama3Scaling ropeScaling) {
+        public Config(ModelSpec.ModelType type, int vocabSize, int embeddingDim, int numHeads, int numKvHeads, int numBlocks,
+                      int intermediateDim, int maxSequenceLength, float ropeTheta, boolean tied) {
+            this(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim, maxSequenceLength, ropeTheta, tied, null);
+        }
+
         public ModelSpec spec() {
             return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim, maxSequenceLength,
-                    0f, tied, ropeTheta, false);
+                    0f, tied, ropeTheta, false).withRopeScaling(ropeScaling);
         }
     }
 
@@ -86,10 +94,6 @@ public final class HfModel implements AutoCloseable {
                 int heads = num(file, c, "num_attention_heads", null);
                 expect(file, c, "hidden_act", "silu", "ttpipe's Llama MLP is SwiGLU with SiLU");
                 eps(file, c, "rms_norm_eps");
-                if (c.get("rope_scaling") != null) {
-                    throw new CheckpointException(file + ": rope_scaling " + c.get("rope_scaling")
-                            + " given: not supported (ttpipe's RoPE is unscaled), expected null");
-                }
                 if (Boolean.TRUE.equals(c.get("attention_bias")) || Boolean.TRUE.equals(c.get("mlp_bias"))) {
                     throw new CheckpointException(file + ": attention_bias/mlp_bias true given: not supported (ttpipe's Llama has no"
                             + " biases), expected false");
@@ -98,10 +102,44 @@ public final class HfModel implements AutoCloseable {
                 return new Config(ModelSpec.ModelType.LLAMA, num(file, c, "vocab_size", null), num(file, c, "hidden_size", null),
                         heads, num(file, c, "num_key_value_heads", heads), num(file, c, "num_hidden_layers", null),
                         num(file, c, "intermediate_size", null), num(file, c, "max_position_embeddings", 2048),
-                        theta == null ? 10000f : ((Number) theta).floatValue(), Boolean.TRUE.equals(c.get("tie_word_embeddings")));
+                        theta == null ? 10000f : ((Number) theta).floatValue(), Boolean.TRUE.equals(c.get("tie_word_embeddings")),
+                        ropeScaling(file, c.get("rope_scaling")));
             }
             default -> throw new CheckpointException(file + ": model_type '" + type + "' given, expected gpt2 or llama");
         }
+    }
+
+    /**
+     * config.json's {@code rope_scaling}: null or {@code rope_type} "default" is plain RoPE; "llama3" (Llama 3.1,
+     * also under the older key {@code type}) needs factor, low_freq_factor, high_freq_factor and
+     * original_max_position_embeddings; any other type (linear, dynamic, yarn, longrope) is refused by name.
+     */
+    static RopeFrequencies.Llama3Scaling ropeScaling(Path file, Object given) {
+        if (given == null) return null;
+        if (!(given instanceof Map<?, ?> r)) {
+            throw new CheckpointException(file + ": rope_scaling " + given + " given, expected null or an object with rope_type llama3");
+        }
+        Object type = r.get("rope_type") != null ? r.get("rope_type") : r.get("type");
+        if ("default".equals(type)) return null;
+        if (!"llama3".equals(type)) {
+            throw new CheckpointException(file + ": rope_scaling.rope_type '" + type + "' given: not supported (ttpipe implements"
+                    + " Llama 3.1's scaling only), expected llama3, default or rope_scaling null");
+        }
+        try {
+            return new RopeFrequencies.Llama3Scaling(scalingNumber(file, r, "factor"), scalingNumber(file, r, "low_freq_factor"),
+                    scalingNumber(file, r, "high_freq_factor"), (int) scalingNumber(file, r, "original_max_position_embeddings"));
+        } catch (DeviceException e) {
+            throw new CheckpointException(file + ": " + e.getMessage());
+        }
+    }
+
+    private static double scalingNumber(Path file, Map<?, ?> r, String key) {
+        Object v = r.get(key);
+        if (!(v instanceof Number n)) {
+            throw new CheckpointException(file + ": rope_scaling." + key + ": " + v + " given, expected a number (llama3 scaling"
+                    + " needs factor, low_freq_factor, high_freq_factor and original_max_position_embeddings)");
+        }
+        return n.doubleValue();
     }
 
     private static int num(Path file, Map<?, ?> c, String key, Integer dflt) {
@@ -143,6 +181,9 @@ public final class HfModel implements AutoCloseable {
             d.add("max_sequence_length " + hf.maxSequenceLength() + " vs " + spec.maxSequenceLength());   // GPT-2's positions table
         }
         if (spec.isLlama() && hf.ropeTheta() != spec.ropeTheta()) d.add("theta " + hf.ropeTheta() + " vs " + spec.ropeTheta());
+        if (spec.isLlama() && !java.util.Objects.equals(hf.ropeScaling(), spec.ropeScaling())) {
+            d.add("rope_scaling " + hf.ropeScaling() + " vs " + spec.ropeScaling());
+        }
         return d.isEmpty() ? null : String.join(", ", d);
     }
 

@@ -422,6 +422,38 @@ class HfWeightsTest {
     }
 
     @Test
+    void llama3RopeScalingIsReadFromConfigJsonWrittenBackAndOtherTypesAreRefused() throws IOException {
+        Path model = Files.createDirectories(dir.resolve("scaled"));
+        Path json = model.resolve("config.json");
+        String scaled = LLAMA_CONFIG.replace("\"rope_theta\"", "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
+                + "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192},\"rope_theta\"");
+        Files.writeString(json, scaled);
+        HfModel.Config c = HfModel.config(model);
+        assertEquals(new dev.ttpipe.device.RopeFrequencies.Llama3Scaling(8, 1, 4, 8192), c.ropeScaling());
+        assertEquals(c.ropeScaling(), c.spec().ropeScaling());
+
+        Files.writeString(json, HfExport.configJson(c.spec(), false));               // what `ttpipe export` writes
+        assertEquals(c.ropeScaling(), HfModel.config(model).ropeScaling());
+
+        Files.writeString(json, LLAMA_CONFIG.replace("\"rope_theta\"", "\"rope_scaling\":{\"rope_type\":\"default\"},\"rope_theta\""));
+        assertEquals(null, HfModel.config(model).ropeScaling());
+
+        Files.writeString(json, scaled.replace("\"llama3\"", "\"yarn\""));
+        CheckpointException e = assertThrows(CheckpointException.class, () -> HfModel.config(model));
+        assertEquals(json + ": rope_scaling.rope_type 'yarn' given: not supported (ttpipe implements Llama 3.1's scaling only),"
+                + " expected llama3, default or rope_scaling null", e.getMessage());
+
+        Files.writeString(json, scaled.replace("\"high_freq_factor\":4.0,", ""));
+        e = assertThrows(CheckpointException.class, () -> HfModel.config(model));
+        assertTrue(e.getMessage().startsWith(json + ": rope_scaling.high_freq_factor: null given, expected a number"), e.getMessage());
+
+        Files.writeString(json, scaled);
+        ModelSpec unscaled = c.spec().withRopeScaling(null);
+        assertTrue(HfModel.mismatch(HfModel.config(model), unscaled).startsWith("rope_scaling Llama3Scaling[factor=8.0"),
+                HfModel.mismatch(HfModel.config(model), unscaled));
+    }
+
+    @Test
     void badModelFilesAreOneLineNamingTheFileAndTensor() throws IOException {
         Map<String, Tensor> hf = gpt2(new Random(5), "F32");
         Path model = Files.createDirectories(dir.resolve("bad"));

@@ -6,6 +6,7 @@ import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.ReduceOp;
+import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.device.SgdParams;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Tensor;
@@ -359,15 +360,16 @@ public final class Fp64Ops extends CheckedOps {
         }
     }
 
-    /** x [B, H, T, hd]: pair (2i, 2i+1) at position t turns by t * theta^(-2i/hd); inverse turns back. */
+    /** x [B, H, T, hd]: pair (2i, 2i+1) at position t turns by t * inv_freq[i] (theta^(-2i/hd), rescaled if asked); inverse turns back. */
     @Override
-    protected void ropeKernel(MeshTensor out, MeshTensor x, float theta, boolean inverse) {
+    protected void ropeKernel(MeshTensor out, MeshTensor x, RopeFrequencies frequencies, boolean inverse) {
         int t = x.shape().dim(2), hd = x.shape().dim(3);
         double[] xv = d(x), o = d(out);
+        double[] invFreq = frequencies.inverse(hd);
         for (int r = 0; r < rows(x); r++) {
             int base = r * hd;
             for (int i = 0; i < hd / 2; i++) {
-                double angle = (r % t) * Math.pow(theta, -2.0 * i / hd) * (inverse ? -1 : 1);
+                double angle = (r % t) * invFreq[i] * (inverse ? -1 : 1);
                 double c = Math.cos(angle), s = Math.sin(angle);
                 double x0 = xv[base + 2 * i], x1 = xv[base + 2 * i + 1];
                 o[base + 2 * i] = x0 * c - x1 * s;

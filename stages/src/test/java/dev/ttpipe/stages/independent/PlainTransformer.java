@@ -17,7 +17,8 @@ import java.util.Map;
  *   approximation; a final LayerNorm and an LM head without bias.</li>
  *   <li>Llama: RMSNorm instead of LayerNorm, no position embedding and no biases; rotary
  *   positions on q and k, pairs (2i, 2i+1) of a head at position t turned by
- *   {@code t * theta^(-2i/hd)}; grouped-query attention (query head h reads key/value head
+ *   {@code t * theta^(-2i/hd)}, or by {@code t * invFreq[i]} when the caller gives the frequencies
+ *   (a scaled RoPE, computed by the caller from its own formula); grouped-query attention (query head h reads key/value head
  *   {@code h / (H / Hkv)}); SwiGLU MLP {@code W2 (silu(W1 h) * W3 h)}.</li>
  *   <li>Attention: causal softmax of {@code q . k / sqrt(hd)}; linear weights are [out, in].</li>
  * </ul>
@@ -31,6 +32,7 @@ public final class PlainTransformer {
     private final boolean llama;
     private final int vocab, dim, heads, kvHeads, hidden, layers;
     private final double eps, theta;
+    private final double[] invFreq;
     private final Map<String, double[]> w;
 
     /** The loss (sum over counted tokens) and dLoss/dweight for every weight, by name. */
@@ -39,6 +41,13 @@ public final class PlainTransformer {
 
     public PlainTransformer(boolean llama, int vocab, int dim, int heads, int kvHeads, int hidden, int layers,
                             double eps, double theta, Map<String, double[]> weights) {
+        this(llama, vocab, dim, heads, kvHeads, hidden, layers, eps, theta, null, weights);
+    }
+
+    /** A Llama whose rotary positions turn pair i by {@code t * invFreq[i]} ({@code invFreq} null: {@code theta^(-2i/hd)}). */
+    public PlainTransformer(boolean llama, int vocab, int dim, int heads, int kvHeads, int hidden, int layers,
+                            double eps, double theta, double[] invFreq, Map<String, double[]> weights) {
+        this.invFreq = invFreq == null ? null : invFreq.clone();
         this.llama = llama;
         this.vocab = vocab;
         this.dim = dim;
@@ -49,6 +58,25 @@ public final class PlainTransformer {
         this.eps = eps;
         this.theta = theta;
         this.w = weights;
+    }
+
+    /**
+     * Llama 3.1's rope scaling as Hugging Face's {@code _compute_llama3_parameters} writes it: base
+     * frequencies {@code 1 / theta^(2i/hd)}; wavelength {@code 2 pi / f}; f / factor where the wavelength
+     * exceeds {@code old / low}; where it lies in [old / high, old / low], {@code (1 - s) f / factor + s f}
+     * with {@code s = (old / wavelength - low) / (high - low)}; f elsewhere.
+     */
+    public static double[] llama3InverseFrequencies(double theta, int hd, double factor, double low, double high, double old) {
+        double[] out = new double[hd / 2];
+        for (int i = 0; i < out.length; i++) {
+            double f = 1.0 / Math.pow(theta, 2.0 * i / hd);
+            double wavelength = 2 * Math.PI / f;
+            double scaled = wavelength > old / low ? f / factor : f;
+            double s = (old / wavelength - low) / (high - low);
+            boolean medium = wavelength >= old / high && wavelength <= old / low;
+            out[i] = medium ? (1 - s) * scaled / factor + s * scaled : scaled;
+        }
+        return out;
     }
 
     /** What a layer's forward keeps for its backward. */
@@ -234,7 +262,7 @@ public final class PlainTransformer {
             int pos = r % seq;
             for (int h = 0; h < nh; h++) {
                 for (int i = 0; i < hd / 2; i++) {
-                    double angle = pos * Math.pow(theta, -2.0 * i / hd);
+                    double angle = pos * (invFreq != null ? invFreq[i] : Math.pow(theta, -2.0 * i / hd));
                     double cs = Math.cos(angle), sn = Math.sin(angle);
                     int a = (r * nh + h) * hd + 2 * i;
                     double x0 = t[a], x1 = t[a + 1];
