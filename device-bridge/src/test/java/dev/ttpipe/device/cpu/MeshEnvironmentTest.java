@@ -19,7 +19,7 @@ class MeshEnvironmentTest {
     void theMeshsEnvironmentChoosesTheMatmulKernel() {
         assumeTrue(System.getProperty("ttpipe.blas") == null && System.getenv("TTPIPE_BLAS") == null,
                 "TTPIPE_BLAS or -Dttpipe.blas is set for this JVM");
-        assumeTrue(BlasGemm.tryLoad(1) != null, "OpenBLAS does not load here: " + OpenBlas.failure());
+        assumeTrue(OpenBlas.load(), "OpenBLAS does not load here: " + OpenBlas.failure());
         try (CpuMeshDevice plain = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(1));
              CpuMeshDevice withEnv = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(1)
                      .withEnvironment(Map.of("TTPIPE_BLAS", "java")))) {
