@@ -15,15 +15,15 @@ import java.util.concurrent.Callable;
 
 /**
  * {@code ttpipe bench matmul}: fp32 matmul throughput of the cpu backend's kernel against this
- * machine's peak, which is computed here (cores x measured clock x FLOPs per cycle of the ISA),
- * never assumed. Prints figures; never passes or fails on them.
+ * machine's peak, which is measured ({@code MachinePeak}: one thread per physical core running
+ * independent fused multiply-add chains), never assumed or looked up. Prints figures; never passes or fails on them.
  */
 @Command(name = "matmul",
         mixinStandardHelpOptions = true,
         description = {"Measure fp32 matmul throughput (N x N x N) of the cpu backend's kernel and compare it with "
                 + "this machine's peak.",
-                "The peak is computed: physical cores x measured core clock x fp32 FLOPs per cycle from the CPU's ISA "
-                        + "flags (avx512f 64, avx2+fma 32, avx 16, else 8).",
+                "The peak is measured, never looked up: one thread per physical core runs independent fused "
+                        + "multiply-add chains at the JIT's widest vectors; the core clock is measured too.",
                 "Reports the median of about a second of timed runs after warmup."},
         footer = {"", "Examples:",
                 "  ttpipe bench matmul",
