@@ -10,7 +10,8 @@
  *  - reductions keep LANES partial results, element j going to partial j % LANES, combined in lane
  *    order at the end: the order is written in the source (Java does the same), so the compiler may
  *    put the partials in vector registers without changing a bit;
- *  - no libm: exp is FloatExp's Cody-Waite reduction and Cephes polynomial, sqrt the IEEE instruction;
+ *  - no libm: exp is FloatExp's Cody-Waite reduction and Cephes polynomial (../fast_exp.h, shared with
+ *    the reference bridge library), sqrt the IEEE instruction;
  *    the one log (of a softmax row's sum) stays in Java.
  *
  * Built by Maven (device-bridge/pom.xml) with -O3; on x86-64 each kernel is cloned for AVX-512,
@@ -19,6 +20,8 @@
  */
 #include <stdint.h>
 #include <string.h>
+
+#include "../fast_exp.h" /* fexp: FloatExp.exp, operation for operation */
 
 #define EXPORT __attribute__((visibility("default")))
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TTPIPE_NO_CLONES)
@@ -42,29 +45,6 @@ static inline int32_t to_bits(float f) {
     int32_t i;
     memcpy(&i, &f, sizeof i);
     return i;
-}
-
-/* FloatExp.exp, operation for operation. */
-static inline float fexp(float x) {
-    const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-    const float magic = 12582912.0f, min_arg = -87.33654f, max_arg = 88.72283f;
-    float c = x < min_arg ? min_arg : x > max_arg ? max_arg : x;
-    float t = c * log2e + magic;
-    float k = t - magic;
-    int32_t ki = to_bits(t) - to_bits(magic);
-    float r = c - k * ln2_hi - k * ln2_lo;
-    float r2 = r * r;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r2 + r + 1.0f;
-    int32_t half = ki >> 1;
-    float scaled = p * from_bits((half + 127) << 23) * from_bits((ki - half + 127) << 23);
-    float inf = from_bits(0x7f800000);
-    return x < min_arg ? 0.0f : x > max_arg ? inf : scaled;
 }
 
 static inline float sigmoid(float x) {

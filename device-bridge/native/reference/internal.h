@@ -183,34 +183,8 @@ static inline float bf16_to_float(uint16_t h) {
     return f;
 }
 
-/* exp in float precision as the cpu backend computes it (Cody-Waite reduction, Cephes polynomial). */
-static inline float fexp(float x) {
-    const float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
-    const float magic = 12582912.0f, min_arg = -87.33654f, max_arg = 88.72283f;
-    float c = x < min_arg ? min_arg : x > max_arg ? max_arg : x;
-    float t = c * log2e + magic;
-    float k = t - magic;
-    int32_t tb, mb;
-    memcpy(&tb, &t, 4);
-    memcpy(&mb, &magic, 4);
-    int32_t ki = tb - mb;
-    float r = c - k * ln2_hi - k * ln2_lo;
-    float r2 = r * r;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r2 + r + 1.0f;
-    int32_t half = ki >> 1;
-    uint32_t e1 = (uint32_t) (half + 127) << 23, e2 = (uint32_t) (ki - half + 127) << 23;
-    float f1, f2;
-    memcpy(&f1, &e1, 4);
-    memcpy(&f2, &e2, 4);
-    float scaled = p * f1 * f2;
-    return x < min_arg ? 0.0f : x > max_arg ? __builtin_inff() : scaled;
-}
+/* fexp: exp in float precision as the cpu backend computes it (Cody-Waite reduction, Cephes polynomial). */
+#include "../fast_exp.h"
 
 static inline float fsigmoid(float x) {
     return 1.0f / (1.0f + fexp(-x));

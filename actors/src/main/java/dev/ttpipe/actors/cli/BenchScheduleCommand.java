@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.schedules.ScheduleBenchmark;
 import dev.ttpipe.schedules.Schedules;

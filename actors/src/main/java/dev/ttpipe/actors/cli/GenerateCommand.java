@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.train.ModelSource;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.MeshDevice;

@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.UserInputException;
 import ch.qos.logback.classic.Level;
 import ch.qos.logback.classic.Logger;
 import dev.ttpipe.actors.config.ConfigException;

@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.train.ModelSource;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;

@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.stages.data.CorpusPreparation;
 import picocli.CommandLine.Command;

@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.telemetry.Report;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;

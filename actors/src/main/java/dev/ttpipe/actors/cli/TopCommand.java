@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.telemetry.TopView;
 import dev.ttpipe.stages.checkpoint.MiniJson;
 import org.jline.terminal.Terminal;

@@ -282,11 +282,11 @@ public final class Calibration {
                     if (MiniJson.parse(line) instanceof Map<?, ?> m && m.get("stage_ms") instanceof Map<?, ?>) steps.add(m);
                 }
             } catch (IOException | IllegalArgumentException e) {
-                throw new dev.ttpipe.actors.cli.UserInputException("--costs-from: " + metrics + " cannot be read (" + e.getMessage()
+                throw new dev.ttpipe.actors.UserInputException("--costs-from: " + metrics + " cannot be read (" + e.getMessage()
                         + "), expected the run directory of a `ttpipe train` run");
             }
             if (steps.isEmpty()) {
-                throw new dev.ttpipe.actors.cli.UserInputException("--costs-from: " + metrics
+                throw new dev.ttpipe.actors.UserInputException("--costs-from: " + metrics
                         + " has no step with per-stage costs (stage_ms), expected a run of this ttpipe version");
             }
             List<Map<?, ?>> used = steps.size() > Trial.WARMUP_STEPS ? steps.subList(Trial.WARMUP_STEPS, steps.size()) : steps;

@@ -3,7 +3,7 @@ package dev.ttpipe.actors.tune;
 import dev.ttpipe.actors.config.ConfigValidator;
 import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.config.TtpipeConfig;
-import dev.ttpipe.actors.cli.UserInputException;
+import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.schedules.Schedules;
 import dev.ttpipe.stages.ModelSpec;

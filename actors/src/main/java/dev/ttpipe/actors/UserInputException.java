@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.cli;
+package dev.ttpipe.actors;
 
 /**
  * A mistake the user can fix (a bad flag value, a missing file): printed as one line, exit code 2.
