@@ -3,6 +3,7 @@ package dev.ttpipe.actors.cli;
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.multihost.WorkerProcesses;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.actors.train.Verification;
@@ -64,8 +65,11 @@ public final class VerifyCommand implements Callable<Integer> {
             throw new UserInputException(cfg.origins.where("device_config.backend")
                     + ": 'sim' given, expected cpu or ttnn (the sim backend models time and carries no values to compare)");
         }
-        Verification v = new Verification(TrainingJob.fromConfig(cfg), steps, tolerance, singleDevice, wholeBatch);
-        Verification.Outcome o = v.run(config, job.toArgs(), json ? System.err : System.out);
+        TrainingJob trainingJob = TrainingJob.fromConfig(cfg);
+        Verification v = new Verification(trainingJob, steps, tolerance, singleDevice, wholeBatch);
+        Verification.PipelineStart start = WorkerProcesses.needed(trainingJob)
+                ? WorkerProcesses.forVerify(config, job.toArgs()) : Verification.IN_PROCESS;
+        Verification.Outcome o = v.run(config, start, json ? System.err : System.out);
         if (json) System.out.println(json(o));
         return o.ok() ? Main.EXIT_OK : Main.EXIT_FAILURE;
     }

@@ -1,9 +1,6 @@
 package dev.ttpipe.actors.train;
 
 import dev.ttpipe.actors.config.Backend;
-import dev.ttpipe.actors.config.SocketType;
-import dev.ttpipe.actors.multihost.Launcher;
-import dev.ttpipe.actors.multihost.Worker;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
@@ -47,11 +44,30 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
     public record Outcome(boolean ok, List<Step> steps) {
     }
 
+    /** Starts the pipeline a verification drives: all ranks in this JVM, or rank 0 here and the others as processes. */
+    @FunctionalInterface
+    public interface PipelineStart {
+        Started start(TrainingJob job, PrintStream out) throws IOException, InterruptedException;
+    }
+
+    /** What ends a started pipeline's helpers (the worker processes: waits for them to exit). */
+    @FunctionalInterface
+    public interface Finish {
+        void finish() throws InterruptedException;
+    }
+
+    /** A started pipeline and what ends it after the runtime has closed. */
+    public record Started(PipelineRuntime runtime, Finish finish) {
+    }
+
+    /** Every rank in this JVM. */
+    public static final PipelineStart IN_PROCESS = (job, out) -> new Started(PipelineRuntime.start(job.plan()), () -> { });
+
     /**
-     * Runs it, printing the table and the verdict to {@code out}; {@code configFile} and {@code workerArgs}
-     * start the worker processes of a multi-process config.
+     * Runs it, printing the table and the verdict to {@code out}; {@code start} starts the pipelined side
+     * ({@link #IN_PROCESS}, or the worker processes of a multi-process config).
      */
-    public Outcome run(Path configFile, List<String> workerArgs, PrintStream out) throws IOException, InterruptedException {
+    public Outcome run(Path configFile, PipelineStart start, PrintStream out) throws IOException, InterruptedException {
         JobPlan plan = job.plan();
         out.printf("verify: %s, %d stages on %d ranks, %s%s, %d microbatches, %s optimizer, %s backend, mesh %s per rank;"
                         + " reference: all blocks on %s, no pipeline%n", configFile, plan.stages(), plan.ranks(),
@@ -60,24 +76,8 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
                 plan.backend() + (plan.model().dtype() == dev.ttpipe.device.DType.BF16 ? " bf16" : ""), plan.rankMesh(),
                 singleDevice ? "one cpu device" : "one " + plan.backend() + " submesh " + plan.rankMesh()
                         + (plan.parallelism().ddp() || plan.parallelism().tp() ? " with the same DDP/TP" : ""));
-        boolean multiProcess = job.config().multihost.enabled && plan.transport() == SocketType.AERON;
-        Launcher workers = null;
-        PipelineRuntime runtime;
-        if (multiProcess) {
-            Worker rank0 = new Worker(job, 0);
-            out.println("multi-process: rank 0 here, ranks 1.." + (plan.ranks() - 1) + " as worker processes (Aeron UDP on "
-                    + rank0.deployment().seed().host() + ")");
-            workers = new Launcher(configFile, workerArgs, rank0.deployment(), out, System.err);
-            try {
-                workers.start(1, plan.ranks());
-                runtime = rank0.start(java.time.Duration.ofSeconds(90));
-            } catch (RuntimeException | IOException e) {
-                workers.close();
-                throw e;
-            }
-        } else {
-            runtime = PipelineRuntime.start(plan);
-        }
+        Started started = start.start(job, out);
+        PipelineRuntime runtime = started.runtime();
         boolean ok = true;
         List<Step> compared = new java.util.ArrayList<>();
         String failure = null;
@@ -125,7 +125,7 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
         } finally {
             if (telemetry != null) telemetry.close();
             runtime.close(failure);
-            if (workers != null) workers.finish(20);
+            started.finish().finish();
         }
         out.println(ok ? "OK: the pipelined run matches the reference trainer within " + tolerance
                 : "MISMATCH: the pipelined run differs from the reference trainer beyond " + tolerance);
