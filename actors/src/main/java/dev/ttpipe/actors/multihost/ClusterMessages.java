@@ -30,7 +30,7 @@ public final class ClusterMessages {
             "dev.ttpipe.actors.runtime.Coordinator$RankFailed",
             "dev.ttpipe.actors.runtime.HostGuardian$EndJob",
             "dev.ttpipe.actors.runtime.MicrobatchData",
-            "dev.ttpipe.actors.telemetry.ActionEvent",
+            "dev.ttpipe.actors.runtime.ActionEvent",
             "dev.ttpipe.schedules.Action",
             "dev.ttpipe.schedules.ActionKind",
             "dev.ttpipe.device.LossOutput");

@@ -2,7 +2,6 @@ package dev.ttpipe.actors.runtime;
 
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.multihost.ClusterMessage;
-import dev.ttpipe.actors.telemetry.ActionEvent;
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.stages.Mutation;
 import dev.ttpipe.stages.Optimizer;

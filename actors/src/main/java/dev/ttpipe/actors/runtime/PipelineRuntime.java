@@ -239,13 +239,13 @@ public final class PipelineRuntime implements AutoCloseable {
                 }
             }
             if (f.isDone()) return;
-            long stalled = dev.ttpipe.actors.telemetry.Watchdog.stalledMs(stats, stepMs);
+            long stalled = dev.ttpipe.actors.runtime.Watchdog.stalledMs(stats, stepMs);
             if (timedOut) {
                 throw new PipelineFailure("step " + (step + 1) + " took longer than training_config.step_timeout_s = "
-                        + watchdogStepTimeout.toSeconds() + "; " + dev.ttpipe.actors.telemetry.Watchdog.diagnose(stats, stalled));
+                        + watchdogStepTimeout.toSeconds() + "; " + dev.ttpipe.actors.runtime.Watchdog.diagnose(stats, stalled));
             }
             if (stalled >= warnAfter.toMillis() && (lastWarn == 0 || now - lastWarn >= warnAfter.toNanos())) {
-                warn.accept(dev.ttpipe.actors.telemetry.Watchdog.diagnose(stats, stalled));
+                warn.accept(dev.ttpipe.actors.runtime.Watchdog.diagnose(stats, stalled));
                 lastWarn = now;
             }
         }

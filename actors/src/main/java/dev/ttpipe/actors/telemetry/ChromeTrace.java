@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.telemetry;
 
+import dev.ttpipe.actors.runtime.ActionEvent;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.ActionKind;

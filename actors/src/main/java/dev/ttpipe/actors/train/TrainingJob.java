@@ -7,7 +7,7 @@ import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineFailure;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
-import dev.ttpipe.actors.telemetry.ActionEvent;
+import dev.ttpipe.actors.runtime.ActionEvent;
 import dev.ttpipe.actors.telemetry.ChromeTrace;
 import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.actors.telemetry.StageTable;

@@ -6,7 +6,7 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.MemoryPlan;
-import dev.ttpipe.actors.telemetry.ActionEvent;
+import dev.ttpipe.actors.runtime.ActionEvent;
 import dev.ttpipe.device.SimCosts;
 import dev.ttpipe.device.SimProfile;
 import dev.ttpipe.schedules.ActionKind;

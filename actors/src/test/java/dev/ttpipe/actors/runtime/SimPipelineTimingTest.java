@@ -51,8 +51,8 @@ class SimPipelineTimingTest {
                 int rk = rank;
                 List<dev.ttpipe.schedules.Action> ran = r.events().stream()
                         .filter(e -> e.rank() == rk && e.pass() >= 0 && e.kind().isCompute())
-                        .sorted(java.util.Comparator.comparingLong(dev.ttpipe.actors.telemetry.ActionEvent::startNs))
-                        .map(dev.ttpipe.actors.telemetry.ActionEvent::action).toList();
+                        .sorted(java.util.Comparator.comparingLong(dev.ttpipe.actors.runtime.ActionEvent::startNs))
+                        .map(dev.ttpipe.actors.runtime.ActionEvent::action).toList();
                 assertEquals(row, ran, "rank " + rank + " ran its compute actions out of the row's order");
                 long recvs = r.events().stream().filter(e -> e.rank() == rk && e.kind().name().startsWith("RECV")).count();
                 long rowRecvs = plan.schedule().row(rank).stream().filter(a -> a.kind().name().startsWith("RECV")).count();

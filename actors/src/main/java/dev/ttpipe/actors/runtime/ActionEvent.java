@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.telemetry;
+package dev.ttpipe.actors.runtime;
 
 import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.ActionKind;

@@ -1,6 +1,5 @@
-package dev.ttpipe.actors.telemetry;
+package dev.ttpipe.actors.runtime;
 
-import dev.ttpipe.actors.runtime.StageActor;
 
 import java.util.List;
 import java.util.Locale;
