@@ -78,7 +78,6 @@ class ArchitectureTest {
      * until the cycle is taken off this list.
      */
     static final List<Set<String>> KNOWN_CYCLES = List.of(
-            Set.of("actors.multihost", "actors.runtime", "actors.telemetry", "actors.train"),
             Set.of("device", "device.cpu", "device.sim", "device.ttnn", "device.spi"),
             Set.of("stages", "stages.data", "stages.checkpoint"));
 

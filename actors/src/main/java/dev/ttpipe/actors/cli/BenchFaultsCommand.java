@@ -3,7 +3,7 @@ package dev.ttpipe.actors.cli;
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
-import dev.ttpipe.actors.multihost.Deployment;
+import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.multihost.Launcher;
 import dev.ttpipe.actors.runtime.PipelineFailure;
 import dev.ttpipe.actors.runtime.PipelineRuntime;

@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.multihost;
 
+import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.ExitCodes;
 
 import java.io.BufferedReader;

@@ -1,7 +1,7 @@
 package dev.ttpipe.actors.runtime;
 
 import dev.ttpipe.actors.config.Backend;
-import dev.ttpipe.actors.multihost.ClusterMessage;
+import dev.ttpipe.actors.cluster.ClusterMessage;
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.stages.Mutation;
 import dev.ttpipe.stages.Optimizer;

@@ -1,7 +1,7 @@
 package dev.ttpipe.actors.runtime;
 
-import dev.ttpipe.actors.multihost.ClusterMessage;
-import dev.ttpipe.actors.multihost.Deployment;
+import dev.ttpipe.actors.cluster.ClusterMessage;
+import dev.ttpipe.actors.cluster.Deployment;
 
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.transport.Transport;

@@ -1,7 +1,7 @@
 package dev.ttpipe.actors.runtime;
 
-import dev.ttpipe.actors.multihost.Deployment;
-import dev.ttpipe.actors.multihost.ClusterSettings;
+import dev.ttpipe.actors.cluster.Deployment;
+import dev.ttpipe.actors.cluster.ClusterSettings;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;

@@ -1,6 +1,6 @@
 package dev.ttpipe.actors.runtime;
 
-import dev.ttpipe.actors.multihost.ClusterMessage;
+import dev.ttpipe.actors.cluster.ClusterMessage;
 
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.Submesh;

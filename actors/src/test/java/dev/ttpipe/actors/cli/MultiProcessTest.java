@@ -89,7 +89,7 @@ class MultiProcessTest {
     @Test
     void aWorkerStartedWithADifferentPlanCannotJoinTheJob(@TempDir Path dir) throws Exception {
         Path cfg = write(dir, "pp2.yaml", config(2, 26400, "{0: 2, 1: 2}"));
-        var deployment = dev.ttpipe.actors.multihost.Deployment.of(dev.ttpipe.actors.config.ConfigLoader.load(cfg));
+        var deployment = dev.ttpipe.actors.cluster.Deployment.of(dev.ttpipe.actors.config.ConfigLoader.load(cfg));
         var rank1 = new dev.ttpipe.actors.multihost.Launcher(cfg, List.of("--seed", "7"), deployment, System.out, System.err);
         try {
             rank1.start(1, 2);                                       // rank 1 with another seed: another plan

@@ -1,7 +1,7 @@
 package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.config.KeyStores;
-import dev.ttpipe.actors.multihost.Deployment;
+import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.multihost.Launcher;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;

@@ -1,6 +1,6 @@
 package dev.ttpipe.actors.config;
 
-import dev.ttpipe.actors.multihost.Deployment;
+import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.runtime.JobPlan;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;

@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.multihost;
+package dev.ttpipe.actors.cluster;
 
 import com.typesafe.config.ConfigFactory;
 import org.apache.pekko.actor.ActorSystem;
@@ -48,13 +48,13 @@ class KryoSerializerTest {
         system = ActorSystem.create("kryo", ConfigFactory.parseString("""
                 pekko.loglevel = WARNING
                 pekko.actor {
-                  serializers { ttpipe-kryo = "dev.ttpipe.actors.multihost.KryoSerializer" }
-                  serialization-bindings { "dev.ttpipe.actors.multihost.KryoSerializerTest$Control" = ttpipe-kryo }
+                  serializers { ttpipe-kryo = "dev.ttpipe.actors.cluster.KryoSerializer" }
+                  serialization-bindings { "dev.ttpipe.actors.cluster.KryoSerializerTest$Control" = ttpipe-kryo }
                 }
                 ttpipe.kryo.classes = [
-                  "dev.ttpipe.actors.multihost.KryoSerializerTest$Plan",
-                  "dev.ttpipe.actors.multihost.KryoSerializerTest$Phase",
-                  "dev.ttpipe.actors.multihost.KryoSerializerTest$Shard"
+                  "dev.ttpipe.actors.cluster.KryoSerializerTest$Plan",
+                  "dev.ttpipe.actors.cluster.KryoSerializerTest$Phase",
+                  "dev.ttpipe.actors.cluster.KryoSerializerTest$Shard"
                 ]
                 """).withFallback(ConfigFactory.load()));
     }

@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.multihost;
+package dev.ttpipe.actors.cluster;
 
 import java.util.List;
 

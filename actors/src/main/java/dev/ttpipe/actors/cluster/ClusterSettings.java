@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.multihost;
+package dev.ttpipe.actors.cluster;
 
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
@@ -56,8 +56,8 @@ public final class ClusterSettings {
                 "pekko.coordinated-shutdown.phases.cluster-leave.timeout = 2s",
                 "pekko.coordinated-shutdown.phases.cluster-exiting.timeout = 2s",
                 "pekko.coordinated-shutdown.phases.cluster-sharding-shutdown-region.timeout = 1s",
-                "pekko.actor.serializers.ttpipe-kryo = \"dev.ttpipe.actors.multihost.KryoSerializer\"",
-                "pekko.actor.serialization-bindings { \"dev.ttpipe.actors.multihost.ClusterMessage\" = ttpipe-kryo }",
+                "pekko.actor.serializers.ttpipe-kryo = \"dev.ttpipe.actors.cluster.KryoSerializer\"",
+                "pekko.actor.serialization-bindings { \"dev.ttpipe.actors.cluster.ClusterMessage\" = ttpipe-kryo }",
                 "ttpipe.kryo.classes = [" + String.join(", ", ClusterMessages.CLASSES.stream()
                         .map(c -> "\"" + c + "\"").toList()) + "]")))
                 .withFallback(ConfigFactory.load());

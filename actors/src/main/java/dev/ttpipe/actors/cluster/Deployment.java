@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.multihost;
+package dev.ttpipe.actors.cluster;
 
 import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.TtpipeConfig;

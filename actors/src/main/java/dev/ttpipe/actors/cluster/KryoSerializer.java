@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.multihost;
+package dev.ttpipe.actors.cluster;
 
 import com.esotericsoftware.kryo.Kryo;
 import com.esotericsoftware.kryo.KryoException;
@@ -28,7 +28,7 @@ import java.util.TreeMap;
  * <p>Configuration (Pekko config):
  * <pre>
  * pekko.actor {
- *   serializers { ttpipe-kryo = "dev.ttpipe.actors.multihost.KryoSerializer" }
+ *   serializers { ttpipe-kryo = "dev.ttpipe.actors.cluster.KryoSerializer" }
  *   serialization-bindings { "dev.ttpipe.actors.runtime.ControlMessage" = ttpipe-kryo }
  * }
  * ttpipe.kryo.classes = ["dev.ttpipe.actors.runtime.Foo", "dev.ttpipe.actors.runtime.Foo$Kind", ...]

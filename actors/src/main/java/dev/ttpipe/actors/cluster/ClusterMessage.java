@@ -1,4 +1,4 @@
-package dev.ttpipe.actors.multihost;
+package dev.ttpipe.actors.cluster;
 
 /**
  * Marks the messages that cross processes in a multi-host job (bound to the Kryo serializer in the
