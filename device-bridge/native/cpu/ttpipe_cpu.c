@@ -41,12 +41,6 @@ static inline float from_bits(int32_t i) {
     return f;
 }
 
-static inline int32_t to_bits(float f) {
-    int32_t i;
-    memcpy(&i, &f, sizeof i);
-    return i;
-}
-
 static inline float sigmoid(float x) {
     return 1.0f / (1.0f + fexp(-x));
 }
