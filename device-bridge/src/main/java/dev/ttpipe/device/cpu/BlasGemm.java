@@ -47,10 +47,14 @@ final class BlasGemm implements Gemm {
                 + OpenBlas.openblas_get_config().trim() + ") from " + OpenBlas.loadedFrom();
     }
 
-    /** How C [m, n] is cut: {rows per tile, columns per tile}. Depends on the shape only, never on threads. */
-    static int[] tiles(int m, int n, int k) {
-        if ((long) m * n * k < SMALL_FLOPS) return new int[]{m, n};
-        return new int[]{even(m, TILE_M), even(n, TILE_N)};
+    /** Rows of C per tile (the tiles depend on the shape only, never on threads): all of them for a small product, else at most {@value #TILE_M}, even. */
+    static int tileRows(int m, int n, int k) {
+        return (long) m * n * k < SMALL_FLOPS ? m : even(m, TILE_M);
+    }
+
+    /** Columns of C per tile: all of them for a small product, else at most {@value #TILE_N}, even. */
+    static int tileCols(int m, int n, int k) {
+        return (long) m * n * k < SMALL_FLOPS ? n : even(n, TILE_N);
     }
 
     /** {@code length} cut into as few pieces of at most {@code most} as can be, of equal length (a multiple of 16). */
@@ -69,8 +73,7 @@ final class BlasGemm implements Gemm {
             Gemm.scaleC(m, n, beta, c, cOff, ldc);
             return;
         }
-        int[] tile = tiles(m, n, k);
-        int tm = tile[0], tn = tile[1];
+        int tm = tileRows(m, n, k), tn = tileCols(m, n, k);
         int tilesM = (m + tm - 1) / tm, tilesN = (n + tn - 1) / tn;
         if (tilesM * tilesN == 1) {
             call(transA, transB, m, n, k, alpha, a.address + 4L * aOff, lda, b.address + 4L * bOff, ldb, beta,

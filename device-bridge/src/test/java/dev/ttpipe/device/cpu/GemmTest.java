@@ -80,10 +80,14 @@ class GemmTest {
     /** The tiles are a function of the shape: never of a thread count, and one call below the small size. */
     @Test
     void blasTilesDependOnTheShapeAlone() {
-        assertArrayEquals(new int[]{64, 64}, BlasGemm.tiles(64, 64, 64));
-        assertArrayEquals(new int[]{512, 768}, BlasGemm.tiles(2048, 1536, 384));
-        assertArrayEquals(new int[]{100, 1008}, BlasGemm.tiles(100, 50257, 384));
-        assertArrayEquals(new int[]{368, 560}, BlasGemm.tiles(1100, 1100, 3));
+        assertArrayEquals(new int[]{64, 64}, tiles(64, 64, 64));
+        assertArrayEquals(new int[]{512, 768}, tiles(2048, 1536, 384));
+        assertArrayEquals(new int[]{100, 1008}, tiles(100, 50257, 384));
+        assertArrayEquals(new int[]{368, 560}, tiles(1100, 1100, 3));
+    }
+
+    private static int[] tiles(int m, int n, int k) {
+        return new int[]{BlasGemm.tileRows(m, n, k), BlasGemm.tileCols(m, n, k)};
     }
 
     /** C (m x n, beta 0.5 over a fixed C) of a product of fixed random operands, as raw bits. */
