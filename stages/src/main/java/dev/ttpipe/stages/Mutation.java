@@ -23,9 +23,7 @@ public enum Mutation {
     /** Block: the gradient of the second residual branch loses its skip path (only the MLP's part goes on). */
     DROP_RESIDUAL_GRADIENT,
     /** Block: the dropout backward lets the gradient through without the mask. */
-    UNMASKED_DROPOUT_BACKWARD,
-    /** The pipeline's loss scale (not the reference trainer's) doubled: every gradient twice what it should be. */
-    PIPELINE_GRADIENT_X2;
+    UNMASKED_DROPOUT_BACKWARD;
 
     private static volatile Mutation active;
 

@@ -53,6 +53,7 @@ final class AeronChannel implements TensorChannel {
     private final boolean claimChunks;
     private final BlockingQueue<Send> queue = new LinkedBlockingQueue<>();
     private final Thread thread;
+    private final FrameFault fault;
     private final Runnable onClose;
     private volatile boolean closing;
 
@@ -74,7 +75,7 @@ final class AeronChannel implements TensorChannel {
     }
 
     AeronChannel(String name, int from, int to, java.util.function.LongSupplier jobId, ExclusivePublication publication, long connectTimeoutNs,
-                 int maxChunkBytes, Runnable onClose) {
+                 int maxChunkBytes, FrameFault fault, Runnable onClose) {
         this.name = name;
         this.from = from;
         this.to = to;
@@ -85,6 +86,7 @@ final class AeronChannel implements TensorChannel {
         this.maxChunk = maxChunkBytes == 0 ? mtuChunk
                 : Math.min(maxChunkBytes, publication.maxMessageLength() - FrameCodec.LENGTH);
         this.claimChunks = maxChunk <= mtuChunk;
+        this.fault = fault;
         this.onClose = onClose;
         this.thread = new Thread(this::run, "ttpipe-aeron-send-" + from + "-" + to);
         thread.setDaemon(true);
@@ -242,9 +244,7 @@ final class AeronChannel implements TensorChannel {
             payloadCrc.update(bytes);
             sealHeader(index, payloadOffset, len);
             term.putBytes(at, header, 0, FrameCodec.LENGTH);
-            java.util.function.Predicate<FrameHeader> corrupt = AeronTransport.corruptForTests;
-            if (corrupt != null && len > 0 && corrupt.test(h)) {
-                AeronTransport.corruptForTests = null;
+            if (index == 0 && len > 0 && fault.corrupt(h)) {     // the first chunk, after its checksum
                 term.putByte(at + FrameCodec.LENGTH, (byte) (term.getByte(at + FrameCodec.LENGTH) ^ 0x40));   // after the checksum
             }
             claim.commit();

@@ -156,7 +156,7 @@ public final class AeronTransport implements Transport {
      *                       termLength / 8 less the header) let Aeron fragment each chunk
      */
     public record Config(long jobId, Map<Integer, Endpoint> endpoints, Set<Integer> localRanks, Path directory,
-                         int termLength, int udpMtu, Duration connectTimeout, int maxChunkBytes) {
+                         int termLength, int udpMtu, Duration connectTimeout, int maxChunkBytes, FrameFault fault) {
         public static final int DEFAULT_TERM_LENGTH = 16 << 20;
         public static final int DEFAULT_UDP_MTU = 8192;
         public static final Duration DEFAULT_CONNECT_TIMEOUT = Duration.ofSeconds(30);
@@ -214,6 +214,12 @@ public final class AeronTransport implements Transport {
                 throw new IllegalArgumentException("aeron transport: chunk size " + maxChunkBytes
                         + ": expected 0 (one MTU) or at least 1024");
             }
+            if (fault == null) fault = FrameFault.NONE;
+        }
+
+        public Config(long jobId, Map<Integer, Endpoint> endpoints, Set<Integer> localRanks, Path directory,
+                      int termLength, int udpMtu, Duration connectTimeout, int maxChunkBytes) {
+            this(jobId, endpoints, localRanks, directory, termLength, udpMtu, connectTimeout, maxChunkBytes, FrameFault.NONE);
         }
 
         /** All {@code ranks} in this process, over IPC, with the defaults. */
@@ -234,23 +240,28 @@ public final class AeronTransport implements Transport {
         }
 
         public Config withDirectory(Path dir) {
-            return new Config(jobId, endpoints, localRanks, dir, termLength, udpMtu, connectTimeout, maxChunkBytes);
+            return new Config(jobId, endpoints, localRanks, dir, termLength, udpMtu, connectTimeout, maxChunkBytes, fault);
         }
 
         public Config withTermLength(int bytes) {
-            return new Config(jobId, endpoints, localRanks, directory, bytes, udpMtu, connectTimeout, maxChunkBytes);
+            return new Config(jobId, endpoints, localRanks, directory, bytes, udpMtu, connectTimeout, maxChunkBytes, fault);
         }
 
         public Config withUdpMtu(int bytes) {
-            return new Config(jobId, endpoints, localRanks, directory, termLength, bytes, connectTimeout, maxChunkBytes);
+            return new Config(jobId, endpoints, localRanks, directory, termLength, bytes, connectTimeout, maxChunkBytes, fault);
         }
 
         public Config withConnectTimeout(Duration timeout) {
-            return new Config(jobId, endpoints, localRanks, directory, termLength, udpMtu, timeout, maxChunkBytes);
+            return new Config(jobId, endpoints, localRanks, directory, termLength, udpMtu, timeout, maxChunkBytes, fault);
         }
 
         public Config withMaxChunkBytes(int bytes) {
-            return new Config(jobId, endpoints, localRanks, directory, termLength, udpMtu, connectTimeout, bytes);
+            return new Config(jobId, endpoints, localRanks, directory, termLength, udpMtu, connectTimeout, bytes, fault);
+        }
+
+        /** Faults put on the frames this process sends ({@link FrameFault#NONE} by default): tests and bench faults only. */
+        public Config withFault(FrameFault f) {
+            return new Config(jobId, endpoints, localRanks, directory, termLength, udpMtu, connectTimeout, maxChunkBytes, f);
         }
     }
 
@@ -291,17 +302,6 @@ public final class AeronTransport implements Transport {
                     + e.getMessage(), e);
         }
     }
-
-    /**
-     * Tests only: flips a bit in the payload of the next chunk sent (after its checksum is taken) of the
-     * first frame {@code which} accepts, as a faulty link or memory would; null clears it. The receiver's
-     * CRC32C check then drops the frame and reports it.
-     */
-    public static void corruptNextFrameForTests(java.util.function.Predicate<FrameHeader> which) {
-        corruptForTests = which;
-    }
-
-    static volatile java.util.function.Predicate<FrameHeader> corruptForTests;
 
     /** {@code /dev/shm} (memory) where it exists, else java.io.tmpdir, plus {@code ttpipe-aeron-<pid>-<random>}. */
     static Path defaultDirectory() {
@@ -421,7 +421,7 @@ public final class AeronTransport implements Transport {
         }
         String name = channelName(from, to);
         return new AeronChannel(name, from, to, job::get, pub, config.connectTimeout().toNanos(),
-                config.maxChunkBytes(), () -> channels.remove(key));
+                config.maxChunkBytes(), config.fault(), () -> channels.remove(key));
     }
 
     /** {@code aeron:ipc 0->1}, {@code aeron:udp 0->1 (10.0.0.2:40100)}, or for an unknown session {@code aeron:ipc session 77->1}. */

@@ -6,10 +6,10 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.multihost.Launcher;
 import dev.ttpipe.actors.runtime.PipelineFailure;
+import dev.ttpipe.actors.runtime.Faults;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.actors.train.TrainingJob;
-import dev.ttpipe.transport.AeronTransport;
 import dev.ttpipe.transport.TensorKind;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -149,12 +149,12 @@ public final class BenchFaultsCommand implements Callable<Integer> {
                 ""));
         TrainingJob job = TrainingJob.fromConfig(ConfigLoader.load(yaml));
         AtomicLong corruptedAt = new AtomicLong();
-        AeronTransport.corruptNextFrameForTests(h -> {
+        Faults corrupt = Faults.corruptOneFrame(h -> {
             if (h.pass() != 2 || h.microbatch() != 1 || h.kind() != TensorKind.ACTIVATION) return false;
             corruptedAt.set(System.nanoTime());
             return true;
         });
-        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan())) {
+        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan(), corrupt)) {
             job.run(runtime, null, null);
         } catch (PipelineFailure e) {
             long failed = System.nanoTime();
@@ -162,8 +162,6 @@ public final class BenchFaultsCommand implements Callable<Integer> {
                 throw new IOException("the corrupt-frame run failed otherwise: " + e.getMessage(), e);
             }
             return (failed - corruptedAt.get()) / 1e9;
-        } finally {
-            AeronTransport.corruptNextFrameForTests(null);
         }
         throw new IOException("the corrupt-frame run ended without a failure" + (corruptedAt.get() == 0 ? " (no frame was corrupted)" : ""));
     }

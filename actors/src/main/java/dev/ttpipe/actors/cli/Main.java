@@ -4,6 +4,7 @@ import dev.ttpipe.actors.UserInputException;
 import ch.qos.logback.classic.Level;
 import ch.qos.logback.classic.Logger;
 import dev.ttpipe.actors.config.ConfigException;
+import dev.ttpipe.actors.runtime.Faults;
 import org.slf4j.LoggerFactory;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -58,6 +59,18 @@ public final class Main implements Runnable {
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;
 
+    /** Faults the commands that start a pipeline inject into it: none, but in tests. */
+    private final Faults faults;
+
+    private Main(Faults faults) {
+        this.faults = faults;
+    }
+
+    /** What a pipeline started by a subcommand gets injected (for {@code @ParentCommand} fields). */
+    Faults faults() {
+        return faults;
+    }
+
     @Override
     public void run() {
         spec.commandLine().usage(spec.commandLine().getOut());
@@ -69,12 +82,21 @@ public final class Main implements Runnable {
 
     /** Runs the command line and returns the exit code (tests call this instead of {@link #main}). */
     public static int run(String... args) {
+        return run(Faults.NONE, args);
+    }
+
+    /** Runs the command line with {@code faults} injected into the pipelines it starts (tests). */
+    static int run(Faults faults, String... args) {
         LoggerFactory.getILoggerFactory(); // initialise logging before any other thread logs (no SLF4J replay notice)
-        return newCommandLine(new PrintWriter(System.out, true), new PrintWriter(System.err, true)).execute(args);
+        return newCommandLine(new PrintWriter(System.out, true), new PrintWriter(System.err, true), faults).execute(args);
     }
 
     static CommandLine newCommandLine(PrintWriter out, PrintWriter err) {
-        CommandLine cl = new CommandLine(new Main());
+        return newCommandLine(out, err, Faults.NONE);
+    }
+
+    private static CommandLine newCommandLine(PrintWriter out, PrintWriter err, Faults faults) {
+        CommandLine cl = new CommandLine(new Main(faults));
         cl.setOut(out);
         cl.setErr(err);
         cl.setCaseInsensitiveEnumValuesAllowed(true);

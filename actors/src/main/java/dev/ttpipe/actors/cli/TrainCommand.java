@@ -10,6 +10,7 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
+import picocli.CommandLine.ParentCommand;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -39,6 +40,9 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Mixin
     JobOptions job = new JobOptions();
+
+    @ParentCommand
+    Main main;
 
     @Option(names = "--run-dir", paramLabel = "DIR", description = "Write the run here instead of runs/<time>-<project>.")
     Path runDir;
@@ -80,7 +84,7 @@ public final class TrainCommand implements Callable<Integer> {
         // Ctrl-C or SIGTERM (SLURM's): keep the timeline and the summary so far, and say where it stopped.
         Thread onSignal = new Thread(job::interrupted, "ttpipe-interrupted");
         Runtime.getRuntime().addShutdownHook(onSignal);
-        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan())) {
+        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan(), main.faults())) {
             job.run(runtime, dir, System.out);
         } finally {
             try {

@@ -11,6 +11,7 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
+import picocli.CommandLine.ParentCommand;
 
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
@@ -35,6 +36,9 @@ public final class VerifyCommand implements Callable<Integer> {
 
     @Mixin
     JobOptions job = new JobOptions();
+
+    @ParentCommand
+    Main main;
 
     @Option(names = "--steps", paramLabel = "N", defaultValue = "5", description = "Steps to compare (default ${DEFAULT-VALUE}).")
     int steps;
@@ -68,7 +72,7 @@ public final class VerifyCommand implements Callable<Integer> {
         TrainingJob trainingJob = TrainingJob.fromConfig(cfg);
         Verification v = new Verification(trainingJob, steps, tolerance, singleDevice, wholeBatch);
         Verification.PipelineStart start = WorkerProcesses.needed(trainingJob)
-                ? WorkerProcesses.forVerify(config, job.toArgs()) : Verification.IN_PROCESS;
+                ? WorkerProcesses.forVerify(config, job.toArgs()) : Verification.inProcess(main.faults());
         Verification.Outcome o = v.run(config, start, json ? System.err : System.out);
         if (json) System.out.println(json(o));
         return o.ok() ? Main.EXIT_OK : Main.EXIT_FAILURE;

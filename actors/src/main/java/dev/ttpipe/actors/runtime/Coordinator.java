@@ -3,7 +3,6 @@ package dev.ttpipe.actors.runtime;
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.cluster.ClusterMessage;
 import dev.ttpipe.device.LossOutput;
-import dev.ttpipe.stages.Mutation;
 import dev.ttpipe.stages.Optimizer;
 import dev.ttpipe.stages.data.Batch;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -104,20 +103,27 @@ public final class Coordinator {
     }
 
     public static Behavior<Command> create(JobPlan plan, List<ActorRef<StageActor.Command>> ranks) {
-        return Behaviors.withStash(64, stash -> Behaviors.setup(ctx -> new Coordinator(ctx, stash, plan, ranks).joining()));
+        return create(plan, ranks, Faults.NONE);
+    }
+
+    /** A Coordinator with {@code faults} injected (its {@link Faults#lossScale}). */
+    public static Behavior<Command> create(JobPlan plan, List<ActorRef<StageActor.Command>> ranks, Faults faults) {
+        return Behaviors.withStash(64, stash -> Behaviors.setup(ctx -> new Coordinator(ctx, stash, plan, ranks, faults).joining()));
     }
 
     private final ActorContext<Command> ctx;
     private final StashBuffer<Command> stash;
     private final JobPlan plan;
+    private final Faults faults;
     /** Each rank's actor; a rank whose process was restarted gets its new one ({@link RankReplaced}). */
     private final List<ActorRef<StageActor.Command>> ranks;
     /** The job id every rank stamps on its frames: the plan's, then a fresh one per {@link Rejoin}. */
     private long jobId;
 
     private Coordinator(ActorContext<Command> ctx, StashBuffer<Command> stash, JobPlan plan,
-                        List<ActorRef<StageActor.Command>> ranks) {
+                        List<ActorRef<StageActor.Command>> ranks, Faults faults) {
         this.ctx = ctx;
+        this.faults = faults;
         this.stash = stash;
         this.plan = plan;
         this.ranks = new ArrayList<>(ranks);
@@ -308,7 +314,7 @@ public final class Coordinator {
             inputs[i] = mb.inputs();
             targets[i] = mb.targets();
         }
-        double lossScale = (Mutation.on(Mutation.PIPELINE_GRADIENT_X2) ? 2.0 : 1.0) / Math.max(1, st.counted);
+        double lossScale = faults.lossScale() / Math.max(1, st.counted);
         MicrobatchData data = new MicrobatchData(b, batch.seqLen(), inputs, targets, (float) lossScale);
         int pass = st.request.step() * st.request.batches().size() + st.pass;
         st.passStart[st.pass] = System.nanoTime();

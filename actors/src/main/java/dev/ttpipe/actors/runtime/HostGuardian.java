@@ -76,8 +76,8 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     }
 
     /** Every rank in this JVM, the Coordinator here too. */
-    public static Behavior<Command> create(JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport) {
-        return Behaviors.setup(ctx -> new HostGuardian(ctx, plan, submeshes, transport, null, true, null));
+    public static Behavior<Command> create(JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport, Faults faults) {
+        return Behaviors.setup(ctx -> new HostGuardian(ctx, plan, submeshes, transport, null, true, null, faults));
     }
 
     /**
@@ -88,10 +88,12 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     public static Behavior<Command> createWorker(JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport,
                                                  Deployment deployment, boolean hostsCoordinator,
                                                  CompletableFuture<String> ended) {
-        return Behaviors.setup(ctx -> new HostGuardian(ctx, plan, submeshes, transport, deployment, hostsCoordinator, ended));
+        return Behaviors.setup(ctx -> new HostGuardian(ctx, plan, submeshes, transport, deployment, hostsCoordinator, ended,
+                Faults.NONE));
     }
 
     private final JobPlan plan;
+    private final Faults faults;
     private final Deployment deployment;
     private final boolean hostsCoordinator;
     private final CompletableFuture<String> ended;
@@ -107,16 +109,17 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
 
     @SuppressWarnings("unchecked")
     private HostGuardian(ActorContext<Command> ctx, JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport,
-                         Deployment deployment, boolean hostsCoordinator, CompletableFuture<String> ended) {
+                         Deployment deployment, boolean hostsCoordinator, CompletableFuture<String> ended, Faults faults) {
         super(ctx);
         this.plan = plan;
+        this.faults = faults;
         this.deployment = deployment;
         this.hostsCoordinator = hostsCoordinator;
         this.ended = ended;
         this.ranks = new ActorRef[plan.ranks()];
         for (Map.Entry<Integer, Submesh> e : submeshes.entrySet()) {
             int r = e.getKey();
-            ActorRef<StageActor.Command> ref = ctx.spawn(StageActor.create(plan, r, e.getValue(), transport), "rank-" + r);
+            ActorRef<StageActor.Command> ref = ctx.spawn(StageActor.create(plan, r, e.getValue(), transport, faults), "rank-" + r);
             transport.bind(r, e.getValue(), StageActor.receiverFor(r, ref));
             ctx.watchWith(ref, new RankStopped(r));
             ranks[r] = ref;
@@ -213,7 +216,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     }
 
     private void startCoordinator() {
-        coordinator = getContext().spawn(Coordinator.create(plan, List.of(ranks)), "coordinator");
+        coordinator = getContext().spawn(Coordinator.create(plan, List.of(ranks), faults), "coordinator");
         waiting.forEach(w -> w.replyTo().tell(coordinator));
         waiting.clear();
     }

@@ -11,6 +11,8 @@ import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.data.Batch;
+import dev.ttpipe.transport.AeronTransport;
+import dev.ttpipe.transport.FabricTransport;
 import dev.ttpipe.transport.LocalTransport;
 import dev.ttpipe.transport.Transport;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -78,10 +80,15 @@ public final class PipelineRuntime implements AutoCloseable {
 
     /** Opens the mesh and starts the actors. */
     public static PipelineRuntime start(JobPlan plan) {
-        return start(plan, Duration.ofMinutes(30));
+        return start(plan, Faults.NONE);
     }
 
-    public static PipelineRuntime start(JobPlan plan, Duration stepTimeout) {
+    /** Opens the mesh and starts the actors, with {@code faults} injected (tests, {@code ttpipe bench faults}). */
+    public static PipelineRuntime start(JobPlan plan, Faults faults) {
+        return start(plan, Duration.ofMinutes(30), faults);
+    }
+
+    public static PipelineRuntime start(JobPlan plan, Duration stepTimeout, Faults faults) {
         MeshShape rankMesh = plan.rankMesh();
         MeshDevice mesh = Backends.open(plan.backend().id(),
                 new MeshShape(rankMesh.rows() * plan.ranks(), rankMesh.cols()), plan.meshOptions());
@@ -89,9 +96,9 @@ public final class PipelineRuntime implements AutoCloseable {
             List<Submesh> subs = mesh.createSubmeshes(rankMesh);
             Map<Integer, Submesh> byRank = new HashMap<>();
             for (int r = 0; r < plan.ranks(); r++) byRank.put(r, subs.get(r));
-            Transport transport = inProcessTransport(plan, mesh, byRank);
+            Transport transport = inProcessTransport(plan, mesh, byRank, faults);
             ActorSystem<HostGuardian.Command> system = ActorSystem.create(
-                    HostGuardian.create(plan, byRank, transport), "ttpipe", localConfig());
+                    HostGuardian.create(plan, byRank, transport, faults), "ttpipe", localConfig());
             return new PipelineRuntime(plan, mesh, transport, system, stepTimeout, null, null, Duration.ofSeconds(30), true);
         } catch (RuntimeException e) {
             mesh.close();
@@ -104,15 +111,15 @@ public final class PipelineRuntime implements AutoCloseable {
      * moves them through an embedded media driver over IPC, {@code fabric} device to device through
      * the mesh's sockets.
      */
-    static Transport inProcessTransport(JobPlan plan, MeshDevice mesh, Map<Integer, Submesh> byRank) {
+    static Transport inProcessTransport(JobPlan plan, MeshDevice mesh, Map<Integer, Submesh> byRank, Faults faults) {
         switch (plan.transport()) {
             case AERON: {
                 int[] ranks = new int[plan.ranks()];
                 for (int r = 0; r < ranks.length; r++) ranks[r] = r;
-                return dev.ttpipe.transport.AeronTransport.start(dev.ttpipe.transport.AeronTransport.Config.ipc(plan.jobId(), ranks));
+                return AeronTransport.start(AeronTransport.Config.ipc(plan.jobId(), ranks).withFault(faults.frames()));
             }
             case FABRIC:
-                return new dev.ttpipe.transport.FabricTransport(mesh, byRank);
+                return new FabricTransport(mesh, byRank);
             default:
                 return new LocalTransport();
         }

@@ -3,6 +3,7 @@ package dev.ttpipe.actors.train;
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.Faults;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.MeshDevice;
@@ -61,7 +62,12 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
     }
 
     /** Every rank in this JVM. */
-    public static final PipelineStart IN_PROCESS = (job, out) -> new Started(PipelineRuntime.start(job.plan()), () -> { });
+    public static final PipelineStart IN_PROCESS = inProcess(Faults.NONE);
+
+    /** Every rank in this JVM, with {@code faults} injected into the pipeline (not into the reference trainer). */
+    public static PipelineStart inProcess(Faults faults) {
+        return (job, out) -> new Started(PipelineRuntime.start(job.plan(), faults), () -> { });
+    }
 
     /**
      * Runs it, printing the table and the verdict to {@code out}; {@code start} starts the pipelined side

@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.runtime.Faults;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -18,13 +19,18 @@ class CliTest {
     record Result(int code, String out, String err) {
     }
 
-    static synchronized Result run(String... args) {
+    static Result run(String... args) {
+        return run(Faults.NONE, args);
+    }
+
+    /** Runs the command line with {@code faults} injected into the pipelines it starts. */
+    static synchronized Result run(Faults faults, String... args) {
         PrintStream oldOut = System.out, oldErr = System.err;
         ByteArrayOutputStream out = new ByteArrayOutputStream(), err = new ByteArrayOutputStream();
         try {
             System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
             System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
-            int code = Main.run(args);
+            int code = Main.run(faults, args);
             return new Result(code, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
         } finally {
             System.setOut(oldOut);

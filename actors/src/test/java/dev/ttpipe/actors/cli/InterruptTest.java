@@ -1,6 +1,9 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.runtime.Faults;
 import dev.ttpipe.device.ttnn.BridgeLibrary;
+import dev.ttpipe.schedules.Action;
+import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.stages.checkpoint.MiniJson;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -113,14 +116,8 @@ class InterruptTest {
     void aFailedRunKeepsItsTimelineAndSaysWhy(@TempDir Path dir) throws Exception {
         Path cfg = Files.writeString(dir.resolve("job.yaml"), CONFIG.replace("max_steps: 5000,", "max_steps: 50, step_timeout_s: 2,"));
         Path run = dir.resolve("run");
-        dev.ttpipe.actors.runtime.StageActor.delayForTests(
-                new dev.ttpipe.schedules.Action(1, dev.ttpipe.schedules.ActionKind.F, 1), 4000);   // every 1F1 stalls
-        CliTest.Result r;
-        try {
-            r = CliTest.run("train", cfg.toString(), "--run-dir", run.toString());
-        } finally {
-            dev.ttpipe.actors.runtime.StageActor.delayForTests(null, 0);
-        }
+        Faults stall = Faults.stall(new Action(1, ActionKind.F, 1), 4000);     // every 1F1 stalls
+        CliTest.Result r = CliTest.run(stall, "train", cfg.toString(), "--run-dir", run.toString());
         assertEquals(Main.EXIT_FAILURE, r.code(), r.out() + r.err());
         assertTrue(r.err().contains("took longer than training_config.step_timeout_s = 2") && r.err().contains("running 1F1"), r.err());
         Map<?, ?> record = (Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("run.json")));

@@ -1,7 +1,6 @@
 package dev.ttpipe.actors.cli;
 
-import dev.ttpipe.actors.runtime.StageActor;
-import org.junit.jupiter.api.AfterEach;
+import dev.ttpipe.actors.runtime.Faults;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -19,11 +18,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * and after max_nonfinite_steps in a row the job stops with that diagnosis, exit code 1.
  */
 class NonFiniteStepTest {
-    @AfterEach
-    void clear() {
-        StageActor.poisonGradientForTests(-1, 0);
-    }
-
     @Test
     void nonFiniteStepsAreNotAppliedAndStopTheJobAfterMaxInARow(@TempDir Path dir) throws Exception {
         Path cfg = CheckpointTest.write(dir, "nan.yaml", String.join("\n",
@@ -33,8 +27,7 @@ class NonFiniteStepTest {
                 "multihost_config:",
                 "  pipeline_parallel_config: {num_blocks: 4, blocks_per_rank: {0: 2, 1: 2}, num_microbatches: 4, schedule: 1f1b}", ""));
         Path run = dir.resolve("run");
-        StageActor.poisonGradientForTests(1, 1);
-        CliTest.Result r = CliTest.run("train", cfg.toString(), "--run-dir", run.toString());
+        CliTest.Result r = CliTest.run(Faults.nonFiniteGradient(1, 1), "train", cfg.toString(), "--run-dir", run.toString());
         String all = r.out() + r.err();
         assertEquals(Main.EXIT_FAILURE, r.code(), all);
         assertTrue(r.out().contains("step 2: non-finite gradient, first at stage 1 (rank 1), parameter blocks.2."), r.out());

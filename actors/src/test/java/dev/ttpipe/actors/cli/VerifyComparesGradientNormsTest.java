@@ -1,7 +1,6 @@
 package dev.ttpipe.actors.cli;
 
-import dev.ttpipe.stages.Mutation;
-import dev.ttpipe.stages.Mutations;
+import dev.ttpipe.actors.runtime.Faults;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -44,10 +43,7 @@ class VerifyComparesGradientNormsTest {
         assertEquals(0, ok.code(), ok.out() + ok.err());
         assertTrue(row(ok.out(), 0)[5] <= 1e-6, ok.out());
 
-        CliTest.Result bad;
-        try (Mutations.Active m = Mutations.activate(Mutation.PIPELINE_GRADIENT_X2)) {
-            bad = CliTest.run("verify", cfg.toString(), "--steps", "2");
-        }
+        CliTest.Result bad = CliTest.run(Faults.scaledGradients(2.0), "verify", cfg.toString(), "--steps", "2");
         System.out.println(bad.out());
         assertEquals(1, bad.code(), bad.out() + bad.err());
         assertTrue(bad.out().contains("MISMATCH"), bad.out());

@@ -4,7 +4,6 @@ import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.stages.data.Batch;
 import dev.ttpipe.stages.data.TextDataset;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
@@ -16,16 +15,11 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * A stage made to stall (a test hook delays one action on its device) is found by the hang watchdog:
+ * A stage made to stall (an injected fault delays one action on its device) is found by the hang watchdog:
  * its diagnosis names the stalled rank and action and the ranks waiting on it, with the RECV and the
  * peer; with a step timeout the step fails with that diagnosis.
  */
 class WatchdogTest {
-    @AfterEach
-    void clear() {
-        StageActor.delayForTests(null, 0);
-    }
-
     static JobPlan plan() {
         return StageActorTest.tiny(dev.ttpipe.actors.config.Backend.CPU);   // 2 ranks, 1F1B, 2 microbatches
     }
@@ -38,8 +32,8 @@ class WatchdogTest {
     void aStalledActionIsNamedWithTheRanksWaitingOnIt() {
         JobPlan plan = plan();
         List<String> warnings = new CopyOnWriteArrayList<>();
-        StageActor.delayForTests(new Action(1, ActionKind.F, 1), 3500);       // rank 1's F of microbatch 1 takes 3.5 s
-        try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
+        Faults stall = Faults.stall(new Action(1, ActionKind.F, 1), 3500);       // rank 1's F of microbatch 1 takes 3.5 s
+        try (PipelineRuntime runtime = PipelineRuntime.start(plan, stall)) {
             runtime.watchdog(Duration.ofSeconds(1), Duration.ZERO, warnings::add);
             runtime.step(0, List.of(batch(plan)));                            // slow, but it finishes
         }
@@ -54,8 +48,8 @@ class WatchdogTest {
     @Test
     void aStepTimeoutFailsTheStepWithTheDiagnosis() {
         JobPlan plan = plan();
-        StageActor.delayForTests(new Action(1, ActionKind.F, 1), 6000);
-        try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
+        Faults stall = Faults.stall(new Action(1, ActionKind.F, 1), 6000);
+        try (PipelineRuntime runtime = PipelineRuntime.start(plan, stall)) {
             runtime.watchdog(Duration.ofSeconds(60), Duration.ofSeconds(2), w -> { });
             PipelineFailure f = assertThrows(PipelineFailure.class, () -> runtime.step(0, List.of(batch(plan))));
             assertTrue(f.getMessage().contains("took longer than training_config.step_timeout_s = 2")

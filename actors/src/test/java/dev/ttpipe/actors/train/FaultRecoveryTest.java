@@ -2,6 +2,7 @@ package dev.ttpipe.actors.train;
 
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.SocketType;
+import dev.ttpipe.actors.runtime.Faults;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineFailure;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
@@ -9,9 +10,7 @@ import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.OptimizerSpec;
 import dev.ttpipe.stages.data.TextDataset;
-import dev.ttpipe.transport.AeronTransport;
 import dev.ttpipe.transport.TensorKind;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -38,11 +37,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class FaultRecoveryTest {
     static final String TEXT = "all the world's a stage, and all the men and women merely players. ".repeat(30);
 
-    @AfterEach
-    void clearHook() {
-        AeronTransport.corruptNextFrameForTests(null);
-    }
-
     static TrainingJob job(int steps) {
         TextDataset data = TextDataset.of(TEXT, 0.1);
         ModelSpec model = new ModelSpec(ModelSpec.ModelType.GPT2, data.tokenizer().vocabSize(), 32, 4, 4, 4, 64, 16,
@@ -62,8 +56,8 @@ class FaultRecoveryTest {
     @Test
     void aCorruptFrameFailsItsOwnStepNamingChannelTensorAndProblem() throws Exception {
         TrainingJob job = job(4);
-        AeronTransport.corruptNextFrameForTests(h -> h.pass() == 2 && h.microbatch() == 1 && h.kind() == TensorKind.ACTIVATION);
-        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan())) {
+        Faults corrupt = Faults.corruptOneFrame(h -> h.pass() == 2 && h.microbatch() == 1 && h.kind() == TensorKind.ACTIVATION);
+        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan(), corrupt)) {
             PipelineFailure e = assertTimeoutPreemptively(Duration.ofMinutes(2),
                     () -> assertThrows(PipelineFailure.class, () -> job.run(runtime, null, null)), "the corrupt frame hung the job");
             String m = e.getMessage();
@@ -83,10 +77,10 @@ class FaultRecoveryTest {
         }
         TrainingJob faulty = job(6);
         faulty.recoverInPlace(1);
-        AeronTransport.corruptNextFrameForTests(h -> h.pass() == 4 && h.microbatch() == 2 && h.kind() == TensorKind.GRADIENT);
+        Faults corrupt = Faults.corruptOneFrame(h -> h.pass() == 4 && h.microbatch() == 2 && h.kind() == TensorKind.GRADIENT);
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         Map<String, float[]> recovered;
-        try (PipelineRuntime runtime = PipelineRuntime.start(faulty.plan())) {
+        try (PipelineRuntime runtime = PipelineRuntime.start(faulty.plan(), corrupt)) {
             faulty.run(runtime, java.nio.file.Files.createDirectories(dir.resolve("faulty")), new PrintStream(out, true, StandardCharsets.UTF_8));
             recovered = runtime.weights();
         }
