@@ -4,6 +4,8 @@ import dev.ttpipe.actors.cluster.ClusterMessage;
 import dev.ttpipe.actors.cluster.Deployment;
 
 import dev.ttpipe.device.Submesh;
+import dev.ttpipe.transport.TensorPayload;
+import dev.ttpipe.transport.TensorReceiver;
 import dev.ttpipe.transport.Transport;
 import org.apache.pekko.actor.Address;
 import org.apache.pekko.actor.typed.ActorRef;
@@ -17,6 +19,8 @@ import org.apache.pekko.actor.typed.receptionist.ServiceKey;
 import org.apache.pekko.cluster.ClusterEvent;
 import org.apache.pekko.cluster.typed.Cluster;
 import org.apache.pekko.cluster.typed.Subscribe;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -92,6 +96,30 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
                 Faults.NONE));
     }
 
+    /**
+     * What the transport delivers to for {@code rank}: arrivals become {@link StageActor.Arrived} messages.
+     * It is bound as soon as the actor is spawned, before any rank can send.
+     */
+    private static TensorReceiver receiverFor(int rank, ActorRef<StageActor.Command> actor) {
+        Logger log = LoggerFactory.getLogger(StageActor.class);
+        return new TensorReceiver() {
+            @Override
+            public void onTensor(TensorPayload payload) {
+                actor.tell(new StageActor.Arrived(payload, System.nanoTime()));
+            }
+
+            @Override
+            public void onError(String channel, String problem) {
+                actor.tell(new StageActor.FrameDropped(channel, problem));
+            }
+
+            @Override
+            public void onForeignFrame(String channel, String problem) {
+                log.debug("rank {}: {}: {}", rank, channel, problem);
+            }
+        };
+    }
+
     private final JobPlan plan;
     private final Faults faults;
     private final Deployment deployment;
@@ -120,7 +148,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         for (Map.Entry<Integer, Submesh> e : submeshes.entrySet()) {
             int r = e.getKey();
             ActorRef<StageActor.Command> ref = ctx.spawn(StageActor.create(plan, r, e.getValue(), transport, faults), "rank-" + r);
-            transport.bind(r, e.getValue(), StageActor.receiverFor(r, ref));
+            transport.bind(r, e.getValue(), receiverFor(r, ref));
             ctx.watchWith(ref, new RankStopped(r));
             ranks[r] = ref;
             local.put(r, true);

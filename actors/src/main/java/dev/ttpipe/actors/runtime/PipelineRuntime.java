@@ -237,7 +237,7 @@ public final class PipelineRuntime implements AutoCloseable {
             long stepMs = (now - start) / 1_000_000;
             boolean timedOut = !watchdogStepTimeout.isZero() && stepMs >= watchdogStepTimeout.toMillis();
             if (stepMs < warnAfter.toMillis() && !timedOut) continue;
-            List<StageActor.StageStats> stats = new java.util.ArrayList<>();
+            List<StageStats> stats = new java.util.ArrayList<>();
             for (int r = 0; r < plan.ranks(); r++) {
                 try {
                     stats.add(stats(r, Duration.ofSeconds(2)));
@@ -266,7 +266,7 @@ public final class PipelineRuntime implements AutoCloseable {
         return ask(system, reply -> new HostGuardian.GetRank(r, reply), Duration.ofSeconds(10));
     }
 
-    public StageActor.StageStats stats(int r, Duration timeout) {
+    public StageStats stats(int r, Duration timeout) {
         ActorRef<StageActor.Command> ref = rank(r);
         return ask(ref, StageActor.GetStats::new, timeout);
     }

@@ -516,7 +516,7 @@ final class RankExecutor {
     }
 
     /** What the rank is doing, for the hang watchdog; {@code deviceStartNs}: when the running action started. */
-    StageActor.Waiting waiting(long deviceStartNs) {
+    StageStats.Waiting waiting(long deviceStartNs) {
         long now = System.nanoTime();
         Action running = queued.peekFirst();
         String waitingFor = null;
@@ -532,7 +532,7 @@ final class RankExecutor {
                 waitingMs = since == NONE ? 0 : (now - since) / 1_000_000;
             }
         }
-        return new StageActor.Waiting(running == null ? null : running.toString(),
+        return new StageStats.Waiting(running == null ? null : running.toString(),
                 running == null || deviceStartNs == 0 ? 0 : (now - deviceStartNs) / 1_000_000,
                 waitingFor, from, waitingMs, lastFinished == null ? null : lastFinished.toString(),
                 lastFinishedNs == 0 ? -1 : (now - lastFinishedNs) / 1_000_000, inPass());

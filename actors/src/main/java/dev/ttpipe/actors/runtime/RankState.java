@@ -46,7 +46,15 @@ final class RankState implements AutoCloseable {
         }
     }
 
-    /** One compute action's result: its output for the next stage (or null), the loss (last stage's F), and its times. */
+    /**
+     * One compute action's result: its output for the next stage (or null) and the loss (last stage's
+     * F). {@code startNs}, {@code endNs}: when it ran on the device; on a backend whose queue runs ahead
+     * of the issuing thread and says when it will be done ({@link Submesh#queuedUntilNanos}, sim), the
+     * queue's times, which may still be ahead: the action is done for the actor as soon as it is issued,
+     * its output fenced at the action's end and handed on at once (the receiving queue waits for it), so
+     * the runtime's thread wake-ups overlap the devices' work as with a real device's command queue.
+     * {@code inputReadyNs}: on such a backend, when its input from another rank was ready (-1: not known).
+     */
     record Computed(Action action, Tensor output, LossOutput loss, long startNs, long endNs, long inputReadyNs) {
     }
 

@@ -7,12 +7,10 @@ import dev.ttpipe.device.Tensor;
 import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.stages.Stage;
-import dev.ttpipe.transport.DroppedFrames;
 import dev.ttpipe.transport.FrameHeader;
 import dev.ttpipe.transport.TensorChannel;
 import dev.ttpipe.transport.TensorKind;
 import dev.ttpipe.transport.TensorPayload;
-import dev.ttpipe.transport.TensorReceiver;
 import dev.ttpipe.transport.Transport;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
@@ -22,8 +20,6 @@ import org.apache.pekko.actor.typed.javadsl.BehaviorBuilder;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.StashBuffer;
 import org.apache.pekko.pattern.StatusReply;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 import java.nio.file.Path;
 import java.util.List;
@@ -64,13 +60,7 @@ import java.util.function.Function;
  * A {@link JoinJob} with a new job id (a rejoin after a failed step) is taken in every phase but
  * initialising and broken: what the rank held of the step is dropped, and results of kernels still
  * queued belong to an old generation and are ignored.
- *
- * <p>On a backend whose device queue runs ahead of the issuing thread and says when it will be done
- * ({@link Submesh#queuedUntilNanos}, the sim backend), an action is done for the actor as soon as it
- * is issued: its times are the queue's, its output is fenced at the action's end and handed on at
- * once (the receiving queue waits for it), and a pass ends when the queue has run everything. The
- * runtime's thread wake-ups then overlap the devices' work instead of adding to it, as they do with
- * a real device's command queue.
+ * On a device queue that runs ahead of the actor (sim), a pass ends when the queue has run it all.
  */
 public final class StageActor {
 
@@ -102,9 +92,9 @@ public final class StageActor {
 
     /**
      * Step every local stage's optimizer with this learning rate and clip factor; {@code skip}: the
-     * step had a non-finite loss or gradient, so drop the gradients and change nothing.
+     * step had a non-finite loss or gradient, so drop the gradients and change nothing. {@code tiedGrad}:
+     * the summed gradient of a token embedding tied across stages, for this rank's halves (else null).
      */
-    /** {@code tiedGrad}: the summed gradient of a token embedding tied across stages, for this rank's halves (else null). */
     public record ApplyOptimizer(int step, double lr, double clip, boolean skip, float[] tiedGrad, ActorRef<Coordinator.Command> replyTo)
             implements Command, ClusterMessage {
     }
@@ -153,32 +143,25 @@ public final class StageActor {
             implements Command, ClusterMessage {
     }
 
-
     /** Runs {@code work} on the device queue with this rank's stages (evaluation, generation, tests). */
     public record RunOnDevice(Function<List<Stage>, Object> work, ActorRef<StatusReply<Object>> replyTo)
             implements Command {
     }
 
-    /**
-     * {@code startNs}, {@code endNs}: when the action ran on the device; on a backend whose queue runs
-     * ahead of the issuing thread (sim), the queue's times, which may still be ahead when this arrives.
-     * {@code inputReadyNs}: on such a backend, when its input from another rank was ready on the
-     * device (-1: not known, or no such input).
-     */
+    /** A compute action queued in {@code generation} is done; {@code queueDepth}: tensors waiting when it was queued. */
     private record ComputeDone(int generation, RankState.Computed result, int queueDepth) implements Command {
     }
 
     private record ComputeFailed(int generation, Action action, Throwable error) implements Command {
     }
 
-    private record Reduced(RankState.Reduced result, ActorRef<Coordinator.Command> replyTo) implements Command {
-    }
-
-    private record OptimizerStepped(long startNs, long endNs, ActorRef<Coordinator.Command> replyTo) implements Command {
+    /** The end-of-step work is done: the gradient reduction ({@code reduced}) or the optimizer step (null). */
+    private record StepWorkDone(RankState.Reduced reduced, long startNs, long endNs, ActorRef<Coordinator.Command> replyTo)
+            implements Command {
     }
 
     /** The transport dropped a frame meant for this rank (checksum, a chunk missing or out of order). */
-    private record FrameDropped(String channel, String problem) implements Command {
+    public record FrameDropped(String channel, String problem) implements Command {
     }
 
     /** A send of job {@code jobId} failed (ignored once the job has moved on to a fresh id). */
@@ -188,59 +171,7 @@ public final class StageActor {
     private record Initialized(Throwable error) implements Command {
     }
 
-    /**
-     * A snapshot for monitoring.
-     *
-     * @param currentAction the oldest compute action on the device queue (running, or next to run), or null
-     * @param queuedActions compute actions on the device queue, at most {@link RankExecutor#QUEUE_DEPTH}
-     * @param droppedFrames frames addressed to this rank that its transport dropped since it started, by reason
-     */
-    public record StageStats(int rank, String currentAction, boolean busy, int queuedActions, int rowPosition, int rowLength,
-                             int bufferedArrivals, int stashedMicrobatches, long memoryInUse, long memoryPeak,
-                             long actionsRun, Waiting waiting, long[] actionsByKind, DroppedFrames droppedFrames)
-            implements ClusterMessage {
-    }
-
-    /**
-     * What a rank is doing for the hang watchdog, in durations (processes do not share a clock):
-     * the compute action on its device ({@code running}, for {@code runningMs}), the RECV its row waits
-     * for ({@code waitingFor}, from rank {@code waitingFromRank}, for {@code waitingMs}), and the last
-     * action it finished, {@code sinceFinishedMs} ago (-1: none yet).
-     */
-    public record Waiting(String running, long runningMs, String waitingFor, int waitingFromRank, long waitingMs,
-                          String lastFinished, long sinceFinishedMs, boolean inPass) implements ClusterMessage {
-    }
-
-    /**
-     * What the transport delivers to for {@code rank}: arrivals become {@link Arrived} messages. The
-     * guardian binds it as soon as the actor is spawned, before any rank can send.
-     */
-    static TensorReceiver receiverFor(int rank, ActorRef<Command> actor) {
-        return new TensorReceiver() {
-            @Override
-            public void onTensor(TensorPayload payload) {
-                actor.tell(new Arrived(payload, System.nanoTime()));
-            }
-
-            @Override
-            public void onError(String channel, String problem) {
-                actor.tell(new FrameDropped(channel, problem));
-            }
-
-            @Override
-            public void onForeignFrame(String channel, String problem) {
-                LOG.debug("rank {}: {}: {}", rank, channel, problem);
-            }
-        };
-    }
-
-    private static final Logger LOG = LoggerFactory.getLogger(StageActor.class);
-
-    public static Behavior<Command> create(JobPlan plan, int rank, Submesh submesh, Transport transport) {
-        return create(plan, rank, submesh, transport, Faults.NONE);
-    }
-
-    /** A rank with {@code faults} injected (tests, {@code ttpipe bench faults}). */
+    /** Rank {@code rank} of {@code plan} on {@code submesh}, with {@code faults} injected ({@link Faults#NONE} but in tests). */
     public static Behavior<Command> create(JobPlan plan, int rank, Submesh submesh, Transport transport, Faults faults) {
         return Behaviors.withStash(1024, stash -> Behaviors.setup(ctx ->
                 new StageActor(ctx, stash, plan, rank, new RankState(plan, rank, submesh, faults), transport).initialising()));
@@ -364,9 +295,8 @@ public final class StageActor {
                     return Behaviors.same();
                 })
                 .onMessage(FinishStep.class, this::onFinishStep)
-                .onMessage(Reduced.class, this::onReduced)
                 .onMessage(ApplyOptimizer.class, this::onApplyOptimizer)
-                .onMessage(OptimizerStepped.class, this::onOptimizerStepped)
+                .onMessage(StepWorkDone.class, this::onStepWorkDone)
                 .onMessage(GetStats.class, this::onGetStats)
                 .onMessage(GetWeights.class, m -> {
                     state.weights().thenAccept(w -> m.replyTo().tell(new Weights(w)));
@@ -472,39 +402,34 @@ public final class StageActor {
     private Behavior<Command> onFinishStep(FinishStep m) {
         ActorRef<Command> self = ctx.getSelf();
         state.reduceGradients(m.step()).whenComplete((r, err) -> {
-            if (err == null) self.tell(new Reduced(r, m.replyTo()));
+            if (err == null) self.tell(new StepWorkDone(r, r.startNs(), r.endNs(), m.replyTo()));
             else m.replyTo().tell(new Coordinator.RankFailed(rank, unwrap(err).getMessage()));
         });
-        return Behaviors.same();
-    }
-
-    private Behavior<Command> onReduced(Reduced m) {
-        RankState.Reduced r = m.result();
-        m.replyTo().tell(new Coordinator.GradReport(rank, r.sums(), r.nonFinite(), r.nonFiniteStage(), r.tiedGrads(),
-                stepEvent(ActionKind.REDUCE_GRAD, r.startNs(), r.endNs())));
         return Behaviors.same();
     }
 
     private Behavior<Command> onApplyOptimizer(ApplyOptimizer m) {
         ActorRef<Command> self = ctx.getSelf();
         state.applyOptimizer(m.lr(), m.clip(), m.skip(), m.tiedGrad()).whenComplete((t, err) -> {
-            if (err == null) self.tell(new OptimizerStepped(t[0], t[1], m.replyTo()));
+            if (err == null) self.tell(new StepWorkDone(null, t[0], t[1], m.replyTo()));
             else m.replyTo().tell(new Coordinator.RankFailed(rank, unwrap(err).getMessage()));
         });
         return Behaviors.same();
     }
 
-    private Behavior<Command> onOptimizerStepped(OptimizerStepped m) {
+    /** Answered on the actor's thread: the event carries the executor's stash count. */
+    private Behavior<Command> onStepWorkDone(StepWorkDone m) {
+        RankState.Reduced r = m.reduced();
         Submesh submesh = state.submesh();
-        m.replyTo().tell(new Coordinator.OptimizerDone(rank, stepEvent(ActionKind.OPTIMIZER_STEP, m.startNs(), m.endNs()),
-                submesh.maxPeak()));
-        submesh.devices().forEach(d -> d.resetPeak());
+        ActionEvent e = new ActionEvent(rank, new Action(state.firstStage(), r != null ? ActionKind.REDUCE_GRAD : ActionKind.OPTIMIZER_STEP),
+                -1, m.startNs(), m.endNs(), 0, 0, 0, executor.stashed(), submesh.maxInUse());
+        if (r != null) {
+            m.replyTo().tell(new Coordinator.GradReport(rank, r.sums(), r.nonFinite(), r.nonFiniteStage(), r.tiedGrads(), e));
+        } else {
+            m.replyTo().tell(new Coordinator.OptimizerDone(rank, e, submesh.maxPeak()));
+            submesh.devices().forEach(d -> d.resetPeak());
+        }
         return Behaviors.same();
-    }
-
-    private ActionEvent stepEvent(ActionKind what, long startNs, long endNs) {
-        return new ActionEvent(rank, new Action(state.firstStage(), what), -1, startNs, endNs, 0, 0, 0, executor.stashed(),
-                state.submesh().maxInUse());
     }
 
     // ---- queries and the rank's state ---------------------------------------------------------------

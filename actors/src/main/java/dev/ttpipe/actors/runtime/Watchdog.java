@@ -15,9 +15,9 @@ public final class Watchdog {
     }
 
     /** How long no rank has finished an action, ms: the smallest "since finished" over ranks, at most the step's age. */
-    public static long stalledMs(List<StageActor.StageStats> stats, long stepMs) {
+    public static long stalledMs(List<StageStats> stats, long stepMs) {
         long stalled = stepMs;
-        for (StageActor.StageStats s : stats) {
+        for (StageStats s : stats) {
             if (s == null) continue;
             long since = s.waiting().sinceFinishedMs();
             if (since >= 0) stalled = Math.min(stalled, since);
@@ -26,18 +26,18 @@ public final class Watchdog {
     }
 
     /** The diagnosis, several lines: one per rank, then the blocking chain. {@code stats[r]} null: rank r did not answer. */
-    public static String diagnose(List<StageActor.StageStats> stats, long stalledMs) {
+    public static String diagnose(List<StageStats> stats, long stalledMs) {
         StringBuilder sb = new StringBuilder(String.format(Locale.ROOT, "no rank has finished an action for %.1f s:", stalledMs / 1e3));
         int longest = -1;
         long longestMs = -1;
         for (int r = 0; r < stats.size(); r++) {
-            StageActor.StageStats s = stats.get(r);
+            StageStats s = stats.get(r);
             sb.append("\n  rank ").append(r).append(": ");
             if (s == null) {
                 sb.append("no answer (its process may be gone or stuck)");
                 continue;
             }
-            StageActor.Waiting w = s.waiting();
+            StageStats.Waiting w = s.waiting();
             sb.append(state(w));
             if (w.lastFinished() != null) {
                 sb.append(String.format(Locale.ROOT, "; last finished %s %.1f s ago", w.lastFinished(), w.sinceFinishedMs() / 1e3));
@@ -51,7 +51,7 @@ public final class Watchdog {
         return sb.toString();
     }
 
-    private static String state(StageActor.Waiting w) {
+    private static String state(StageStats.Waiting w) {
         StringBuilder sb = new StringBuilder();
         if (w.running() != null) sb.append(String.format(Locale.ROOT, "running %s for %.1f s", w.running(), w.runningMs() / 1e3));
         if (w.waitingFor() != null) {
@@ -64,20 +64,20 @@ public final class Watchdog {
     }
 
     /** rank r waits X from q, which waits Y from p, which is running Z for T s. */
-    static String chain(List<StageActor.StageStats> stats, int start) {
+    static String chain(List<StageStats> stats, int start) {
         StringBuilder sb = new StringBuilder();
         boolean[] seen = new boolean[stats.size()];
         int r = start;
         boolean firstLink = true;
         while (r >= 0 && r < stats.size() && !seen[r]) {
             seen[r] = true;
-            StageActor.StageStats s = stats.get(r);
+            StageStats s = stats.get(r);
             String who = firstLink ? "rank " + r : "which";
             if (s == null) {
                 sb.append(firstLink ? "rank " + r : "rank " + r + ",").append(" does not answer");
                 return sb.toString();
             }
-            StageActor.Waiting w = s.waiting();
+            StageStats.Waiting w = s.waiting();
             if (w.waitingFor() != null && w.running() == null) {
                 sb.append(who).append(" waits ").append(w.waitingFor()).append(" from rank ").append(w.waitingFromRank()).append(", ");
                 r = w.waitingFromRank();

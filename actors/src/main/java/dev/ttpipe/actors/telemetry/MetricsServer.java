@@ -6,7 +6,7 @@ import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineFailure;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
-import dev.ttpipe.actors.runtime.StageActor;
+import dev.ttpipe.actors.runtime.StageStats;
 import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.transport.DropReason;
 import io.prometheus.metrics.exporter.httpserver.MetricsHandler;
@@ -102,8 +102,8 @@ public final class MetricsServer implements AutoCloseable {
     }
 
     /** Each reported rank's live state, null where it did not answer; indexed by position in {@link #ranks}. */
-    private List<StageActor.StageStats> stats() {
-        List<StageActor.StageStats> out = new ArrayList<>();
+    private List<StageStats> stats() {
+        List<StageStats> out = new ArrayList<>();
         for (int r : ranks) {
             try {
                 out.add(runtime.stats(r, Duration.ofSeconds(2)));
@@ -117,7 +117,7 @@ public final class MetricsServer implements AutoCloseable {
     private final class Collector implements MultiCollector {
         @Override
         public MetricSnapshots collect() {
-            List<StageActor.StageStats> stats = stats();
+            List<StageStats> stats = stats();
             Coordinator.StepReport step = lastStep;
             StepAnalysis analysis = lastAnalysis;
             List<MetricSnapshot> out = new ArrayList<>();
@@ -136,7 +136,7 @@ public final class MetricsServer implements AutoCloseable {
                     s -> s.waiting().waitingMs() / 1e3, false));
             CounterSnapshot.Builder actions = CounterSnapshot.builder().name("ttpipe_rank_actions").help("Compute actions run, by kind");
             for (int r = 0; r < stats.size(); r++) {
-                StageActor.StageStats st = stats.get(r);
+                StageStats st = stats.get(r);
                 if (st == null) continue;
                 for (ActionKind k : ActionKind.values()) {
                     if (!k.isCompute()) continue;
@@ -170,12 +170,12 @@ public final class MetricsServer implements AutoCloseable {
         }
 
         /** Every reason for every rank that answered, zeros included, so that a rate over it is defined from the start. */
-        private CounterSnapshot droppedFrames(List<StageActor.StageStats> stats) {
+        private CounterSnapshot droppedFrames(List<StageStats> stats) {
             CounterSnapshot.Builder b = CounterSnapshot.builder().name("ttpipe_rank_frames_dropped")
                     .help("Frames addressed to the rank that its transport dropped, by reason (foreign_job: another job's id;"
                             + " wrong_peer: another receiver or sender than its stream; corrupt: checksum, header or chunks;"
                             + " no_room: no device memory for it)");
-            for (StageActor.StageStats st : stats) {
+            for (StageStats st : stats) {
                 if (st == null) continue;
                 for (DropReason reason : DropReason.values()) {
                     b.dataPoint(CounterSnapshot.CounterDataPointSnapshot.builder()
@@ -219,11 +219,11 @@ public final class MetricsServer implements AutoCloseable {
                 .build();
     }
 
-    private GaugeSnapshot perRank(String name, String help, List<StageActor.StageStats> stats,
-                                         java.util.function.ToDoubleFunction<StageActor.StageStats> f, boolean withDown) {
+    private GaugeSnapshot perRank(String name, String help, List<StageStats> stats,
+                                         java.util.function.ToDoubleFunction<StageStats> f, boolean withDown) {
         GaugeSnapshot.Builder b = GaugeSnapshot.builder().name(name).help(help);
         for (int r = 0; r < stats.size(); r++) {
-            StageActor.StageStats s = stats.get(r);
+            StageStats s = stats.get(r);
             if (s == null && !withDown) continue;
             b.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(ranks.get(r)))
                     .value(s == null ? 0 : f.applyAsDouble(s)).build());
@@ -232,7 +232,7 @@ public final class MetricsServer implements AutoCloseable {
     }
 
     private void status(HttpExchange ex) throws IOException {
-        List<StageActor.StageStats> stats = stats();
+        List<StageStats> stats = stats();
         Coordinator.StepReport step = lastStep;
         StepAnalysis a = lastAnalysis;
         StringBuilder sb = new StringBuilder("{\"step\":").append(step == null ? 0 : step.step() + 1)
@@ -244,13 +244,13 @@ public final class MetricsServer implements AutoCloseable {
                 .append(",\"predicted_bubble\":").append(a == null || a.predicted() == null ? "null" : Json.num(a.predicted().bubbleFraction()))
                 .append(",\"ranks\":[");
         for (int r = 0; r < stats.size(); r++) {
-            StageActor.StageStats s = stats.get(r);
+            StageStats s = stats.get(r);
             sb.append(r == 0 ? "" : ",").append("{\"rank\":").append(ranks.get(r));
             if (s == null) {
                 sb.append(",\"up\":false}");
                 continue;
             }
-            StageActor.Waiting w = s.waiting();
+            StageStats.Waiting w = s.waiting();
             sb.append(",\"up\":true,\"running\":").append(Json.str(w.running())).append(",\"running_ms\":").append(w.runningMs())
                     .append(",\"waiting_for\":").append(Json.str(w.waitingFor())).append(",\"waiting_from_rank\":").append(w.waitingFromRank())
                     .append(",\"waiting_ms\":").append(w.waitingMs()).append(",\"last_finished\":").append(Json.str(w.lastFinished()))

@@ -67,7 +67,7 @@ class StageActorTest {
             assertTrue(inside.await(10, TimeUnit.SECONDS));
             CompletableFuture<Coordinator.StepReport> step = CompletableFuture.supplyAsync(() -> runtime.step(0, List.of(batch)));
             // Rank 0 holds the first stage: F0 and F1 need no input, so both go on its queue at once.
-            StageActor.StageStats stats = runtime.stats(0, Duration.ofSeconds(5));
+            StageStats stats = runtime.stats(0, Duration.ofSeconds(5));
             long deadline = System.nanoTime() + 10_000_000_000L;
             while (stats.queuedActions() < 2 && System.nanoTime() < deadline) {
                 Thread.sleep(10);
