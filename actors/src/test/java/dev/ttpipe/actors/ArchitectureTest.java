@@ -10,6 +10,7 @@ import org.junit.jupiter.api.Test;
 
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.Deque;
 import java.util.HashMap;
 import java.util.List;
@@ -101,8 +102,8 @@ class ArchitectureTest {
         }
         List<Set<String>> expected = new ArrayList<>();
         for (Set<String> k : KNOWN_CYCLES) expected.add(new TreeSet<>(k));
-        cycles.sort(java.util.Comparator.comparing(Object::toString));
-        expected.sort(java.util.Comparator.comparing(Object::toString));
+        cycles.sort(Comparator.comparing(Object::toString));
+        expected.sort(Comparator.comparing(Object::toString));
         assertEquals(expected, cycles, "the packages that depend on each other in rings; a new ring or a package "
                 + "joining one is a dependency the design does not allow (a ring broken: take it off KNOWN_CYCLES)");
     }

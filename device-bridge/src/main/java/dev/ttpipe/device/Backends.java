@@ -1,5 +1,9 @@
 package dev.ttpipe.device;
 
+import dev.ttpipe.device.cpu.CpuMeshDevice;
+import dev.ttpipe.device.sim.SimMeshDevice;
+import dev.ttpipe.device.ttnn.TtnnMeshDevice;
+
 import java.util.List;
 import java.util.Locale;
 
@@ -17,11 +21,11 @@ public final class Backends {
     public static MeshDevice open(String backend, MeshShape shape, MeshOptions options) {
         switch (backend.toLowerCase(Locale.ROOT)) {
             case "cpu":
-                return dev.ttpipe.device.cpu.CpuMeshDevice.open(shape, options);
+                return CpuMeshDevice.open(shape, options);
             case "sim":
-                return dev.ttpipe.device.sim.SimMeshDevice.open(shape, options);
+                return SimMeshDevice.open(shape, options);
             case "ttnn":
-                return dev.ttpipe.device.ttnn.TtnnMeshDevice.open(shape, options);
+                return TtnnMeshDevice.open(shape, options);
             default:
                 throw new DeviceException("unknown backend '" + backend + "', expected one of " + NAMES);
         }

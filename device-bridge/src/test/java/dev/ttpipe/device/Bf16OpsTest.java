@@ -7,6 +7,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
+import java.util.Arrays;
 import java.util.Random;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -136,7 +137,7 @@ class Bf16OpsTest {
         double[] x = gaussian(rows * d), g = gaussian(d), b = gaussian(d);
         double[] xr = bf16(x);
         double[] ones = new double[rows * d];
-        java.util.Arrays.fill(ones, 1.0);
+        Arrays.fill(ones, 1.0);
         try (Tensor xb = put(x, DType.BF16, rows, d); Tensor gf = put(g, DType.FP32, d); Tensor bf = put(b, DType.FP32, d);
              NormOutput ln = ops.layerNorm(xb, gf, bf, 1e-5f); NormOutput rms = ops.rmsNorm(xb, gf, 1e-5f);
              Tensor sm = ops.softmax(xb, 0.5f, false); Tensor ge = ops.gelu(xb); Tensor si = ops.silu(xb)) {

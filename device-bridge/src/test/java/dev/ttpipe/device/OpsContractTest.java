@@ -10,6 +10,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.ToDoubleFunction;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -1185,8 +1187,8 @@ public abstract class OpsContractTest {
         Ops ops = mesh.asSubmesh().ops();
         Tensor x = ops.full(Shape.of(256, 256), Layout.shard(0, 1), DType.FP32, 0.5f);
         Tensor w = ops.full(Shape.of(256, 256), Layout.REPLICATED, DType.FP32, 0.01f);
-        java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
-        java.util.concurrent.CountDownLatch running = new java.util.concurrent.CountDownLatch(1);
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        CountDownLatch running = new CountDownLatch(1);
         Thread worker = new Thread(() -> {
             try {
                 for (int i = 0; ; i++) {

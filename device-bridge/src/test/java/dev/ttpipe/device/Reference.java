@@ -1,5 +1,7 @@
 package dev.ttpipe.device;
 
+import java.util.function.ToDoubleFunction;
+
 /**
  * Straightforward double-precision implementations of every op, on row-major host arrays: what
  * the backends are checked against (and, through finite differences, their backward passes).
@@ -158,7 +160,7 @@ final class Reference {
     }
 
     /** Central finite-difference gradient of f at x, in double. */
-    static double[] gradient(java.util.function.ToDoubleFunction<double[]> f, double[] x, double eps) {
+    static double[] gradient(ToDoubleFunction<double[]> f, double[] x, double eps) {
         double[] g = new double[x.length];
         double[] p = x.clone();
         for (int i = 0; i < x.length; i++) {

@@ -8,6 +8,8 @@ import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.OptimizerSpec;
 import dev.ttpipe.stages.data.TextDataset;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.util.Locale;
 
 /**
@@ -46,8 +48,8 @@ public final class TwoStagePipeline {
         TrainingJob job = TrainingJob.of(plan, data, steps);
         try (PipelineRuntime pipeline = PipelineRuntime.start(plan)) {
             losses = job.run(pipeline, null, System.out).losses();
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException(e);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
         return losses;
     }

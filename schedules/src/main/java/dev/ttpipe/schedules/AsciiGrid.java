@@ -1,5 +1,6 @@
 package dev.ttpipe.schedules;
 
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 
@@ -64,7 +65,7 @@ public final class AsciiGrid {
         trimEnd(out);
         char[][] lines = new char[schedule.ranks()][slots * cell];
         for (char[] line : lines) {
-            java.util.Arrays.fill(line, ' ');
+            Arrays.fill(line, ' ');
             for (int k = 0; k < slots; k++) line[k * cell] = '.';
         }
         double t0 = result.start();
@@ -75,7 +76,7 @@ public final class AsciiGrid {
             char[] line = lines[e.rank()];
             from = Math.min(from, slots - 1);
             to = Math.min(to, slots);
-            java.util.Arrays.fill(line, from * cell, to * cell, ' ');
+            Arrays.fill(line, from * cell, to * cell, ' ');
             String text = label(e.action(), stagePrefix);
             int room = (to - from) * cell - 1;
             text.getChars(0, Math.min(text.length(), room), line, from * cell);

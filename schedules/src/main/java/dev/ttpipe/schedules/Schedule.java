@@ -2,6 +2,7 @@ package dev.ttpipe.schedules;
 
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.BitSet;
 import java.util.List;
 
 /**
@@ -114,7 +115,7 @@ public final class Schedule {
      * number of actions {@code size}: at most {@code size} stages are present, so it is below {@code size}.
      */
     private static ScheduleException gapInStages(String name, List<List<Action>> rows, int maxStage, int size) {
-        java.util.BitSet present = new java.util.BitSet(size);
+        BitSet present = new BitSet(size);
         for (List<Action> row : rows) {
             for (Action a : row) if (a.stage() < size) present.set(a.stage());
         }

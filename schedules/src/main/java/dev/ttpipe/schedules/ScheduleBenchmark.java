@@ -1,6 +1,7 @@
 package dev.ttpipe.schedules;
 
 import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 
 /**
@@ -18,7 +19,7 @@ public final class ScheduleBenchmark {
     }
 
     /** The phases timed, in order. */
-    public static final java.util.List<String> PHASES = java.util.List.of("generate", "lower", "validate (lowered)",
+    public static final List<String> PHASES = List.of("generate", "lower", "validate (lowered)",
             "simulate (lowered)", "simulate (compute-only)");
 
     /**

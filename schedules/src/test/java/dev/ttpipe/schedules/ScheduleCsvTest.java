@@ -3,6 +3,8 @@ package dev.ttpipe.schedules;
 import org.junit.jupiter.api.Test;
 
 import java.io.StringReader;
+import java.util.Arrays;
+import java.util.List;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -46,7 +48,7 @@ class ScheduleCsvTest {
         assertEquals(6, s.stages());
         assertEquals(1, s.rankOfStage(3));
         assertEquals(0, s.rankOfStage(4));
-        assertEquals(java.util.List.of(0, 2, 4), java.util.Arrays.stream(s.stagesOfRank(0)).boxed().toList());
+        assertEquals(List.of(0, 2, 4), Arrays.stream(s.stagesOfRank(0)).boxed().toList());
     }
 
     @Test

@@ -3,6 +3,7 @@ package dev.ttpipe.schedules;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -165,7 +166,7 @@ class SimulatorTest {
         SimResult simulated = Simulator.simulate(s, CostModel.uniform(1, 2, 1, 1, 0.1));
         List<TimedAction> measured = new ArrayList<>();
         for (TimedAction e : simulated.events()) measured.add(new TimedAction(e.rank(), e.action(), e.start() + 100, e.end() + 100));
-        java.util.Collections.reverse(measured);
+        Collections.reverse(measured);
         SimResult replay = SimResult.of(s, measured);
         assertEquals(simulated.makespan(), replay.makespan(), EPS);
         assertEquals(100, replay.start(), EPS);

@@ -1,11 +1,17 @@
 package dev.ttpipe.stages;
 
 import dev.ttpipe.device.DType;
+import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.Ops;
+import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Tensor;
 import dev.ttpipe.stages.data.Batch;
 
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Random;
+import java.util.function.IntConsumer;
 
 /**
  * Validation loss and text generation through a chain of stages (one stage for a whole model, or a
@@ -46,11 +52,11 @@ public final class Evaluation {
      */
     public static int[] generate(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed) {
         int maxSeq = stages.get(0).spec().maxSequenceLength();
-        int[] out = java.util.Arrays.copyOf(prompt, prompt.length + n);
-        java.util.Random rng = new java.util.Random(seed);
+        int[] out = Arrays.copyOf(prompt, prompt.length + n);
+        Random rng = new Random(seed);
         for (int i = prompt.length; i < out.length; i++) {
             int start = Math.max(0, i - maxSeq);
-            int[] ctx = java.util.Arrays.copyOfRange(out, start, i);
+            int[] ctx = Arrays.copyOfRange(out, start, i);
             float[] logits;
             try (Tensor t = run(stages, ctx, 1, ctx.length)) {
                 logits = t.toHost();
@@ -69,21 +75,21 @@ public final class Evaluation {
      * The context is the model's maximum sequence at most (prompt plus new tokens).
      */
     public static int[] generateCached(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed,
-                                       java.util.function.IntConsumer onToken) {
+                                       IntConsumer onToken) {
         int maxSeq = stages.get(0).spec().maxSequenceLength();
         if (prompt.length + n > maxSeq) {
             throw new StagesException("generation: " + prompt.length + " prompt tokens + " + n + " new ones exceed the model's context"
                     + " of " + maxSeq + " tokens, expected at most " + (maxSeq - prompt.length) + " new tokens");
         }
         if (prompt.length == 0) throw new StagesException("generation: an empty prompt, expected at least one token");
-        List<KvCache> caches = new java.util.ArrayList<>();
+        List<KvCache> caches = new ArrayList<>();
         for (Stage s : stages) caches.add(s.newKvCache(prompt.length + n));
-        int[] out = java.util.Arrays.copyOf(prompt, prompt.length + n);
-        java.util.Random rng = new java.util.Random(seed);
+        int[] out = Arrays.copyOf(prompt, prompt.length + n);
+        Random rng = new Random(seed);
         for (int pos = 0; pos < out.length - 1; pos++) {
             Stage first = stages.get(0);
-            Tensor x = first.submesh().ops().fromHostInts(new int[]{out[pos]}, dev.ttpipe.device.Shape.of(1, 1),
-                    dev.ttpipe.device.Layout.REPLICATED);
+            Tensor x = first.submesh().ops().fromHostInts(new int[]{out[pos]}, Shape.of(1, 1),
+                    Layout.REPLICATED);
             for (int i = 0; i < stages.size(); i++) {
                 Stage s = stages.get(i);
                 if (x.submesh() != s.submesh()) x = s.submesh().ops().adopt(x);
@@ -103,15 +109,15 @@ public final class Evaluation {
         return out;
     }
 
-    private static int pick(float[] logits, int base, int v, double temperature, int topK, java.util.Random rng) {
+    private static int pick(float[] logits, int base, int v, double temperature, int topK, Random rng) {
         int best = 0;
         for (int j = 1; j < v; j++) if (logits[base + j] > logits[base + best]) best = j;
         if (temperature <= 0) return best;
         double[] p = new double[v];
         double cutoff = Double.NEGATIVE_INFINITY;
         if (topK > 0 && topK < v) {
-            float[] sorted = java.util.Arrays.copyOfRange(logits, base, base + v);
-            java.util.Arrays.sort(sorted);
+            float[] sorted = Arrays.copyOfRange(logits, base, base + v);
+            Arrays.sort(sorted);
             cutoff = sorted[v - topK];
         }
         double z = 0;
@@ -132,7 +138,7 @@ public final class Evaluation {
         Stage first = stages.get(0);
         Parallelism par = first.parallelism();
         Tensor x = par.ddp() && batch % par.ddpSize() != 0
-                ? first.submesh().ops().fromHostInts(ids, dev.ttpipe.device.Shape.of(batch, seqLen), dev.ttpipe.device.Layout.REPLICATED)
+                ? first.submesh().ops().fromHostInts(ids, Shape.of(batch, seqLen), Layout.REPLICATED)
                 : Inputs.ids(first.submesh().ops(), par, ids, batch, seqLen);
         for (Stage s : stages) {
             if (x.submesh() != s.submesh()) x = s.submesh().ops().adopt(x);

@@ -1,5 +1,6 @@
 package dev.ttpipe.stages;
 
+import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.Ops;
 import dev.ttpipe.device.Shape;
@@ -31,7 +32,7 @@ final class Head {
         ModelSpec s = c.spec;
         this.norm = new Norm(c, "head.norm", s.embeddingDim(), s.isLlama());
         this.lm = tiedEmbedding != null ? tiedEmbedding
-                : c.normal("head.lm", Shape.of(s.vocabSize(), s.embeddingDim()), dev.ttpipe.device.Layout.REPLICATED, 0.02);
+                : c.normal("head.lm", Shape.of(s.vocabSize(), s.embeddingDim()), Layout.REPLICATED, 0.02);
     }
 
     void setTargets(int mb, Tensor ids, float scale) {

@@ -1,6 +1,7 @@
 package dev.ttpipe.stages;
 
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 
 /**
  * Weight initialisation from the seed and the parameter's global name alone (for example
@@ -27,7 +28,7 @@ public final class ParamInit {
 
     public static float[] constant(int n, float value) {
         float[] out = new float[n];
-        java.util.Arrays.fill(out, value);
+        Arrays.fill(out, value);
         return out;
     }
 

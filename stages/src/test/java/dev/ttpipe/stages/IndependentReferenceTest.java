@@ -1,13 +1,16 @@
 package dev.ttpipe.stages;
 
 import dev.ttpipe.device.Layout;
+import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.stages.fp64.Fp64Ops;
 import dev.ttpipe.stages.independent.PlainTransformer;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
@@ -44,15 +47,15 @@ class IndependentReferenceTest {
      * divided by the factor above). The reference turns by the frequencies
      * {@link PlainTransformer#llama3InverseFrequencies} computes from Hugging Face's formula.
      */
-    @org.junit.jupiter.api.Test
+    @Test
     void llamaWithRopeScalingMatchesTheIndependentReferenceOnHuggingFacesFrequencies() {
         ModelSpec spec = new ModelSpec(ModelSpec.ModelType.LLAMA, 11, 32, 2, 1, 2, 24, 8, 0f, false, 10000f, false)
-                .withRopeScaling(new dev.ttpipe.device.RopeFrequencies.Llama3Scaling(4, 1, 4, 128));
+                .withRopeScaling(new RopeFrequencies.Llama3Scaling(4, 1, 4, 128));
         double[] invFreq = PlainTransformer.llama3InverseFrequencies(10000, spec.headDim(), 4, 1, 4, 128);
         double[] plain = PlainTransformer.llama3InverseFrequencies(10000, spec.headDim(), 1, 1, 4, 128);
         assertTrue(invFreq[0] == plain[0] && invFreq[1] == plain[1] && invFreq[2] < plain[2] && invFreq[2] > plain[2] / 4
                         && invFreq[7] == plain[7] / 4,
-                "the frequencies cover the kept, blended and divided ranges: " + java.util.Arrays.toString(invFreq));
+                "the frequencies cover the kept, blended and divided ranges: " + Arrays.toString(invFreq));
         check("LLAMA with rope_scaling", spec, invFreq);
     }
 

@@ -6,6 +6,7 @@ import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.stages.data.Batch;
 import dev.ttpipe.stages.data.TextDataset;
+import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
@@ -112,7 +113,7 @@ class ParallelEquivalenceTest {
 
     @Test
     void meshShapeTheStrategiesCannotUseIsOneClearError() {
-        StagesException e = org.junit.jupiter.api.Assertions.assertThrows(StagesException.class,
+        StagesException e = Assertions.assertThrows(StagesException.class,
                 () -> Parallelism.of(new MeshShape(1, 4), true, true));
         assertTrue(e.getMessage().contains("mesh_shape") && e.getMessage().contains("enable_ddp"), e.getMessage());
     }

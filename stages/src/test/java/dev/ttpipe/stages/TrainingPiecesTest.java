@@ -1,5 +1,9 @@
 package dev.ttpipe.stages;
 
+import dev.ttpipe.device.Backends;
+import dev.ttpipe.device.MeshDevice;
+import dev.ttpipe.device.MeshOptions;
+import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.stages.data.ArithmeticCorpus;
 import dev.ttpipe.stages.data.Batch;
 import dev.ttpipe.stages.data.CharTokenizer;
@@ -10,6 +14,7 @@ import org.junit.jupiter.api.io.TempDir;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -79,11 +84,11 @@ class TrainingPiecesTest {
     void noopOptimizerCountsStepsAndLeavesEveryWeightAsItWas() {
         TextDataset data = TextDataset.of("to be, or not to be, that is the question. ".repeat(20), 0.1);
         ModelSpec spec = ModelSpec.llama(data.tokenizer().vocabSize(), 16, 2, 1, 2, 8);
-        try (dev.ttpipe.device.MeshDevice mesh = dev.ttpipe.device.Backends.open("cpu", new dev.ttpipe.device.MeshShape(1, 1),
-                dev.ttpipe.device.MeshOptions.defaults().withThreads(1));
+        try (MeshDevice mesh = Backends.open("cpu", new MeshShape(1, 1),
+                MeshOptions.defaults().withThreads(1));
              ReferenceTrainer noop = new ReferenceTrainer(spec, mesh.asSubmesh(), Parallelism.NONE, 7, OptimizerSpec.noop(),
                      LrSchedule.constant(0.1), 0, 1)) {
-            java.util.Map<String, float[]> before = noop.weights();
+            Map<String, float[]> before = noop.weights();
             List<Batch> batch = List.of(data.trainBatch(7, 0, 2, 8));
             double first = noop.step(0, batch).loss();
             double second = noop.step(1, batch).loss();

@@ -17,6 +17,7 @@ import org.junit.jupiter.params.provider.EnumSource;
 
 import java.net.DatagramSocket;
 import java.net.SocketException;
+import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -63,8 +64,8 @@ class AeronChunkingTest {
     private MeshDevice mesh;
     private Submesh src;
     private Submesh dst;
-    private final Map<Media, AeronTransport> transports = new java.util.EnumMap<>(Media.class);
-    private final Map<Media, Received> received = new java.util.EnumMap<>(Media.class);
+    private final Map<Media, AeronTransport> transports = new EnumMap<>(Media.class);
+    private final Map<Media, Received> received = new EnumMap<>(Media.class);
 
     @BeforeAll
     void start() {

@@ -16,6 +16,7 @@ import dev.ttpipe.device.spi.Sharding;
 import io.aeron.logbuffer.FrameDescriptor;
 import io.aeron.logbuffer.Header;
 import io.aeron.protocol.DataHeaderFlyweight;
+import org.agrona.collections.Int2ObjectHashMap;
 import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.AfterAll;
 
@@ -23,6 +24,8 @@ import java.lang.reflect.Field;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
 import java.util.zip.CRC32C;
 
@@ -119,7 +122,7 @@ class FrameAssemblerFuzzTest {
         }
         if (data.consumeInt(0, 7) == 0) length = data.consumeInt(0, 600);   // a length that does not fit the shape
         byte[] payload = data.consumeBytes((int) length);
-        payload = java.util.Arrays.copyOf(payload, (int) length);
+        payload = Arrays.copyOf(payload, (int) length);
         int chunkCount = data.consumeInt(1, 4);
         int[] cuts = new int[chunkCount + 1];
         cuts[chunkCount] = payload.length;
@@ -145,7 +148,7 @@ class FrameAssemblerFuzzTest {
             }
             case 2 -> chunks.remove(data.consumeInt(0, chunks.size() - 1));
             case 3 -> chunks.add(data.consumeInt(0, chunks.size()), chunks.get(data.consumeInt(0, chunks.size() - 1)));
-            case 4 -> java.util.Collections.swap(chunks, data.consumeInt(0, chunks.size() - 1),
+            case 4 -> Collections.swap(chunks, data.consumeInt(0, chunks.size() - 1),
                     data.consumeInt(0, chunks.size() - 1));
             case 5 -> chunks.subList(data.consumeInt(0, chunks.size()), chunks.size()).clear(); // cut short
             default -> {
@@ -239,7 +242,7 @@ class FrameAssemblerFuzzTest {
         /** The sequence of the session's frame in progress, or -1. */
         long frameInProgress(int session) {
             try {
-                Object in = ((org.agrona.collections.Int2ObjectHashMap<?>) INBOUND.get(assembler)).get(session);
+                Object in = ((Int2ObjectHashMap<?>) INBOUND.get(assembler)).get(session);
                 return in != null && (boolean) IN_FRAME.get(in) ? (long) SEQUENCE.get(in) : -1;
             } catch (IllegalAccessException e) {
                 throw new AssertionError(e);

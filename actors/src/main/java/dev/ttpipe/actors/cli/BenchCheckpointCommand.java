@@ -13,6 +13,7 @@ import picocli.CommandLine.Parameters;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Comparator;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 
@@ -53,7 +54,7 @@ public final class BenchCheckpointCommand implements Callable<Integer> {
             r = CheckpointBenchmark.run(training, where, steps);
         } finally {
             try (var s = Files.walk(where)) {
-                s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+                s.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
             }
         }
         if (json) {

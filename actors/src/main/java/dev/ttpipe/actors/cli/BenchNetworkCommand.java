@@ -9,14 +9,17 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 import java.io.IOException;
+import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
+import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
@@ -79,7 +82,7 @@ public final class BenchNetworkCommand implements Callable<Integer> {
         long dropped = 0;
         boolean identical = true;
         double partitionSeconds = Double.NaN;
-        try (NetworkLab lab = NetworkLab.open("b", new java.io.PrintStream(System.err, true))) {
+        try (NetworkLab lab = NetworkLab.open("b", new PrintStream(System.err, true))) {
             Path cfg = dir.resolve("pp2.yaml");
             Files.writeString(cfg, lab.config(steps, dir.resolve("runs")));
             Path reference = null;
@@ -151,7 +154,7 @@ public final class BenchNetworkCommand implements Callable<Integer> {
         NetworkLab.Job job = lab.start(cfg, dir.resolve("partition"), dir.resolve("logs"), "partition");
         try {
             Path metrics = dir.resolve("partition").resolve("metrics.jsonl");
-            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(120);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
             while (!(Files.isRegularFile(metrics) && Files.readAllLines(metrics).size() >= PARTITION_AFTER_STEPS)) {
                 if (!job.rank0().isAlive()) throw new IOException("rank 0 ended before the partition:\n" + Files.readString(job.out0()));
                 if (System.nanoTime() > deadline) {
@@ -161,7 +164,7 @@ public final class BenchNetworkCommand implements Callable<Integer> {
             }
             long t0 = System.nanoTime();
             lab.partition();
-            if (!job.rank0().waitFor(120, java.util.concurrent.TimeUnit.SECONDS)) {
+            if (!job.rank0().waitFor(120, TimeUnit.SECONDS)) {
                 throw new IOException("the partitioned job did not end within 120 s:\n" + Files.readString(job.out0()));
             }
             double seconds = (System.nanoTime() - t0) / 1e9;
@@ -202,7 +205,7 @@ public final class BenchNetworkCommand implements Callable<Integer> {
 
     private static void deleteTree(Path dir) throws IOException {
         try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(java.util.Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
+            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
         }
     }
 }

@@ -18,6 +18,7 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -112,7 +113,7 @@ public final class EvalCommand implements Callable<Integer> {
         return Main.EXIT_OK;
     }
 
-    private TokenSource tokens(ModelSource src) throws java.io.IOException {
+    private TokenSource tokens(ModelSource src) throws IOException {
         if (TokenFiles.isTokenPath(data)) {
             List<Path> files = TokenFiles.resolve(data, false);
             if (files.isEmpty()) files = TokenFiles.resolve(data, true);

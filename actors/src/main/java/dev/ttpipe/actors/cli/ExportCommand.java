@@ -5,6 +5,7 @@ import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.train.Checkpoints;
+import dev.ttpipe.actors.train.ModelSource;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.checkpoint.HfExport;
 import dev.ttpipe.stages.data.Gpt2Tokenizer;
@@ -12,7 +13,9 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 
@@ -43,14 +46,14 @@ public final class ExportCommand implements Callable<Integer> {
         if (!format.equals("hf")) throw new UserInputException("--format: '" + format + "' given, expected hf");
         Checkpoints.Found found = Checkpoints.find(checkpoint, runsDir);
         TtpipeConfig cfg = ConfigLoader.read(found.config(), found.dir().resolve(Checkpoints.STATE) + " (its config)", null);
-        ModelSpec spec = JobPlan.model(cfg, dev.ttpipe.actors.train.ModelSource.vocabOf(found.dir()));
+        ModelSpec spec = JobPlan.model(cfg, ModelSource.vocabOf(found.dir()));
         long t0 = System.nanoTime();
         HfExport.Written w = HfExport.export(found.dir(), spec, out);
         String tokenizer = "no tokenizer files (a char vocabulary has no Hugging Face form; the run's vocab.txt lists it)";
         String json = cfg.training.tokenizerPath;
-        if (json != null && java.nio.file.Files.isDirectory(Path.of(json))) json = Path.of(json).resolve("tokenizer.json").toString();
-        if ("bpe".equals(cfg.training.tokenizerType) && json != null && json.endsWith(".json") && java.nio.file.Files.isRegularFile(Path.of(json))) {
-            java.nio.file.Files.copy(Path.of(json), out.resolve("tokenizer.json"), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        if (json != null && Files.isDirectory(Path.of(json))) json = Path.of(json).resolve("tokenizer.json").toString();
+        if ("bpe".equals(cfg.training.tokenizerType) && json != null && json.endsWith(".json") && Files.isRegularFile(Path.of(json))) {
+            Files.copy(Path.of(json), out.resolve("tokenizer.json"), StandardCopyOption.REPLACE_EXISTING);
             tokenizer = "the run's tokenizer.json";
         } else if ("bpe".equals(cfg.training.tokenizerType)) {
             Gpt2Tokenizer.get().writeHuggingFaceFiles(out);

@@ -14,6 +14,8 @@ import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
 import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
@@ -72,7 +74,7 @@ public final class GenerateCommand implements Callable<Integer> {
                 int[] all;
                 if (noCache) {
                     all = Evaluation.generate(loaded, ids, maxNewTokens, temperature, topK, seed);
-                    out.print(tok.decode(java.util.Arrays.copyOfRange(all, ids.length, all.length)));
+                    out.print(tok.decode(Arrays.copyOfRange(all, ids.length, all.length)));
                 } else {
                     Streamer s = new Streamer(tok, out);
                     all = Evaluation.generateCached(loaded, ids, maxNewTokens, temperature, topK, seed, s::accept);
@@ -93,7 +95,7 @@ public final class GenerateCommand implements Callable<Integer> {
     private static final class Streamer {
         private final Tokenizer tok;
         private final PrintStream out;
-        private final java.util.ArrayList<Integer> ids = new java.util.ArrayList<>();
+        private final ArrayList<Integer> ids = new ArrayList<>();
         private int printed;
 
         Streamer(Tokenizer tok, PrintStream out) {

@@ -7,10 +7,13 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.PipelineMode;
 import dev.ttpipe.actors.config.YamlSection;
+import dev.ttpipe.stages.data.TokenFiles;
 import picocli.CommandLine.Option;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * The flags that override a config's common keys, shared by train, verify and worker. Each flag
@@ -51,19 +54,19 @@ public final class JobOptions {
     String dtype;
 
     /** The flags given, as arguments to pass on to worker processes. */
-    public java.util.List<String> toArgs() {
-        java.util.List<String> a = new java.util.ArrayList<>();
-        if (data != null) a.addAll(java.util.List.of("--data", data.toString()));
-        if (stages != null) a.addAll(java.util.List.of("--stages", stages.toString()));
-        if (microbatches != null) a.addAll(java.util.List.of("--microbatches", microbatches.toString()));
-        if (schedule != null) a.addAll(java.util.List.of("--schedule", schedule));
-        if (virtualStages != null) a.addAll(java.util.List.of("--virtual-stages", virtualStages.toString()));
-        if (maxSteps != null) a.addAll(java.util.List.of("--max-steps", maxSteps.toString()));
-        if (batchSize != null) a.addAll(java.util.List.of("--batch-size", batchSize.toString()));
-        if (backend != null) a.addAll(java.util.List.of("--backend", backend));
-        if (mode != null) a.addAll(java.util.List.of("--mode", mode));
-        if (seed != null) a.addAll(java.util.List.of("--seed", seed.toString()));
-        if (dtype != null) a.addAll(java.util.List.of("--dtype", dtype));
+    public List<String> toArgs() {
+        List<String> a = new ArrayList<>();
+        if (data != null) a.addAll(List.of("--data", data.toString()));
+        if (stages != null) a.addAll(List.of("--stages", stages.toString()));
+        if (microbatches != null) a.addAll(List.of("--microbatches", microbatches.toString()));
+        if (schedule != null) a.addAll(List.of("--schedule", schedule));
+        if (virtualStages != null) a.addAll(List.of("--virtual-stages", virtualStages.toString()));
+        if (maxSteps != null) a.addAll(List.of("--max-steps", maxSteps.toString()));
+        if (batchSize != null) a.addAll(List.of("--batch-size", batchSize.toString()));
+        if (backend != null) a.addAll(List.of("--backend", backend));
+        if (mode != null) a.addAll(List.of("--mode", mode));
+        if (seed != null) a.addAll(List.of("--seed", seed.toString()));
+        if (dtype != null) a.addAll(List.of("--dtype", dtype));
         return a;
     }
 
@@ -79,7 +82,7 @@ public final class JobOptions {
     void apply(TtpipeConfig cfg) {
         String pp = "multihost_config.pipeline_parallel_config.";
         if (data != null) {
-            if (!Files.isRegularFile(data) && !dev.ttpipe.stages.data.TokenFiles.isTokenPath(data.toString())) {
+            if (!Files.isRegularFile(data) && !TokenFiles.isTokenPath(data.toString())) {
                 throw new UserInputException("--data: " + data + " is not a readable file, expected a UTF-8 text file or token files");
             }
             cfg.training.dataPath = data.toString();

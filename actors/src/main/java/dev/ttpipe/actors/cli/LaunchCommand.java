@@ -6,6 +6,7 @@ import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.multihost.Launcher;
 import dev.ttpipe.actors.train.TrainingJob;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -47,7 +48,7 @@ public final class LaunchCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         LaunchedWorkerOptions check = new LaunchedWorkerOptions();
-        new picocli.CommandLine(check).setUnmatchedArgumentsAllowed(true).parseArgs(passThrough.toArray(new String[0]));
+        new CommandLine(check).setUnmatchedArgumentsAllowed(true).parseArgs(passThrough.toArray(new String[0]));
         TtpipeConfig cfg = check.job.resolve(config, null);  // bad input fails here, once, with exit code 2
         int ranks = cfg.pipeline().ranks();
         int n = hosts != null ? hosts : ranks;
@@ -73,7 +74,7 @@ public final class LaunchCommand implements Callable<Integer> {
 
     /** The worker flags the launcher itself reads from the ones it passes on. */
     static final class LaunchedWorkerOptions {
-        @picocli.CommandLine.Mixin
+        @CommandLine.Mixin
         JobOptions job = new JobOptions();
 
         @Option(names = "--run-dir")

@@ -2,6 +2,7 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.stages.data.CorpusPreparation;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -93,6 +94,6 @@ public final class PrepareCommand implements Callable<Integer> {
     }
 
     private static String human(long n) {
-        return dev.ttpipe.actors.train.TrainingJob.human(n);
+        return TrainingJob.human(n);
     }
 }

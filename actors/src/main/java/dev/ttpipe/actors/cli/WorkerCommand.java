@@ -5,6 +5,7 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.multihost.Launcher;
 import dev.ttpipe.actors.multihost.Worker;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine.Command;
@@ -12,8 +13,12 @@ import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.Callable;
 
 /**
@@ -78,19 +83,19 @@ public final class WorkerCommand implements Callable<Integer> {
         PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout));
         if (rank != 0) {
             String failure;
-            dev.ttpipe.actors.telemetry.MetricsServer telemetry = null;
+            MetricsServer telemetry = null;
             if (cfg.telemetry.port > 0) {
                 // this worker's own rank, on telemetry.port + rank (rank 0 serves the whole job on telemetry.port)
                 try {
-                    telemetry = dev.ttpipe.actors.telemetry.MetricsServer.start(runtime, cfg.telemetry.bindHost,
-                            cfg.telemetry.port + rank, java.util.List.of(rank));
-                } catch (java.io.IOException e) {
+                    telemetry = MetricsServer.start(runtime, cfg.telemetry.bindHost,
+                            cfg.telemetry.port + rank, List.of(rank));
+                } catch (IOException e) {
                     System.out.println("telemetry: no endpoint for rank " + rank + " (" + e.getMessage() + ")");
                 }
             }
             try (runtime) {
-                System.out.println("rank " + rank + " joined " + String.format(java.util.Locale.ROOT, "%.1f s after its process started",
-                        java.lang.management.ManagementFactory.getRuntimeMXBean().getUptime() / 1e3) + "; serving until rank 0 ends the job"
+                System.out.println("rank " + rank + " joined " + String.format(Locale.ROOT, "%.1f s after its process started",
+                        ManagementFactory.getRuntimeMXBean().getUptime() / 1e3) + "; serving until rank 0 ends the job"
                         + (telemetry == null ? "" : "; telemetry " + telemetry.url() + "/metrics"));
                 failure = runtime.awaitEnd();
             } finally {

@@ -8,6 +8,7 @@ import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 
+import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.time.Duration;
@@ -74,7 +75,7 @@ public final class ClusterSettings {
         try (ServerSocket s = new ServerSocket()) {
             s.setReuseAddress(true);
             s.bind(new InetSocketAddress(me.host(), me.controlPort()));
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             throw new ConfigException("rank_bindings: rank " + rank + " control_port " + me.controlAddress()
                     + " cannot be bound (" + e.getMessage() + "), expected a free port on this host (another job or worker using it?)");
         }

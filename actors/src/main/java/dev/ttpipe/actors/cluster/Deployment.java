@@ -4,6 +4,7 @@ import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.TtpipeConfig;
 
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -37,7 +38,7 @@ public record Deployment(List<Binding> bindings, ControlPlaneTls tls) {
             String host = b != null && b.host != null ? b.host : cfg.multihost.bindHost;
             int control = b != null && b.controlPort > 0 ? b.controlPort : BASE_CONTROL_PORT + r;
             int data = b != null && b.dataPort > 0 ? b.dataPort : BASE_DATA_PORT + 2 * r;
-            Map<String, String> env = new java.util.LinkedHashMap<>(cfg.environment());
+            Map<String, String> env = new LinkedHashMap<>(cfg.environment());
             if (b != null) env.putAll(b.envOverrides);
             out.add(new Binding(r, host, control, data, b == null ? 0 : b.meshId, b == null ? r : b.meshHostRank, Map.copyOf(env)));
         }

@@ -2,12 +2,17 @@ package dev.ttpipe.actors.cluster;
 
 import com.esotericsoftware.kryo.Kryo;
 import com.esotericsoftware.kryo.KryoException;
+import com.esotericsoftware.kryo.Serializer;
 import com.esotericsoftware.kryo.io.Input;
 import com.esotericsoftware.kryo.io.Output;
 import com.esotericsoftware.kryo.serializers.ImmutableCollectionsSerializers;
 import com.esotericsoftware.kryo.util.Pool;
 import com.typesafe.config.Config;
 import org.apache.pekko.actor.ExtendedActorSystem;
+import org.apache.pekko.actor.typed.ActorRef;
+import org.apache.pekko.actor.typed.ActorRefResolver;
+import org.apache.pekko.actor.typed.internal.adapter.ActorRefAdapter;
+import org.apache.pekko.actor.typed.javadsl.Adapter;
 import org.apache.pekko.serialization.JSerializer;
 
 import java.util.ArrayList;
@@ -64,12 +69,12 @@ public final class KryoSerializer extends JSerializer {
 
     private final List<Class<?>> classes;
     private final Pool<Kryo> pool;
-    private final org.apache.pekko.actor.typed.ActorRefResolver refs;
+    private final ActorRefResolver refs;
 
     /** What Pekko calls: reads {@value #CLASSES_PATH} from the system's config. */
     public KryoSerializer(ExtendedActorSystem system) {
         this(classesFrom(system.settings().config(), system.dynamicAccess().classLoader()),
-                org.apache.pekko.actor.typed.ActorRefResolver.get(org.apache.pekko.actor.typed.javadsl.Adapter.toTyped(system)));
+                ActorRefResolver.get(Adapter.toTyped(system)));
     }
 
     /** Registers {@code classes} (in this order) after the built-in ones. */
@@ -81,7 +86,7 @@ public final class KryoSerializer extends JSerializer {
      * Registers {@code classes} after the built-in ones; with a resolver, typed {@code ActorRef}s (the
      * {@code replyTo} of a message) travel as their serialization format and resolve on arrival.
      */
-    public KryoSerializer(List<Class<?>> classes, org.apache.pekko.actor.typed.ActorRefResolver refs) {
+    public KryoSerializer(List<Class<?>> classes, ActorRefResolver refs) {
         this.refs = refs;
         this.classes = List.copyOf(classes);
         this.pool = new Pool<>(true, false, 32) {
@@ -100,7 +105,7 @@ public final class KryoSerializer extends JSerializer {
         for (Class<?> c : JDK_BASICS) k.register(c);
         ImmutableCollectionsSerializers.registerSerializers(k);
         if (refs != null) {
-            k.register(org.apache.pekko.actor.typed.internal.adapter.ActorRefAdapter.class, new TypedActorRefSerializer(refs));
+            k.register(ActorRefAdapter.class, new TypedActorRefSerializer(refs));
         }
         for (Class<?> c : classes) k.register(c);
         return k;
@@ -172,21 +177,21 @@ public final class KryoSerializer extends JSerializer {
 
     /** A typed ActorRef as its path with address (Pekko's own serialization format for refs). */
     private static final class TypedActorRefSerializer
-            extends com.esotericsoftware.kryo.Serializer<org.apache.pekko.actor.typed.ActorRef<?>> {
-        private final org.apache.pekko.actor.typed.ActorRefResolver refs;
+            extends Serializer<ActorRef<?>> {
+        private final ActorRefResolver refs;
 
-        TypedActorRefSerializer(org.apache.pekko.actor.typed.ActorRefResolver refs) {
+        TypedActorRefSerializer(ActorRefResolver refs) {
             this.refs = refs;
         }
 
         @Override
-        public void write(Kryo kryo, Output output, org.apache.pekko.actor.typed.ActorRef<?> ref) {
+        public void write(Kryo kryo, Output output, ActorRef<?> ref) {
             output.writeString(refs.toSerializationFormat(ref));
         }
 
         @Override
-        public org.apache.pekko.actor.typed.ActorRef<?> read(Kryo kryo, Input input,
-                                                             Class<? extends org.apache.pekko.actor.typed.ActorRef<?>> type) {
+        public ActorRef<?> read(Kryo kryo, Input input,
+                                Class<? extends ActorRef<?>> type) {
             return refs.resolveActorRef(input.readString());
         }
     }

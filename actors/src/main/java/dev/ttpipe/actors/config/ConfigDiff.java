@@ -6,6 +6,7 @@ import org.yaml.snakeyaml.Yaml;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 
@@ -25,8 +26,8 @@ public final class ConfigDiff {
         return out;
     }
 
-    private static java.util.Set<String> union(Map<String, String> a, Map<String, String> b) {
-        java.util.Set<String> s = new TreeSet<>(a.keySet());
+    private static Set<String> union(Map<String, String> a, Map<String, String> b) {
+        Set<String> s = new TreeSet<>(a.keySet());
         s.addAll(b.keySet());
         return s;
     }

@@ -1,5 +1,9 @@
 package dev.ttpipe.actors.config;
 
+import dev.ttpipe.device.DeviceException;
+import dev.ttpipe.device.RopeFrequencies;
+import dev.ttpipe.device.SimCosts;
+import dev.ttpipe.device.SimProfile;
 import org.yaml.snakeyaml.LoaderOptions;
 import org.yaml.snakeyaml.Yaml;
 import org.yaml.snakeyaml.error.MarkedYAMLException;
@@ -7,6 +11,7 @@ import org.yaml.snakeyaml.nodes.MappingNode;
 import org.yaml.snakeyaml.nodes.Node;
 import org.yaml.snakeyaml.nodes.NodeTuple;
 import org.yaml.snakeyaml.nodes.ScalarNode;
+import org.yaml.snakeyaml.nodes.SequenceNode;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -18,10 +23,16 @@ import java.nio.file.InvalidPathException;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
+import java.util.SortedSet;
 import java.util.TreeMap;
+import java.util.TreeSet;
 
 /**
  * Reads a ttpipe (or TTML) YAML config into a {@link TtpipeConfig}. Reports every problem at once as
@@ -52,10 +63,10 @@ public final class ConfigLoader {
      * training_config and a model_config file take the same keys. Free-form maps (global_env,
      * env_overrides) are one key each.
      */
-    public static java.util.SortedSet<String> acceptedKeys() {
+    public static SortedSet<String> acceptedKeys() {
         ConfigProblems problems = new ConfigProblems("(every section)");
         readInto(EVERY_SECTION, new TtpipeConfig(), problems, null);
-        java.util.SortedSet<String> out = new java.util.TreeSet<>();
+        SortedSet<String> out = new TreeSet<>();
         for (String k : problems.known()) {
             out.add(k.startsWith("training_config.transformer_config.") ? k.substring("training_config.".length()) : k);
         }
@@ -165,7 +176,7 @@ public final class ConfigLoader {
     }
 
     /** {@code global_env}: NAME: value pairs; a name must be one setenv takes (not empty, no '=' or NUL). */
-    private static void readGlobalEnv(YamlSection top, java.util.Map<String, String> env) {
+    private static void readGlobalEnv(YamlSection top, Map<String, String> env) {
         Map<String, String> given = top.stringMap("global_env");
         for (Map.Entry<String, String> e : given.entrySet()) {
             String name = e.getKey();
@@ -183,7 +194,7 @@ public final class ConfigLoader {
      * expected each key once}: YAML keeps the last silently, and SnakeYAML's own check names only one.
      */
     private static void duplicateKeys(Node node, String path, ConfigProblems problems) {
-        duplicateKeys(node, path, problems, java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>()));
+        duplicateKeys(node, path, problems, Collections.newSetFromMap(new IdentityHashMap<>()));
     }
 
     /**
@@ -191,10 +202,10 @@ public final class ConfigLoader {
      * anchor ({@code &a [*a]}) made this recurse until the stack overflowed, and aliases of aliases
      * ({@code &b [*a, *a]}, ...) made it walk 2^depth paths.
      */
-    private static void duplicateKeys(Node node, String path, ConfigProblems problems, java.util.Set<Node> visited) {
+    private static void duplicateKeys(Node node, String path, ConfigProblems problems, Set<Node> visited) {
         if (!visited.add(node)) return;
         if (node instanceof MappingNode m) {
-            Map<String, Integer> seen = new java.util.HashMap<>();
+            Map<String, Integer> seen = new HashMap<>();
             for (NodeTuple t : m.getValue()) {
                 String key = t.getKeyNode() instanceof ScalarNode k ? k.getValue() : String.valueOf(t.getKeyNode());
                 String keyPath = path.isEmpty() ? key : path + "." + key;
@@ -206,7 +217,7 @@ public final class ConfigLoader {
                 }
                 duplicateKeys(t.getValueNode(), keyPath, problems, visited);
             }
-        } else if (node instanceof org.yaml.snakeyaml.nodes.SequenceNode sq) {
+        } else if (node instanceof SequenceNode sq) {
             for (int i = 0; i < sq.getValue().size(); i++) {
                 duplicateKeys(sq.getValue().get(i), path + "[" + i + "]", problems, visited);
             }
@@ -341,7 +352,7 @@ public final class ConfigLoader {
         t.theta = s.number("theta", t.theta, 1, 1e9);
         YamlSection scaling = s.section("rope_scaling");
         for (String k : scaling.presentKeys()) t.givenAt.put("rope_scaling." + k, scaling.problems().where(scaling.keyPath(k)));
-        dev.ttpipe.device.RopeFrequencies.Llama3Scaling ropeScaling = readRopeScaling(scaling, s.has("rope_scaling"));
+        RopeFrequencies.Llama3Scaling ropeScaling = readRopeScaling(scaling, s.has("rope_scaling"));
         if (s.node("rope_scaling") != null) t.ropeScaling = ropeScaling;      // given as null: none
         scaling.rejectUnknownKeys();
         YamlSection experimental = s.section("experimental");      // TTML's gpt2 kernel choices
@@ -358,7 +369,7 @@ public final class ConfigLoader {
      * original_max_position_embeddings) or TTML's (scaling_factor, original_context_length; no type: llama3).
      * Null (the key given as null, rope_type default, or TTML's factor and context length 0): no scaling.
      */
-    private static dev.ttpipe.device.RopeFrequencies.Llama3Scaling readRopeScaling(YamlSection r, boolean given) {
+    private static RopeFrequencies.Llama3Scaling readRopeScaling(YamlSection r, boolean given) {
         String type = r.string("rope_type", null);
         String oldType = r.string("type", null);                     // Hugging Face's name before rope_type
         double factor = aliased(r, "factor", "scaling_factor", 0, 1e6);
@@ -396,8 +407,8 @@ public final class ConfigLoader {
             return null;
         }
         try {
-            return new dev.ttpipe.device.RopeFrequencies.Llama3Scaling(factor, low, high, (int) original);
-        } catch (dev.ttpipe.device.DeviceException e) {
+            return new RopeFrequencies.Llama3Scaling(factor, low, high, (int) original);
+        } catch (DeviceException e) {
             r.problems().add(r.path(), e.getMessage().replaceFirst("^rope scaling: ", "") + " (Llama 3.1: factor 8,"
                     + " low_freq_factor 1, high_freq_factor 4)");
             return null;
@@ -431,10 +442,10 @@ public final class ConfigLoader {
         d.bridgeLibrary = path(s, "bridge_library", d.bridgeLibrary, baseDir);
         YamlSection sim = s.section("sim");
         if (sim.has("profile")) {
-            d.sim.profile = sim.choice("profile", "", dev.ttpipe.device.SimProfile.names());
-            dev.ttpipe.device.SimProfile profile = dev.ttpipe.device.SimProfile.named(d.sim.profile);
+            d.sim.profile = sim.choice("profile", "", SimProfile.names());
+            SimProfile profile = SimProfile.named(d.sim.profile);
             if (profile != null) {                      // the profile's figures; keys given beside it override them
-                dev.ttpipe.device.SimCosts c = profile.costs();
+                SimCosts c = profile.costs();
                 d.sim.gflops = c.gflops();
                 d.sim.memoryGbps = c.memoryGbps();
                 d.sim.opLatencyUs = c.opLatencyUs();
@@ -533,7 +544,7 @@ public final class ConfigLoader {
                                 + "' given, expected RANK: BLOCKS with RANK >= 0 and BLOCKS >= 1");
                     }
                 }
-            } else if (n instanceof org.yaml.snakeyaml.nodes.SequenceNode) {
+            } else if (n instanceof SequenceNode) {
                 List<Integer> list = s.integers("blocks_per_rank", List.of());
                 for (int i = 0; i < list.size(); i++) byRank.put(i, list.get(i));
             }

@@ -1,9 +1,13 @@
 package dev.ttpipe.actors.config;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
 
 /**
  * Collects problems while a config is read and checked, so that all of them are reported at once.
@@ -15,7 +19,7 @@ public final class ConfigProblems {
     private final Map<String, String> flags = new HashMap<>();
     private final List<String> problems = new ArrayList<>();
     private final List<String> notes = new ArrayList<>();
-    private final java.util.Set<String> known = new java.util.TreeSet<>();
+    private final Set<String> known = new TreeSet<>();
 
     public ConfigProblems(String file) {
         this.file = file;
@@ -35,8 +39,8 @@ public final class ConfigProblems {
     }
 
     /** Every key path the sections read so far (see {@link ConfigLoader#acceptedKeys()}). */
-    java.util.Set<String> known() {
-        return java.util.Collections.unmodifiableSet(known);
+    Set<String> known() {
+        return Collections.unmodifiableSet(known);
     }
 
     /** Marks a key as set by a command-line flag: later problems with it name the flag. */
@@ -45,8 +49,8 @@ public final class ConfigProblems {
     }
 
     /** The keys set by command-line flags: key path -> flag. */
-    public java.util.Map<String, String> flags() {
-        return new java.util.TreeMap<>(flags);
+    public Map<String, String> flags() {
+        return new TreeMap<>(flags);
     }
 
     /** Whether the YAML or a flag gave this key (not a default). */

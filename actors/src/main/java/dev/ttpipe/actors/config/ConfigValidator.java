@@ -1,5 +1,7 @@
 package dev.ttpipe.actors.config;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -58,12 +60,12 @@ public final class ConfigValidator {
                     + " (use_no_op is TTML's NoOp optimizer, which updates nothing), expected one of them");
         }
         if (t.saveAndExit != null) {
-            java.nio.file.Path dir = java.nio.file.Path.of(t.saveAndExit);
+            Path dir = Path.of(t.saveAndExit);
             if (cfg.device.backend == Backend.SIM) {
                 p.add(tc + "save_and_exit", "'" + t.saveAndExit + "' given with " + cfg.origins.where("device_config.backend")
                         + ": sim (its weights are placeholders, there is nothing to save), expected backend cpu or ttnn, or the"
                         + " key left out");
-            } else if (java.nio.file.Files.exists(dir) && !java.nio.file.Files.isDirectory(dir)) {
+            } else if (Files.exists(dir) && !Files.isDirectory(dir)) {
                 p.add(tc + "save_and_exit", "'" + t.saveAndExit + "' given: a file, expected a folder for the checkpoint (it"
                         + " gets step-NNNNNN/ and latest)");
             }
@@ -109,7 +111,7 @@ public final class ConfigValidator {
         }
         String mgd = cfg.meshGraphDescPath;
         if (mgd == null) return;
-        if (!java.nio.file.Files.isRegularFile(java.nio.file.Path.of(mgd))) {
+        if (!Files.isRegularFile(Path.of(mgd))) {
             p.add("mesh_graph_desc_path", "'" + mgd + "' given: no such file, expected a tt-metal mesh graph descriptor"
                     + " (.textproto), which ttpipe passes on as " + TtpipeConfig.MESH_GRAPH_DESC_ENV);
         }
@@ -144,7 +146,7 @@ public final class ConfigValidator {
             p.add(tc + "num_epochs", t.numEpochs + " given: not supported yet (a run lasts max_steps steps), expected 1"
                     + " or the key left out; set max_steps instead");
         }
-        if (t.initFrom != null && !java.nio.file.Files.isDirectory(java.nio.file.Path.of(t.initFrom))
+        if (t.initFrom != null && !Files.isDirectory(Path.of(t.initFrom))
                 && !"latest".equals(t.initFrom)) {
             p.add(tc + (cfg.origins.given(tc + "model_path") ? "model_path" : "init_from"), "'" + t.initFrom + "' given: no such directory, expected a Hugging Face model directory"
                     + " (config.json + model.safetensors) or a ttpipe checkpoint");
@@ -154,9 +156,9 @@ public final class ConfigValidator {
                     + ", expected tokenizer_type: bpe for a Hugging Face tokenizer.json");
         } else if (t.tokenizerPath != null && "bpe".equals(t.tokenizerType)
                 && !TtpipeConfig.BUNDLED_TOKENIZERS.contains(t.tokenizerPath)
-                && !java.nio.file.Files.isRegularFile(java.nio.file.Path.of(t.tokenizerPath))
-                && !java.nio.file.Files.isRegularFile(java.nio.file.Path.of(t.tokenizerPath).resolve("tokenizer.json"))
-                && !java.nio.file.Files.isRegularFile(java.nio.file.Path.of(t.tokenizerPath).resolve("tokenizer.txt"))) {
+                && !Files.isRegularFile(Path.of(t.tokenizerPath))
+                && !Files.isRegularFile(Path.of(t.tokenizerPath).resolve("tokenizer.json"))
+                && !Files.isRegularFile(Path.of(t.tokenizerPath).resolve("tokenizer.txt"))) {
             p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given for tokenizer_type bpe, expected gpt2 (GPT-2's BPE,"
                     + " bundled), a Hugging Face tokenizer.json (or its folder) or a folder written by ttpipe prepare --tokenizer gpt2");
         }

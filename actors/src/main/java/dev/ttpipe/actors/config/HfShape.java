@@ -7,6 +7,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Objects;
 
 /**
  * The model shape of a job whose {@code init_from} (TTML's {@code model_path}) is a Hugging Face
@@ -51,7 +52,7 @@ public final class HfShape {
         if (type.equals("llama")) t.theta = take(cfg, "theta", t.theta, hf.ropeTheta(), diff);
         if (type.equals("llama") && !given(cfg, "rope_scaling")) {
             t.ropeScaling = hf.ropeScaling();
-        } else if (type.equals("llama") && !java.util.Objects.equals(t.ropeScaling, hf.ropeScaling())) {
+        } else if (type.equals("llama") && !Objects.equals(t.ropeScaling, hf.ropeScaling())) {
             diff.add("rope_scaling " + t.ropeScaling + " vs config.json's " + hf.ropeScaling());
         }
         if (!given(cfg, "weight_tying")) {

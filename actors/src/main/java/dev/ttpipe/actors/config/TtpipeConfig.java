@@ -1,7 +1,12 @@
 package dev.ttpipe.actors.config;
 
+import dev.ttpipe.device.RopeFrequencies;
+import dev.ttpipe.schedules.Schedules;
+
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * The typed model of a ttpipe YAML config, shaped like TTML's: {@code training_config},
@@ -27,7 +32,7 @@ public final class TtpipeConfig {
      * env_overrides win over them) and that a backend in this process reads its settings from (see
      * {@link #environment()}).
      */
-    public final java.util.Map<String, String> globalEnv = new java.util.LinkedHashMap<>();
+    public final Map<String, String> globalEnv = new LinkedHashMap<>();
     /**
      * tt-run's {@code mesh_graph_desc_path}: a tt-metal mesh graph descriptor (.textproto), resolved against
      * the config's folder; ttpipe passes it on as TT_MESH_GRAPH_DESC_PATH (null: none).
@@ -47,8 +52,8 @@ public final class TtpipeConfig {
      * The environment a job's backend and worker processes start with over the process's own:
      * {@link #globalEnv}, and TT_MESH_GRAPH_DESC_PATH from {@link #meshGraphDescPath} when given.
      */
-    public java.util.Map<String, String> environment() {
-        java.util.Map<String, String> env = new java.util.LinkedHashMap<>(globalEnv);
+    public Map<String, String> environment() {
+        Map<String, String> env = new LinkedHashMap<>(globalEnv);
         if (meshGraphDescPath != null) env.put(MESH_GRAPH_DESC_ENV, meshGraphDescPath);
         return env;
     }
@@ -125,7 +130,7 @@ public final class TtpipeConfig {
     }
 
     /** Tokenizers ttpipe bundles, by the name {@code tokenizer_path} may give. */
-    public static final java.util.List<String> BUNDLED_TOKENIZERS = java.util.List.of("gpt2", "r50k_base");
+    public static final List<String> BUNDLED_TOKENIZERS = List.of("gpt2", "r50k_base");
 
     /** {@code transformer_config} (TTML nests it in training_config too; both load). */
     public static final class TransformerConfig {
@@ -151,7 +156,7 @@ public final class TtpipeConfig {
         /** Sequence length used for training (0: max_sequence_length). */
         public int sequenceLength = 0;
         /** Llama 3.1's {@code rope_scaling} (type llama3) of the RoPE frequencies (null: none). */
-        public dev.ttpipe.device.RopeFrequencies.Llama3Scaling ropeScaling = null;
+        public RopeFrequencies.Llama3Scaling ropeScaling = null;
         /** TTML's {@code experimental.use_composite_layernorm}: not implemented (true is refused). */
         public boolean useCompositeLayernorm = false;
         /**
@@ -159,7 +164,7 @@ public final class TtpipeConfig {
          * name: the YAML may give them in training_config.transformer_config, transformer_config or a
          * model_config file, and checks after loading name the right one.
          */
-        public final java.util.Map<String, String> givenAt = new java.util.LinkedHashMap<>();
+        public final Map<String, String> givenAt = new LinkedHashMap<>();
 
         public int effectiveSequenceLength() {
             return sequenceLength > 0 ? sequenceLength : maxSequenceLength;
@@ -306,7 +311,7 @@ public final class TtpipeConfig {
         public int effectiveVirtualStages() {
             if (virtualStages > 0) return virtualStages;
             try {
-                return dev.ttpipe.schedules.Schedules.defaultVirtualStages(schedule);
+                return Schedules.defaultVirtualStages(schedule);
             } catch (RuntimeException unknownSchedule) {
                 return 1;
             }
@@ -324,7 +329,7 @@ public final class TtpipeConfig {
         public int rank;
         public int meshId;
         public int meshHostRank;
-        public java.util.Map<String, String> envOverrides = new java.util.LinkedHashMap<>();
+        public Map<String, String> envOverrides = new LinkedHashMap<>();
         public String host = "127.0.0.1";
         /** Pekko Artery port (0: 25520 + rank). */
         public int controlPort = 0;

@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Function;
 
 /**
  * One YAML mapping being read into the typed config. Every getter records the key as known; keys
@@ -124,7 +125,7 @@ public final class YamlSection {
     }
 
     public static <E extends Enum<E>> List<String> enumNames(Class<E> type) {
-        List<String> out = new java.util.ArrayList<>();
+        List<String> out = new ArrayList<>();
         for (E e : type.getEnumConstants()) out.add(e.toString());
         return out;
     }
@@ -195,7 +196,7 @@ public final class YamlSection {
     }
 
     /** A list of scalars, each trimmed and parsed; the first that does not parse (or is nested) is reported with its line. */
-    private <T> List<T> list(String key, List<T> def, java.util.function.Function<String, T> parse, String expected) {
+    private <T> List<T> list(String key, List<T> def, Function<String, T> parse, String expected) {
         Node n = node(key);
         if (n == null || isNull(n)) return def;
         if (!(n instanceof SequenceNode seq)) {

@@ -13,8 +13,12 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 /**
@@ -200,7 +204,7 @@ public final class Launcher {
             List<String> lines = readLines(metrics);
             int done = 0;
             if (!lines.isEmpty()) {
-                java.util.regex.Matcher m = java.util.regex.Pattern.compile("\"step\":(\\d+)").matcher(lines.get(lines.size() - 1));
+                Matcher m = Pattern.compile("\"step\":(\\d+)").matcher(lines.get(lines.size() - 1));
                 if (m.find()) done = Integer.parseInt(m.group(1));          // steps count from 1
             }
             return new Recovery(metrics, ck, done, lines.size());
@@ -214,7 +218,7 @@ public final class Launcher {
                     if (readLines(metrics).size() > linesBefore) {
                         double seconds = (System.nanoTime() - diedNs) / 1e9;
                         int from = Math.max(0, checkpointStep);
-                        err.printf(java.util.Locale.ROOT, "ttpipe launch: recovered in %.1f s (from the death to the first step after"
+                        err.printf(Locale.ROOT, "ttpipe launch: recovered in %.1f s (from the death to the first step after"
                                 + " the restart); %d step%s redone (steps %d..%d, back to the checkpoint of step %d)%n", seconds,
                                 Math.max(0, stepsDone - from), stepsDone - from == 1 ? "" : "s", from + 1, stepsDone, from);
                         return;
@@ -360,7 +364,7 @@ public final class Launcher {
 
     private static void deleteTree(Path dir) {
         try (Stream<Path> s = Files.walk(dir)) {
-            s.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+            s.sorted(Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
         } catch (IOException ignored) {
             // best effort
         }

@@ -27,7 +27,9 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.function.ToDoubleFunction;
 
 /**
  * A running job's telemetry over HTTP, on the host of the Coordinator: {@code /metrics} in
@@ -220,7 +222,7 @@ public final class MetricsServer implements AutoCloseable {
     }
 
     private GaugeSnapshot perRank(String name, String help, List<StageStats> stats,
-                                         java.util.function.ToDoubleFunction<StageStats> f, boolean withDown) {
+                                  ToDoubleFunction<StageStats> f, boolean withDown) {
         GaugeSnapshot.Builder b = GaugeSnapshot.builder().name(name).help(help);
         for (int r = 0; r < stats.size(); r++) {
             StageStats s = stats.get(r);
@@ -277,6 +279,6 @@ public final class MetricsServer implements AutoCloseable {
     @Override
     public void close() {
         server.stop(0);
-        if (server.getExecutor() instanceof java.util.concurrent.ExecutorService e) e.shutdownNow();
+        if (server.getExecutor() instanceof ExecutorService e) e.shutdownNow();
     }
 }

@@ -14,6 +14,7 @@ import java.util.Arrays;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 
 /**
@@ -67,7 +68,7 @@ public final class StepAnalysis {
         /** One line in plain words. */
         public String describe() {
             if (pairs == 0) return "runtime overhead between back-to-back actions: no pairs measured";
-            return String.format(java.util.Locale.ROOT, "runtime overhead (device free and input there -> next action"
+            return String.format(Locale.ROOT, "runtime overhead (device free and input there -> next action"
                             + " starts): median %.0f us, p90 %.0f us, p99 %.0f us over %d back-to-back pairs (%d waited for data first)",
                     medianUs, p90Us, p99Us, pairs, waitedForData);
         }

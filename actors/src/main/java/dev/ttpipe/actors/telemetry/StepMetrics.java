@@ -1,7 +1,10 @@
 package dev.ttpipe.actors.telemetry;
 
 import dev.ttpipe.actors.runtime.Coordinator;
+import dev.ttpipe.schedules.Schedule;
 import dev.ttpipe.schedules.SimResult;
+
+import java.time.Instant;
 
 /**
  * One line of {@code metrics.jsonl}: a finished step's numbers as a JSON object, {@code step} counted
@@ -19,10 +22,10 @@ public final class StepMetrics {
 
     /** {@code val} is the validation loss when it was measured after this step, else null. */
     /** {@code val} is the validation loss when it was measured after this step, else null; {@code schedule} the job's. */
-    public static String jsonLine(Coordinator.StepReport r, StepAnalysis a, Double val, dev.ttpipe.schedules.Schedule schedule) {
+    public static String jsonLine(Coordinator.StepReport r, StepAnalysis a, Double val, Schedule schedule) {
         StringBuilder sb = new StringBuilder("{");
         sb.append("\"step\":").append(r.step() + 1);                   // counted from 1, as the progress line
-        sb.append(",\"time\":").append(Json.str(java.time.Instant.now().toString()));
+        sb.append(",\"time\":").append(Json.str(Instant.now().toString()));
         sb.append(",\"loss\":").append(Json.num(r.loss()));
         sb.append(",\"grad_norm\":").append(Json.num(r.gradNorm()));
         if (!r.applied()) sb.append(",\"not_applied\":").append(Json.str(r.nonFinite()));

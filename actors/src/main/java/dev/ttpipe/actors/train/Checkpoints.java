@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.train;
 
+import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.runtime.StageActor;
@@ -10,20 +11,27 @@ import dev.ttpipe.stages.checkpoint.MiniJson;
 import dev.ttpipe.stages.checkpoint.SafeTensors;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.stream.Stream;
 
 /**
@@ -158,9 +166,9 @@ public final class Checkpoints implements AutoCloseable {
 
     static String sha256(String text) {
         try {
-            return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256")
+            return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256")
                     .digest(text.getBytes(StandardCharsets.UTF_8)));
-        } catch (java.security.NoSuchAlgorithmException e) {
+        } catch (NoSuchAlgorithmException e) {
             throw new IllegalStateException(e);
         }
     }
@@ -180,7 +188,7 @@ public final class Checkpoints implements AutoCloseable {
         for (Future<Saved> f : pending) {
             try {
                 done.add(f.get());
-            } catch (java.util.concurrent.ExecutionException e) {
+            } catch (ExecutionException e) {
                 Throwable c = e.getCause();
                 throw new IOException("writing a checkpoint failed: " + (c == null ? e : c.getMessage()), c);
             } catch (InterruptedException e) {
@@ -206,8 +214,8 @@ public final class Checkpoints implements AutoCloseable {
     Found abandonPending(int seconds) {
         for (Future<Saved> f : pending) {
             try {
-                done.add(f.get(seconds, java.util.concurrent.TimeUnit.SECONDS));
-            } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+                done.add(f.get(seconds, TimeUnit.SECONDS));
+            } catch (TimeoutException | ExecutionException e) {
                 f.cancel(true);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
@@ -231,7 +239,7 @@ public final class Checkpoints implements AutoCloseable {
         Saved last = saves.get(saves.size() - 1);
         return String.format(Locale.ROOT, "checkpoints: %d saved (%s each), the last %s; the pipeline waited %.1f ms per save for"
                         + " the host copy, the background writes ran at %.0f MB/s", saves.size(),
-                dev.ttpipe.actors.config.Sizes.format(bytes / saves.size()), last.dir(), 1e3 * copy / saves.size(),
+                Sizes.format(bytes / saves.size()), last.dir(), 1e3 * copy / saves.size(),
                 write > 0 ? bytes / write / 1e6 : Double.NaN);
     }
 
@@ -247,7 +255,7 @@ public final class Checkpoints implements AutoCloseable {
     private static void writeDurably(Path file, String text) throws IOException {
         try (FileChannel ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING,
                 StandardOpenOption.WRITE)) {
-            ch.write(java.nio.ByteBuffer.wrap(text.getBytes(StandardCharsets.UTF_8)));
+            ch.write(ByteBuffer.wrap(text.getBytes(StandardCharsets.UTF_8)));
             ch.force(true);
         }
     }

@@ -1,7 +1,9 @@
 package dev.ttpipe.actors.train;
 
 import dev.ttpipe.actors.config.ConfigException;
+import dev.ttpipe.actors.config.HfShape;
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.stages.checkpoint.CheckpointException;
 import dev.ttpipe.stages.checkpoint.HfModel;
 
 import java.nio.file.Path;
@@ -13,7 +15,7 @@ import java.nio.file.Path;
 public final class InitFrom {
     /** The key the user wrote: init_from, or TTML's model_path. */
     static String key(TtpipeConfig cfg) {
-        return dev.ttpipe.actors.config.HfShape.key(cfg);
+        return HfShape.key(cfg);
     }
 
     private InitFrom() {
@@ -27,7 +29,7 @@ public final class InitFrom {
         if (HfModel.isHfDir(p)) return p;
         try {
             return Checkpoints.find(where, Path.of(cfg.training.runsDir)).dir();
-        } catch (dev.ttpipe.stages.checkpoint.CheckpointException e) {
+        } catch (CheckpointException e) {
             throw new ConfigException(cfg.origins.where(key(cfg)) + ": '" + where + "' is neither a Hugging Face model directory"
                     + " (config.json with model.safetensors or model.safetensors.index.json) nor a ttpipe checkpoint (" + e.getMessage() + ")");
         }

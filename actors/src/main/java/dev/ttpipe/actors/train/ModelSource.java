@@ -3,15 +3,18 @@ package dev.ttpipe.actors.train;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.device.Submesh;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.Parallelism;
 import dev.ttpipe.stages.Partitioner;
 import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.StageSlice;
+import dev.ttpipe.stages.checkpoint.CheckpointException;
 import dev.ttpipe.stages.checkpoint.HfModel;
 import dev.ttpipe.stages.checkpoint.SafeTensors;
 import dev.ttpipe.stages.checkpoint.StageState;
 import dev.ttpipe.stages.data.CharTokenizer;
+import dev.ttpipe.stages.data.DataException;
 import dev.ttpipe.stages.data.Gpt2Tokenizer;
 import dev.ttpipe.stages.data.HfTokenizer;
 import dev.ttpipe.stages.data.Tokenizer;
@@ -65,10 +68,10 @@ public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeC
             try {
                 return CharTokenizer.load(f);
             } catch (IOException | RuntimeException e) {
-                throw new dev.ttpipe.stages.data.DataException("--tokenizer: " + flag + " cannot be read as a char vocab.txt (" + e.getMessage() + ")");
+                throw new DataException("--tokenizer: " + flag + " cannot be read as a char vocab.txt (" + e.getMessage() + ")");
             }
         }
-        throw new dev.ttpipe.stages.data.DataException("--tokenizer: '" + flag + "' given, expected gpt2 or a char vocab.txt");
+        throw new DataException("--tokenizer: '" + flag + "' given, expected gpt2 or a char vocab.txt");
     }
 
     /** The vocabulary a checkpoint was trained with: its token embedding's rows. */
@@ -82,11 +85,11 @@ public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeC
                 }
             }
         }
-        throw new dev.ttpipe.stages.checkpoint.CheckpointException(checkpointDir + ": no stage file holds the token embedding (wte.weight or model.embed_tokens.weight)");
+        throw new CheckpointException(checkpointDir + ": no stage file holds the token embedding (wte.weight or model.embed_tokens.weight)");
     }
 
     /** The model split into {@code stages} stages (balanced) on {@code mesh}, its weights loaded; the caller closes them. */
-    public List<Stage> load(dev.ttpipe.device.Submesh mesh, int stages) {
+    public List<Stage> load(Submesh mesh, int stages) {
         List<Stage> out = new ArrayList<>();
         try {
             for (StageSlice s : Partitioner.balanced(spec, stages, 1, Math.min(spec.maxSequenceLength(), 256))) {

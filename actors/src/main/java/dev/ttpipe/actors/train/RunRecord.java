@@ -3,6 +3,7 @@ package dev.ttpipe.actors.train;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.device.cpu.CpuKernels;
 import dev.ttpipe.device.ttnn.BridgeLibrary;
+import dev.ttpipe.stages.checkpoint.SafeTensors;
 
 import java.io.IOException;
 import java.net.InetAddress;
@@ -115,7 +116,7 @@ public final class RunRecord {
 
     private static String sha256(Path f) {
         try {
-            return dev.ttpipe.stages.checkpoint.SafeTensors.sha256(f);
+            return SafeTensors.sha256(f);
         } catch (IOException e) {
             return "unreadable: " + e.getMessage();
         }

@@ -1,10 +1,12 @@
 package dev.ttpipe.actors.train;
 
 import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.actors.config.ConfigDiff;
 import dev.ttpipe.actors.config.ConfigWriter;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.MemoryPlan;
 import dev.ttpipe.actors.runtime.PipelineFailure;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.runtime.ActionEvent;
@@ -17,6 +19,7 @@ import dev.ttpipe.device.ttnn.BridgeLibrary;
 import dev.ttpipe.stages.Evaluation;
 import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.StageSlice;
+import dev.ttpipe.stages.checkpoint.CheckpointException;
 import dev.ttpipe.stages.data.ArithmeticCorpus;
 import dev.ttpipe.stages.data.Batch;
 import dev.ttpipe.stages.data.TextDataset;
@@ -28,11 +31,15 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
 import java.time.LocalDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Random;
 
 /**
  * One training job: the plan, the data and the loop that steps a {@link PipelineRuntime} through
@@ -77,15 +84,15 @@ public final class TrainingJob {
     public static TrainingJob fromConfig(TtpipeConfig cfg) {
         TrainingData data = TrainingData.load(cfg);
         TrainingJob job = new TrainingJob(cfg, true, data, JobPlan.from(cfg, data.dataset().tokenizer().vocabSize()));
-        job.memory = dev.ttpipe.actors.runtime.MemoryPlan.of(job.plan);
+        job.memory = MemoryPlan.of(job.plan);
         job.memory.check(cfg.origins.where("device_config.memory_per_device"));
         return job;
     }
 
-    private dev.ttpipe.actors.runtime.MemoryPlan memory;
+    private MemoryPlan memory;
 
     /** Each device's planned memory (null for a job built in code). */
-    public dev.ttpipe.actors.runtime.MemoryPlan memoryPlan() {
+    public MemoryPlan memoryPlan() {
         return memory;
     }
 
@@ -132,21 +139,21 @@ public final class TrainingJob {
      * even then the model's shape must be the same (checked tensor by tensor when loading).
      */
     public void resumeFrom(Checkpoints.Found checkpoint, boolean allowConfigChange) {
-        List<String> diff = dev.ttpipe.actors.config.ConfigDiff.differences(checkpoint.config(), configYaml());
+        List<String> diff = ConfigDiff.differences(checkpoint.config(), configYaml());
         if (!diff.isEmpty() && !allowConfigChange) {
-            throw new dev.ttpipe.stages.checkpoint.CheckpointException("--resume: the checkpoint " + checkpoint.dir()
+            throw new CheckpointException("--resume: the checkpoint " + checkpoint.dir()
                     + " was written with another config (" + String.join("; ", diff) + "); pass --allow-config-change to resume"
                     + " anyway (learning rate, max_steps and the split may change; the model's shape may not)");
         }
         if (checkpoint.step() >= steps()) {
-            throw new dev.ttpipe.stages.checkpoint.CheckpointException("--resume: the checkpoint " + checkpoint.dir() + " is at step "
+            throw new CheckpointException("--resume: the checkpoint " + checkpoint.dir() + " is at step "
                     + checkpoint.step() + ", expected fewer than max_steps " + steps() + " (raise --max-steps to train further)");
         }
         this.resumeFrom = checkpoint;
     }
 
     /** How long a recovery waits for a dead rank's replacement to join. */
-    static final java.time.Duration RECOVERY_TIMEOUT = java.time.Duration.ofSeconds(120);
+    static final Duration RECOVERY_TIMEOUT = Duration.ofSeconds(120);
 
     private int maxRecoveries;
 
@@ -203,8 +210,8 @@ public final class TrainingJob {
         OutputStream log = null;
         if (runDir != null) {
             // Everything printed also goes to the run directory's stdout.log.
-            log = Files.newOutputStream(runDir.resolve("stdout.log"), java.nio.file.StandardOpenOption.CREATE,
-                    java.nio.file.StandardOpenOption.APPEND);
+            log = Files.newOutputStream(runDir.resolve("stdout.log"), StandardOpenOption.CREATE,
+                    StandardOpenOption.APPEND);
             out = new PrintStream(new Tee(out, log), true, StandardCharsets.UTF_8);
         }
         try {
@@ -234,7 +241,7 @@ public final class TrainingJob {
             this.runDir = runDir;
             this.out = out;
             this.record = runDir == null ? null : new RunRecord(runDir, invocation, cfg.origins.flags(), cfg.training.dataPath);
-            java.util.Arrays.fill(losses, Double.NaN);          // steps before a resumed run's first stay NaN
+            Arrays.fill(losses, Double.NaN);          // steps before a resumed run's first stay NaN
         }
 
         synchronized void stepped(int step, Coordinator.StepReport r, StepAnalysis a) {
@@ -289,8 +296,8 @@ public final class TrainingJob {
      */
     public void watchdog(PipelineRuntime runtime, PrintStream out) {
         if (cfg.telemetry.stallWarningS <= 0 && cfg.training.stepTimeoutS <= 0) return;
-        runtime.watchdog(java.time.Duration.ofSeconds(cfg.telemetry.stallWarningS > 0 ? cfg.telemetry.stallWarningS : 1L << 30),
-                java.time.Duration.ofSeconds(cfg.training.stepTimeoutS), diagnosis -> {
+        runtime.watchdog(Duration.ofSeconds(cfg.telemetry.stallWarningS > 0 ? cfg.telemetry.stallWarningS : 1L << 30),
+                Duration.ofSeconds(cfg.training.stepTimeoutS), diagnosis -> {
                     out.println();
                     out.println("ttpipe watchdog: " + diagnosis);                 // also in the run's stdout.log
                 });
@@ -382,8 +389,8 @@ public final class TrainingJob {
         watchdog(runtime, out);
         Checkpoints checkpoints = checkpoints(runDir);
         BufferedWriter metrics = runDir == null ? null
-                : Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,
-                java.nio.file.StandardOpenOption.APPEND);
+                : Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8, StandardOpenOption.CREATE,
+                StandardOpenOption.APPEND);
         long tokensTotal = 0;
         double secondsTotal = 0;
         try {
@@ -617,7 +624,7 @@ public final class TrainingJob {
         double temperature = cfg.eval.temperature;
         out.println("samples (" + (temperature > 0 ? "temperature " + temperature : "greedy") + "):");
         if (data.arithmetic()) {
-            java.util.Random rng = new java.util.Random(cfg.training.seed + 1);
+            Random rng = new Random(cfg.training.seed + 1);
             int correct = 0, n = 8;
             for (int i = 0; i < n; i++) {
                 int x = rng.nextInt(TrainingData.ARITHMETIC_MAX + 1), y = rng.nextInt(TrainingData.ARITHMETIC_MAX + 1);

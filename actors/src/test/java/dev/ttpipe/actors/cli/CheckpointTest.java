@@ -11,8 +11,11 @@ import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.List;
 import java.util.stream.Stream;
 
@@ -107,8 +110,8 @@ class CheckpointTest {
     static List<Path> stageFiles(Path dir) {
         try (Stream<Path> s = Files.list(dir)) {
             return s.filter(p -> p.getFileName().toString().endsWith(".safetensors")).sorted().toList();
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException(e);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
@@ -153,7 +156,7 @@ class CheckpointTest {
         Files.write(ck.resolve("stage-01.safetensors"), bytes);
         CliTest.assertOneLineBadInput(CliTest.run("train", cfg.toString(), "--run-dir", out.toString(), "--resume",
                 ck.toString(), "--max-steps", "4", "--allow-config-change"), "stage-01.safetensors: checksum", "damaged");
-        Files.write(ck.resolve("stage-01.safetensors"), java.util.Arrays.copyOf(bytes, 100));   // truncated
+        Files.write(ck.resolve("stage-01.safetensors"), Arrays.copyOf(bytes, 100));   // truncated
         CliTest.assertOneLineBadInput(CliTest.run("train", cfg.toString(), "--run-dir", out.toString(), "--resume",
                 ck.toString(), "--max-steps", "4", "--allow-config-change"), "stage-01.safetensors: checksum");
 

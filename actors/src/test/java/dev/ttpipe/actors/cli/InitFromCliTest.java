@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.stages.data.ArithmeticCorpus;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -53,7 +54,7 @@ class InitFromCliTest {
         assertEquals(firstRow(b.out()), firstRow(a.out()), "the exported weights give the checkpoint's own loss");
 
         // eval: the checkpoint (its char vocabulary from trainer_state.json) and its export (the run's vocab.txt) on one text
-        Path text = Files.writeString(dir.resolve("sums.txt"), dev.ttpipe.stages.data.ArithmeticCorpus.generate(9, 400, 9));
+        Path text = Files.writeString(dir.resolve("sums.txt"), ArithmeticCorpus.generate(9, 400, 9));
         CliTest.Result ev1 = run("eval", ckpt.toString(), "--data", text.toString(), "--batches", "3");
         assertEquals(0, ev1.code(), ev1.err());
         CliTest.Result ev2 = run("eval", hf.toString(), "--data", text.toString(), "--batches", "3", "--stages", "3", "--tokenizer",

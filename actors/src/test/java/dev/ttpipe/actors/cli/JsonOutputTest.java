@@ -1,12 +1,14 @@
 package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.stages.checkpoint.MiniJson;
+import dev.ttpipe.stages.data.ArithmeticCorpus;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 
 import static dev.ttpipe.actors.cli.CliTest.assertOneLineBadInput;
@@ -44,7 +46,7 @@ class JsonOutputTest {
         try (var s = Files.list(runs)) {
             ckpt = s.findFirst().orElseThrow().resolve("checkpoints/step-000002");
         }
-        Path text = Files.writeString(dir.resolve("sums.txt"), dev.ttpipe.stages.data.ArithmeticCorpus.generate(9, 400, 9));
+        Path text = Files.writeString(dir.resolve("sums.txt"), ArithmeticCorpus.generate(9, 400, 9));
         CliTest.Result r = run("eval", ckpt.toString(), "--data", text.toString(), "--batches", "2", "--batch-size", "2", "--json");
         assertEquals(0, r.code(), r.err());
         Map<?, ?> j = oneObject(r);
@@ -58,7 +60,7 @@ class JsonOutputTest {
         assertEquals(Math.exp(loss), ((Number) j.get("perplexity")).doubleValue(), 1e-9 * Math.exp(loss));
 
         CliTest.Result text1 = run("eval", ckpt.toString(), "--data", text.toString(), "--batches", "2", "--batch-size", "2");
-        assertTrue(text1.out().contains(String.format(java.util.Locale.ROOT, "loss %.4f nats/token", loss)), text1.out());
+        assertTrue(text1.out().contains(String.format(Locale.ROOT, "loss %.4f nats/token", loss)), text1.out());
     }
 
     @Test

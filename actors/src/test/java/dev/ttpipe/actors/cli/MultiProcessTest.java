@@ -1,10 +1,16 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.cluster.Deployment;
+import dev.ttpipe.actors.config.ConfigLoader;
+import dev.ttpipe.actors.multihost.Launcher;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -76,7 +82,7 @@ class MultiProcessTest {
      */
     @Test
     void launchedWorkersStartWithGlobalEnv(@TempDir Path dir) throws Exception {
-        org.junit.jupiter.api.Assumptions.assumeTrue(System.getenv("TTPIPE_BLAS") == null, "TTPIPE_BLAS is set for the tests");
+        Assumptions.assumeTrue(System.getenv("TTPIPE_BLAS") == null, "TTPIPE_BLAS is set for the tests");
         Path cfg = write(dir, "pp2.yaml", config(2, 26700, "{0: 2, 1: 2}").replace("max_steps: 400", "max_steps: 2")
                 + "global_env: {TTPIPE_BLAS: java}\n");
         CliTest.Result r = CliTest.run("launch", cfg.toString(), "--run-dir", dir.resolve("run").toString());
@@ -89,8 +95,8 @@ class MultiProcessTest {
     @Test
     void aWorkerStartedWithADifferentPlanCannotJoinTheJob(@TempDir Path dir) throws Exception {
         Path cfg = write(dir, "pp2.yaml", config(2, 26400, "{0: 2, 1: 2}"));
-        var deployment = dev.ttpipe.actors.cluster.Deployment.of(dev.ttpipe.actors.config.ConfigLoader.load(cfg));
-        var rank1 = new dev.ttpipe.actors.multihost.Launcher(cfg, List.of("--seed", "7"), deployment, System.out, System.err);
+        var deployment = Deployment.of(ConfigLoader.load(cfg));
+        var rank1 = new Launcher(cfg, List.of("--seed", "7"), deployment, System.out, System.err);
         try {
             rank1.start(1, 2);                                       // rank 1 with another seed: another plan
             CliTest.Result r = CliTest.run("worker", "--rank", "0", cfg.toString(), "--max-steps", "2");
@@ -243,8 +249,8 @@ class MultiProcessTest {
     static String cmdline(ProcessHandle p) {
         try {
             return new String(Files.readAllBytes(Path.of("/proc", Long.toString(p.pid()), "cmdline")),
-                    java.nio.charset.StandardCharsets.UTF_8).replace('\0', ' ');
-        } catch (java.io.IOException | RuntimeException e) {
+                    StandardCharsets.UTF_8).replace('\0', ' ');
+        } catch (IOException | RuntimeException e) {
             return p.info().commandLine().orElse("");
         }
     }
@@ -252,7 +258,7 @@ class MultiProcessTest {
     static long size(Path f) {
         try {
             return Files.size(f);
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             return 0;
         }
     }

@@ -5,6 +5,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -136,8 +138,8 @@ class SimulateCommandTest {
     }
 
     @Test
-    void costsFromARunUseItsMeasuredPerStageCosts(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
-        java.nio.file.Path run = dir.resolve("run");
+    void costsFromARunUseItsMeasuredPerStageCosts(@TempDir Path dir) throws Exception {
+        Path run = dir.resolve("run");
         CliTest.Result train = CliTest.run("train", CliTest.config(dir, CliTest.SMALL.replace("RUNS", dir.toString())).toString(),
                 "--run-dir", run.toString(), "--max-steps", "3");
         assertEquals(0, train.code(), train.err());
@@ -146,7 +148,7 @@ class SimulateCommandTest {
         assertTrue(r.out().contains("mean per stage F=") && r.out().contains("costs measured in " + run + " (ms, mean of 2 steps"),
                 r.out());
         // the measured costs differ per stage (2 stages: 1 block + embedding, 2 blocks + head), so the ranks' busy times differ
-        java.util.regex.Matcher m = java.util.regex.Pattern.compile("F per stage \\[([0-9.]+), ([0-9.]+)\\]").matcher(r.out());
+        Matcher m = Pattern.compile("F per stage \\[([0-9.]+), ([0-9.]+)\\]").matcher(r.out());
         assertTrue(m.find(), r.out());
         assertTrue(!m.group(1).equals(m.group(2)), r.out());
         CliTest.assertOneLineBadInput(CliTest.run("simulate", "--costs-from", run.toString(), "--stages", "3"),

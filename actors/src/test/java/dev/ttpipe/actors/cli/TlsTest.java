@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.KeyStores;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.multihost.Launcher;
@@ -78,7 +79,7 @@ class TlsTest {
         Path bad = MultiProcessTest.write(dir, "bad.yaml", config(27410, job.keys(), stranger.trust(), ""));
         ByteArrayOutputStream seedOut = new ByteArrayOutputStream();
         PrintStream seedLog = new PrintStream(seedOut, true, StandardCharsets.UTF_8);
-        Launcher seed = new Launcher(good, List.of("--join-timeout", "60"), Deployment.of(dev.ttpipe.actors.config.ConfigLoader.load(good)),
+        Launcher seed = new Launcher(good, List.of("--join-timeout", "60"), Deployment.of(ConfigLoader.load(good)),
                 seedLog, seedLog);
         try {
             seed.start(0, 1);                                  // rank 0 with the job's trust store, in its own process

@@ -1,10 +1,12 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.stages.data.Gpt2Tokenizer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Random;
 
 import static dev.ttpipe.actors.cli.CliTest.assertOneLineBadInput;
 import static dev.ttpipe.actors.cli.CliTest.config;
@@ -16,7 +18,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 class TokenDataCliTest {
     static String corpus() {
         StringBuilder sb = new StringBuilder();
-        java.util.Random r = new java.util.Random(3);
+        Random r = new Random(3);
         for (int i = 0; i < 600; i++) {
             int a = r.nextInt(10), b = r.nextInt(10);
             sb.append("The sum of ").append(a).append(" and ").append(b).append(" is ").append(a + b).append(".\n");
@@ -52,7 +54,7 @@ class TokenDataCliTest {
     void trainsWithAHuggingFaceTokenizerJson(@TempDir Path dir) throws Exception {
         Path text = Files.writeString(dir.resolve("corpus.txt"), corpus());
         Path tok = Files.createDirectories(dir.resolve("tok"));
-        dev.ttpipe.stages.data.Gpt2Tokenizer.get().writeHuggingFaceFiles(tok);
+        Gpt2Tokenizer.get().writeHuggingFaceFiles(tok);
         String job = JOB.replace("RUNS", dir.resolve("runs").toString()).replace("DATA", text.toString()).replace("TOK", "bpe")
                 .replace("tokenizer_type: bpe", "tokenizer_type: bpe, tokenizer_path: " + tok.resolve("tokenizer.json"));
         CliTest.Result r = run("train", config(dir, job).toString());

@@ -9,20 +9,28 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+import javax.management.JMException;
+import javax.management.ObjectName;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.PrintStream;
 import java.io.RandomAccessFile;
+import java.io.UncheckedIOException;
 import java.lang.management.BufferPoolMXBean;
 import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.function.ToLongFunction;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -66,8 +74,8 @@ class TrainSoakTest {
         System.out.flush();
         try {
             Files.createDirectories(LOG.toAbsolutePath().getParent());
-            Files.writeString(LOG, s + System.lineSeparator(), StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.CREATE,
-                    java.nio.file.StandardOpenOption.APPEND);
+            Files.writeString(LOG, s + System.lineSeparator(), StandardCharsets.UTF_8, StandardOpenOption.CREATE,
+                    StandardOpenOption.APPEND);
         } catch (IOException e) {
             System.out.println("soak: cannot append to " + LOG + ": " + e.getMessage());
         }
@@ -77,7 +85,7 @@ class TrainSoakTest {
     void theDefaultTrainingRunsWithoutGrowingMemoryDescriptorsOrThreads(@TempDir Path dir) throws Exception {
         int steps = Integer.getInteger("ttpipe.soak.steps", 20_000);
         int every = Math.max(1, steps / 40);
-        line(String.format(Locale.ROOT, "soak: %d steps, a sample every %d, started %s", steps, every, java.time.Instant.now()));
+        line(String.format(Locale.ROOT, "soak: %d steps, a sample every %d, started %s", steps, every, Instant.now()));
         TtpipeConfig cfg = ConfigLoader.readResource(TrainCommand.DEFAULT_CONFIG);
         cfg.training.maxSteps = steps;
         ConfigValidator.validate(cfg);
@@ -92,7 +100,7 @@ class TrainSoakTest {
                 try {
                     return job.run(runtime, runDir, out);
                 } catch (IOException e) {
-                    throw new java.io.UncheckedIOException(e);
+                    throw new UncheckedIOException(e);
                 }
             });
             StepCounter counter = new StepCounter(runDir.resolve("metrics.jsonl"));
@@ -126,7 +134,7 @@ class TrainSoakTest {
     }
 
     /** The last quarter's median at most the second quarter's plus GROWTH_PERCENT% plus {@code slack}. */
-    private static void noGrowth(List<Sample> samples, String what, java.util.function.ToLongFunction<Sample> f, long slack) {
+    private static void noGrowth(List<Sample> samples, String what, ToLongFunction<Sample> f, long slack) {
         int q = samples.size() / 4;
         long second = median(samples.subList(q, 2 * q), f);
         long last = median(samples.subList(samples.size() - q, samples.size()), f);
@@ -137,7 +145,7 @@ class TrainSoakTest {
                 + " in the last (bound " + bound + ")");
     }
 
-    private static long median(List<Sample> xs, java.util.function.ToLongFunction<Sample> f) {
+    private static long median(List<Sample> xs, ToLongFunction<Sample> f) {
         long[] v = xs.stream().mapToLong(f).sorted().toArray();
         return v[v.length / 2];
     }
@@ -168,12 +176,12 @@ class TrainSoakTest {
     private static long nmtCommittedBytes() {
         try {
             Object text = ManagementFactory.getPlatformMBeanServer().invoke(
-                    new javax.management.ObjectName("com.sun.management:type=DiagnosticCommand"), "vmNativeMemory",
+                    new ObjectName("com.sun.management:type=DiagnosticCommand"), "vmNativeMemory",
                     new Object[]{new String[]{"summary", "scale=KB"}}, new String[]{String[].class.getName()});
-            java.util.regex.Matcher m = java.util.regex.Pattern.compile("Total: reserved=\\d+KB, committed=(\\d+)KB")
+            Matcher m = Pattern.compile("Total: reserved=\\d+KB, committed=(\\d+)KB")
                     .matcher(String.valueOf(text));
             return m.find() ? Long.parseLong(m.group(1)) * 1024 : 0;
-        } catch (javax.management.JMException e) {
+        } catch (JMException e) {
             return 0;
         }
     }

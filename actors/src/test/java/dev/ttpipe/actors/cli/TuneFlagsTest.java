@@ -7,8 +7,11 @@ import org.junit.jupiter.api.io.TempDir;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.regex.Matcher;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -42,11 +45,11 @@ class TuneFlagsTest {
     static Path withStageCosts(Path run, Path copy, double ms0, double ms1) throws Exception {
         Files.createDirectories(copy);
         Files.copy(run.resolve("config.yaml"), copy.resolve("config.yaml"));
-        String costs = String.format(java.util.Locale.ROOT, "\"stage_ms\":{\"f\":[%s,%s],\"b\":[0,0],\"i\":[%s,%s],\"w\":[%s,%s],\"comm\":0.01}",
+        String costs = String.format(Locale.ROOT, "\"stage_ms\":{\"f\":[%s,%s],\"b\":[0,0],\"i\":[%s,%s],\"w\":[%s,%s],\"comm\":0.01}",
                 ms0, ms1, ms0, ms1, ms0 / 2, ms1 / 2);
         List<String> lines = new ArrayList<>();
         for (String line : Files.readAllLines(run.resolve("metrics.jsonl"))) {
-            String replaced = line.replaceFirst("\"stage_ms\":\\{[^}]*\\}", java.util.regex.Matcher.quoteReplacement(costs));
+            String replaced = line.replaceFirst("\"stage_ms\":\\{[^}]*\\}", Matcher.quoteReplacement(costs));
             assertFalse(replaced.equals(line), "no stage_ms in " + line);
             lines.add(replaced);
         }
@@ -115,7 +118,7 @@ class TuneFlagsTest {
             assertFalse(((Map<?, ?>) ranking.get(i)).containsKey("measured_step_seconds"), "only the top 2 run: " + ranking.get(i));
         }
         // the pick is the fastest measured of the three
-        Map<?, ?> fastest = verified.stream().min(java.util.Comparator.comparingDouble(
+        Map<?, ?> fastest = verified.stream().min(Comparator.comparingDouble(
                 v -> ((Number) v.get("measured_step_seconds")).doubleValue())).orElseThrow();
         Map<?, ?> best = (Map<?, ?>) j.get("best");
         assertEquals(List.of(fastest.get("schedule"), fastest.get("microbatches"), split(fastest)),

@@ -6,6 +6,7 @@ import dev.ttpipe.actors.tune.Candidate;
 import dev.ttpipe.actors.tune.LayerCosts;
 import dev.ttpipe.actors.tune.Prediction;
 import dev.ttpipe.actors.tune.Search;
+import dev.ttpipe.device.SimProfile;
 import dev.ttpipe.stages.checkpoint.MiniJson;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -178,7 +179,7 @@ class TuneTest {
 
     @Test
     void aGalaxyPlacesRanksInSnakeOrderAndPaysTheHostLinkBetweenGalaxies() {
-        dev.ttpipe.device.SimProfile g = dev.ttpipe.device.SimProfile.named("galaxy");
+        SimProfile g = SimProfile.named("galaxy");
         assertEquals(List.of(0, 7), Arrays.stream(g.meshPosition(7)).boxed().toList());
         assertEquals(List.of(1, 7), Arrays.stream(g.meshPosition(8)).boxed().toList(), "row 1 runs back");
         assertEquals(List.of(1, 0), Arrays.stream(g.meshPosition(15)).boxed().toList());

@@ -1,8 +1,16 @@
 package dev.ttpipe.actors.config;
 
+import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.device.RopeFrequencies;
+import dev.ttpipe.stages.ModelSpec;
+import dev.ttpipe.stages.OptimizerSpec;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -287,7 +295,7 @@ class ConfigLoaderTest {
 
     static final String LLAMA = "transformer_config: {model_type: llama, rope_scaling: %s}\n";
 
-    static dev.ttpipe.device.RopeFrequencies.Llama3Scaling scaling(String ropeScaling) {
+    static RopeFrequencies.Llama3Scaling scaling(String ropeScaling) {
         return load(String.format(LLAMA, ropeScaling)).transformer.ropeScaling;
     }
 
@@ -296,7 +304,7 @@ class ConfigLoaderTest {
         TtpipeConfig llama = load("training_config: {model_type: llama, transformer_config: {num_heads: 6, num_groups: 2}}\n");
         assertEquals("llama", llama.transformer.modelType);
         assertEquals("rope", llama.transformer.positionalEmbeddingType);
-        assertEquals(dev.ttpipe.stages.ModelSpec.ModelType.LLAMA, dev.ttpipe.actors.runtime.JobPlan.model(llama, 96).type());
+        assertEquals(ModelSpec.ModelType.LLAMA, JobPlan.model(llama, 96).type());
         assertEquals("llama", load("training_config: {model_type: llama}\ntransformer_config: {model_type: llama}\n").transformer.modelType);
 
         assertEquals(List.of("job.yaml:1: training_config.model_type: 'gpt2' given, but job.yaml:2: transformer_config.model_type is"
@@ -311,7 +319,7 @@ class ConfigLoaderTest {
 
     @Test
     void ropeScalingReadsHuggingFacesAndTtmlsNames() {
-        var llama31 = new dev.ttpipe.device.RopeFrequencies.Llama3Scaling(8, 1, 4, 8192);
+        var llama31 = new RopeFrequencies.Llama3Scaling(8, 1, 4, 8192);
         assertEquals(llama31, scaling("{rope_type: llama3, factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0,"
                 + " original_max_position_embeddings: 8192}"));
         assertEquals(llama31, scaling("{type: llama3, factor: 8, low_freq_factor: 1, high_freq_factor: 4,"
@@ -348,17 +356,17 @@ class ConfigLoaderTest {
     }
 
     @Test
-    void ropeScalingComesFromAHuggingFaceConfigJsonUnlessTheYamlGivesIt(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+    void ropeScalingComesFromAHuggingFaceConfigJsonUnlessTheYamlGivesIt(@TempDir Path dir)
             throws Exception {
-        java.nio.file.Path hf = java.nio.file.Files.createDirectories(dir.resolve("llama31"));
-        java.nio.file.Files.writeString(hf.resolve("model.safetensors"), "");     // config.json is all the shape needs
-        java.nio.file.Files.writeString(hf.resolve("config.json"), "{\"model_type\": \"llama\", \"vocab_size\": 96, \"hidden_size\": 64,"
+        Path hf = Files.createDirectories(dir.resolve("llama31"));
+        Files.writeString(hf.resolve("model.safetensors"), "");     // config.json is all the shape needs
+        Files.writeString(hf.resolve("config.json"), "{\"model_type\": \"llama\", \"vocab_size\": 96, \"hidden_size\": 64,"
                 + " \"intermediate_size\": 128, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_hidden_layers\": 4,"
                 + " \"max_position_embeddings\": 256, \"rope_theta\": 500000.0, \"rope_scaling\": {\"rope_type\": \"llama3\","
                 + " \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}}");
         TtpipeConfig cfg = load("training_config: {model_path: " + hf + "}\n");
-        assertEquals(new dev.ttpipe.device.RopeFrequencies.Llama3Scaling(8, 1, 4, 8192), cfg.transformer.ropeScaling);
-        assertEquals(cfg.transformer.ropeScaling, dev.ttpipe.actors.runtime.JobPlan.model(cfg, 96).ropeScaling());
+        assertEquals(new RopeFrequencies.Llama3Scaling(8, 1, 4, 8192), cfg.transformer.ropeScaling);
+        assertEquals(cfg.transformer.ropeScaling, JobPlan.model(cfg, 96).ropeScaling());
 
         ConfigException e = assertThrows(ConfigException.class, () -> load("training_config: {model_path: " + hf + "}\n"
                 + "transformer_config: {rope_scaling: null}\n"));
@@ -371,9 +379,9 @@ class ConfigLoaderTest {
     @Test
     void ttmlsTrainingSwitchesAreReadOrRefusedByName() {
         TtpipeConfig noop = load("training_config: {use_no_op: true}\n");
-        assertEquals(dev.ttpipe.stages.OptimizerSpec.Kind.NOOP, dev.ttpipe.actors.runtime.JobPlan.from(noop, 96).optimizer().kind());
+        assertEquals(OptimizerSpec.Kind.NOOP, JobPlan.from(noop, 96).optimizer().kind());
         TtpipeConfig moreh = load("training_config: {use_moreh_adamw: true}\n");
-        assertEquals(dev.ttpipe.stages.OptimizerSpec.Kind.ADAMW, dev.ttpipe.actors.runtime.JobPlan.from(moreh, 96).optimizer().kind());
+        assertEquals(OptimizerSpec.Kind.ADAMW, JobPlan.from(moreh, 96).optimizer().kind());
         assertTrue(moreh.origins.notes().get(0).contains("use_moreh_adamw: true read as ttpipe's AdamW"), moreh.origins.notes().toString());
         // TTML's defaults are accepted as they are
         load("training_config: {use_moreh_adamw: false, use_kahan_summation: false, use_no_op: false}\n"
@@ -384,15 +392,15 @@ class ConfigLoaderTest {
     }
 
     @Test
-    void globalEnvAndTheMeshGraphDescriptorBecomeTheJobsEnvironment(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+    void globalEnvAndTheMeshGraphDescriptorBecomeTheJobsEnvironment(@TempDir Path dir)
             throws Exception {
-        java.nio.file.Path mgd = java.nio.file.Files.writeString(dir.resolve("t3k.textproto"), "mesh_descriptors { name: \"M0\" }\n");
+        Path mgd = Files.writeString(dir.resolve("t3k.textproto"), "mesh_descriptors { name: \"M0\" }\n");
         TtpipeConfig cfg = ConfigLoader.read("global_env: {TT_METAL_LOGGER_LEVEL: \"INFO\", OMP_NUM_THREADS: 4}\n"
                 + "mesh_graph_desc_path: t3k.textproto\n", "job.yaml", dir);
         ConfigValidator.validate(cfg);
-        assertEquals(java.util.Map.of("TT_METAL_LOGGER_LEVEL", "INFO", "OMP_NUM_THREADS", "4", "TT_MESH_GRAPH_DESC_PATH", mgd.toString()),
+        assertEquals(Map.of("TT_METAL_LOGGER_LEVEL", "INFO", "OMP_NUM_THREADS", "4", "TT_MESH_GRAPH_DESC_PATH", mgd.toString()),
                 cfg.environment());
-        assertEquals(cfg.environment(), dev.ttpipe.actors.runtime.JobPlan.from(cfg, 96).meshOptions().environment());
+        assertEquals(cfg.environment(), JobPlan.from(cfg, 96).meshOptions().environment());
 
         assertEquals(List.of("job.yaml:1: global_env.TT_MESH_GRAPH_DESC_PATH: '/elsewhere.textproto' given beside job.yaml:2:"
                 + " mesh_graph_desc_path: '" + mgd + "', expected one of them"),
@@ -416,8 +424,8 @@ class ConfigLoaderTest {
     }
 
     @Test
-    void theResolvedConfigWritesTheNewKeysAndReadsBackTheSame(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
-        java.nio.file.Files.writeString(dir.resolve("m.textproto"), "mesh_descriptors { name: \"M0\" }\n");
+    void theResolvedConfigWritesTheNewKeysAndReadsBackTheSame(@TempDir Path dir) throws Exception {
+        Files.writeString(dir.resolve("m.textproto"), "mesh_descriptors { name: \"M0\" }\n");
         TtpipeConfig cfg = ConfigLoader.read("training_config: {model_type: llama, use_no_op: true, save_and_exit: out}\n"
                 + "transformer_config: {rope_scaling: {scaling_factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0,"
                 + " original_context_length: 8192}}\nglobal_env: {TT_METAL_LOGGER_LEVEL: \"INFO\"}\nmesh_graph_desc_path: m.textproto\n",

@@ -1,11 +1,17 @@
 package dev.ttpipe.actors.config;
 
+import dev.ttpipe.actors.cli.Main;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.device.RopeFrequencies;
+import dev.ttpipe.device.SimProfile;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -83,7 +89,7 @@ class EveryConfigKeyIsImplementedOrRefusedTest {
     }
 
     /** A figure of the plan's RoPE scaling (null: none). */
-    static Object scaling(TtpipeConfig c, Function<dev.ttpipe.device.RopeFrequencies.Llama3Scaling, Object> figure) {
+    static Object scaling(TtpipeConfig c, Function<RopeFrequencies.Llama3Scaling, Object> figure) {
         var r = JobPlan.model(c, 96).ropeScaling();
         return r == null ? null : figure.apply(r);
     }
@@ -219,7 +225,7 @@ class EveryConfigKeyIsImplementedOrRefusedTest {
                     c -> JobPlan.from(c, 96).meshOptions().simCosts().memoryGbps()),
             changes("device_config.sim.op_latency_us", String.format(SIM, "op_latency_us: 2"),
                     c -> JobPlan.from(c, 96).meshOptions().simCosts().opLatencyUs()),
-            changes("device_config.sim.profile", String.format(SIM, "profile: " + dev.ttpipe.device.SimProfile.names().get(0)),
+            changes("device_config.sim.profile", String.format(SIM, "profile: " + SimProfile.names().get(0)),
                     c -> JobPlan.from(c, 96).meshOptions().simCosts()),
             // ---- eval_config
             changes("eval_config.prompt", "eval_config: {prompt: \"to be\"}", c -> c.eval.prompt),
@@ -363,16 +369,16 @@ class EveryConfigKeyIsImplementedOrRefusedTest {
     void aRefusedValueIsExitCodeTwoFromTheCommandLine() throws Exception {
         Path cfg = dir.resolve("kahan.yaml");
         Files.writeString(cfg, "training_config: {use_kahan_summation: true}\n");
-        java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
-        java.io.PrintStream oldErr = System.err;
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        PrintStream oldErr = System.err;
         int code;
         try {
-            System.setErr(new java.io.PrintStream(err, true, java.nio.charset.StandardCharsets.UTF_8));
-            code = dev.ttpipe.actors.cli.Main.run("verify", cfg.toString());
+            System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+            code = Main.run("verify", cfg.toString());
         } finally {
             System.setErr(oldErr);
         }
-        String text = err.toString(java.nio.charset.StandardCharsets.UTF_8).strip();
+        String text = err.toString(StandardCharsets.UTF_8).strip();
         assertEquals(2, code, text);
         assertTrue(text.contains(cfg + ":1: training_config.use_kahan_summation: true given: not supported"), text);
         assertEquals(1, text.lines().count(), text);

@@ -1,12 +1,14 @@
 package dev.ttpipe.actors.multihost;
 
 import dev.ttpipe.actors.cluster.Deployment;
+import dev.ttpipe.actors.config.ConfigLoader;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -33,8 +35,8 @@ class HandStartedWorkersTest {
                 "rank_bindings:",
                 "  - {rank: 0, mesh_id: 0, host: \"127.0.0.1\", control_port: 27710, data_port: 27810}",
                 "  - {rank: 1, mesh_id: 1, host: \"127.0.0.1\", control_port: 27711, data_port: 27812}", ""));
-        Launcher l = new Launcher(cfg, java.util.List.of("--run-dir", dir.resolve("run").toString()),
-                Deployment.of(dev.ttpipe.actors.config.ConfigLoader.load(cfg)), new PrintStream(PrintStream.nullOutputStream()),
+        Launcher l = new Launcher(cfg, List.of("--run-dir", dir.resolve("run").toString()),
+                Deployment.of(ConfigLoader.load(cfg)), new PrintStream(PrintStream.nullOutputStream()),
                 new PrintStream(PrintStream.nullOutputStream()));
         Path out0 = dir.resolve("rank0.log");
         Process rank0 = new ProcessBuilder(l.workerCommand(0)).redirectErrorStream(true).redirectOutput(out0.toFile()).start();

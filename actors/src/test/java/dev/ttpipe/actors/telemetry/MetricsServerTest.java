@@ -1,21 +1,32 @@
 package dev.ttpipe.actors.telemetry;
 
+import dev.ttpipe.actors.cli.Main;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.stages.checkpoint.MiniJson;
+import dev.ttpipe.transport.AeronTransport;
+import io.aeron.Aeron;
+import io.aeron.ExclusivePublication;
+import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.UncheckedIOException;
 import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -52,8 +63,8 @@ class MetricsServerTest {
             CompletableFuture<TrainingJob.Result> run = CompletableFuture.supplyAsync(() -> {
                 try {
                     return job.run(runtime, Files.createDirectories(dir.resolve("run")), null);
-                } catch (java.io.IOException e) {
-                    throw new java.io.UncheckedIOException(e);
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
                 }
             });
             String metrics = null;
@@ -66,7 +77,7 @@ class MetricsServerTest {
                         metrics = r.body();
                         break;
                     }
-                } catch (java.io.IOException notYet) {
+                } catch (IOException notYet) {
                     // the server starts with the run
                 }
                 Thread.sleep(50);
@@ -93,16 +104,16 @@ class MetricsServerTest {
                 assertTrue(r.containsKey("running") && r.containsKey("waiting_for") && r.containsKey("row_position"), status.body());
             }
             // ttpipe top --once: one snapshot with every rank's current action, at 80 columns
-            java.io.ByteArrayOutputStream buf = new java.io.ByteArrayOutputStream();
-            java.io.PrintStream old = System.out;
+            ByteArrayOutputStream buf = new ByteArrayOutputStream();
+            PrintStream old = System.out;
             int code;
             try {
-                System.setOut(new java.io.PrintStream(buf, true, java.nio.charset.StandardCharsets.UTF_8));
-                code = dev.ttpipe.actors.cli.Main.run("top", "--url", "127.0.0.1:" + port, "--once");
+                System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
+                code = Main.run("top", "--url", "127.0.0.1:" + port, "--once");
             } finally {
                 System.setOut(old);
             }
-            String top = buf.toString(java.nio.charset.StandardCharsets.UTF_8);
+            String top = buf.toString(StandardCharsets.UTF_8);
             assertEquals(0, code, top);
             String[] lines = top.split("\n");
             assertEquals("ttpipe top http://127.0.0.1:" + port, lines[0], top);
@@ -115,12 +126,12 @@ class MetricsServerTest {
             // ttpipe top --once --json: the /status object itself, one line that parses, every rank in it
             buf.reset();
             try {
-                System.setOut(new java.io.PrintStream(buf, true, java.nio.charset.StandardCharsets.UTF_8));
-                code = dev.ttpipe.actors.cli.Main.run("top", "--url", "127.0.0.1:" + port, "--once", "--json");
+                System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
+                code = Main.run("top", "--url", "127.0.0.1:" + port, "--once", "--json");
             } finally {
                 System.setOut(old);
             }
-            String json = buf.toString(java.nio.charset.StandardCharsets.UTF_8);
+            String json = buf.toString(StandardCharsets.UTF_8);
             assertEquals(0, code, json);
             assertEquals(1, json.strip().lines().count(), json);
             Map<?, ?> snapshot = (Map<?, ?>) MiniJson.parse(json.strip());
@@ -150,13 +161,13 @@ class MetricsServerTest {
         HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
         try (PipelineRuntime runtime = PipelineRuntime.start(job.plan());
              MetricsServer server = MetricsServer.start(runtime, "127.0.0.1", 0);
-             io.aeron.Aeron stranger = io.aeron.Aeron.connect(new io.aeron.Aeron.Context().aeronDirectoryName(
-                     ((dev.ttpipe.transport.AeronTransport) runtime.transport()).aeronDirectory().toString()));
-             io.aeron.ExclusivePublication pub = stranger.addExclusivePublication("aeron:ipc?session-id=1", 10_001)) {
+             Aeron stranger = Aeron.connect(new Aeron.Context().aeronDirectoryName(
+                     ((AeronTransport) runtime.transport()).aeronDirectory().toString()));
+             ExclusivePublication pub = stranger.addExclusivePublication("aeron:ipc?session-id=1", 10_001)) {
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
             while (!pub.isConnected() && System.nanoTime() < deadline) Thread.sleep(10);
             assertTrue(pub.isConnected(), "no subscription for rank 1");
-            org.agrona.concurrent.UnsafeBuffer garbage = new org.agrona.concurrent.UnsafeBuffer(new byte[300]);
+            UnsafeBuffer garbage = new UnsafeBuffer(new byte[300]);
             while (pub.offer(garbage, 0, 300) < 0) Thread.sleep(1);
             String line = "ttpipe_rank_frames_dropped_total{rank=\"1\",reason=\"corrupt\"} 1.0";
             String metrics = "";
@@ -185,7 +196,7 @@ class MetricsServerTest {
     }
 
     private static Map<String, Long> normalize(Map<?, ?> m) {
-        Map<String, Long> out = new java.util.HashMap<>();
+        Map<String, Long> out = new HashMap<>();
         m.forEach((k, v) -> out.put((String) k, ((Number) v).longValue()));
         return out;
     }

@@ -11,8 +11,11 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Set;
 import java.util.TreeSet;
+import java.util.function.Function;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -70,7 +73,7 @@ class TraceLayoutTest {
         String trace = Files.readString(dir.resolve("trace.json"));
         Pattern slice = Pattern.compile("\"ph\":\"X\",\"name\":\"[^\"]+\".*?\"pid\":(\\d+),\"tid\":(\\d+),\"ts\":([-0-9.E]+),\"dur\":([-0-9.E]+)");
         Pattern flowEnd = Pattern.compile("\"ph\":\"f\".*?\"pid\":(\\d+),\"tid\":(\\d+),\"ts\":([-0-9.E]+)");
-        java.util.List<double[]> slices = new java.util.ArrayList<>();
+        List<double[]> slices = new ArrayList<>();
         Matcher m = slice.matcher(trace);
         while (m.find()) {
             slices.add(new double[]{Integer.parseInt(m.group(1)), Integer.parseInt(m.group(2)), Double.parseDouble(m.group(3)),
@@ -89,7 +92,7 @@ class TraceLayoutTest {
         assertEquals(8 * 3 * 2, ends);
     }
 
-    private static Set<String> matches(Pattern p, String text, java.util.function.Function<Matcher, String> key) {
+    private static Set<String> matches(Pattern p, String text, Function<Matcher, String> key) {
         Set<String> out = new TreeSet<>();
         Matcher m = p.matcher(text);
         while (m.find()) out.add(key.apply(m));

@@ -6,6 +6,12 @@ import dev.ttpipe.device.DeviceException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.UnaryOperator;
+
 /**
  * Matmul with bf16 operands and fp32 accumulation, as a Tenstorrent device multiplies: both
  * operands are taken at bf16 precision (an fp32 operand is first rounded to nearest even), every
@@ -28,7 +34,7 @@ import org.slf4j.LoggerFactory;
 final class Bf16Gemm {
     private static final Logger LOG = LoggerFactory.getLogger(Bf16Gemm.class);
     private static Boolean sbgemmBound;
-    private static final java.util.Set<String> LOGGED = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private static final Set<String> LOGGED = ConcurrentHashMap.newKeySet();
 
     private final Gemm fp32;
     private final boolean sbgemm;
@@ -47,8 +53,8 @@ final class Bf16Gemm {
     }
 
     /** {@code getenv} reads TTPIPE_SBGEMM (a mesh's {@link dev.ttpipe.device.MeshOptions#getenv}). */
-    static Bf16Gemm choose(Gemm fp32, java.util.function.UnaryOperator<String> getenv) {
-        java.util.List<String> why = new java.util.ArrayList<>();
+    static Bf16Gemm choose(Gemm fp32, UnaryOperator<String> getenv) {
+        List<String> why = new ArrayList<>();
         if ("off".equals(requested(getenv))) why.add("turned off by ttpipe.sbgemm / TTPIPE_SBGEMM");
         if (!(fp32 instanceof BlasGemm)) {
             why.add("the fp32 kernel is " + fp32.kind() + ", not OpenBLAS");
@@ -62,7 +68,7 @@ final class Bf16Gemm {
         return g;
     }
 
-    private static String requested(java.util.function.UnaryOperator<String> getenv) {
+    private static String requested(UnaryOperator<String> getenv) {
         String p = System.getProperty("ttpipe.sbgemm");
         if (p == null || p.isBlank()) p = getenv.apply("TTPIPE_SBGEMM");
         return p == null ? "auto" : p.trim();

@@ -3,11 +3,13 @@ package dev.ttpipe.device.cpu;
 import com.sun.jna.Function;
 import com.sun.jna.Native;
 import com.sun.jna.NativeLibrary;
+import com.sun.jna.Pointer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.Buffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -93,13 +95,13 @@ final class CpuNative {
      * The address of a direct buffer's first element, after checking that it holds {@code floats} 4-byte
      * elements (the native kernels do not check bounds); 0 for null. Throws for a heap buffer.
      */
-    static long address(java.nio.Buffer b, long floats) {
+    static long address(Buffer b, long floats) {
         if (b == null) return 0;
         if (!b.isDirect()) throw new IllegalArgumentException("a heap buffer cannot go to a native kernel");
         if (floats < 0 || floats > b.capacity()) {
             throw new IndexOutOfBoundsException(floats + " elements in a buffer of " + b.capacity());
         }
-        return com.sun.jna.Pointer.nativeValue(Native.getDirectBufferPointer(b));
+        return Pointer.nativeValue(Native.getDirectBufferPointer(b));
     }
 
     /** The resource path of the library for this platform. */

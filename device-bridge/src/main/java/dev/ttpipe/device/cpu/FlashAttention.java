@@ -1,6 +1,8 @@
 package dev.ttpipe.device.cpu;
 
+import java.nio.DoubleBuffer;
 import java.nio.FloatBuffer;
+import java.util.Arrays;
 
 /**
  * Fused scaled dot-product attention on one device's pieces, q [n, T, hd], k and v [n, Tk, hd]
@@ -41,7 +43,7 @@ final class FlashAttention {
         par.range(n, 1, (lo, hi) -> {
             NativeBuffer s = NativeBuffer.malloc(4 * BLOCK * Math.max(1, tk));
             NativeBuffer stats = NativeBuffer.malloc(12 * BLOCK);         // the rows' max (float) and sum (double)
-            java.nio.DoubleBuffer sums = stats.bytes.asDoubleBuffer();
+            DoubleBuffer sums = stats.bytes.asDoubleBuffer();
             float[] max = new float[BLOCK];
             double[] sum = new double[BLOCK];
             float[] row = new float[tk];
@@ -153,8 +155,8 @@ final class FlashAttention {
         for (int r = 0; r < rows; r++) {
             int m = causal ? Math.max(0, Math.min(keys, first + r)) : keys;
             s.get(r * keys, row, 0, keys);
-            java.util.Arrays.fill(mx, Float.NEGATIVE_INFINITY);
-            java.util.Arrays.fill(acc, 0.0);
+            Arrays.fill(mx, Float.NEGATIVE_INFINITY);
+            Arrays.fill(acc, 0.0);
             for (int j = 0; j < m; j++) mx[j % LANES] = row[j] > mx[j % LANES] ? row[j] : mx[j % LANES];
             float mr = mx[0];
             for (int l = 1; l < LANES; l++) mr = mx[l] > mr ? mx[l] : mr;
@@ -186,7 +188,7 @@ final class FlashAttention {
             int m = causal ? Math.max(0, Math.min(keys, first + r)) : keys;
             p.get(r * keys, pr, 0, keys);
             ds.get(r * keys, dr, 0, keys);
-            java.util.Arrays.fill(acc, 0.0);
+            Arrays.fill(acc, 0.0);
             int base = at + r * hd;
             for (int e = 0; e < hd; e++) acc[e % LANES] += (double) dO.get(base + e) * (double) o.get(base + e);
             double dd = acc[0];

@@ -7,6 +7,7 @@ import org.slf4j.LoggerFactory;
 import java.util.Locale;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.UnaryOperator;
 
 /**
  * Picks the matmul kernel: {@code blas} (OpenBLAS, fails if it does not load), {@code java}
@@ -25,7 +26,7 @@ final class GemmChoice {
      * The kernel asked for by {@code -Dttpipe.blas}, else {@code TTPIPE_BLAS} as {@code getenv} reads it (a
      * mesh's {@link dev.ttpipe.device.MeshOptions#getenv}: the job's global_env over the process's): auto, blas or java.
      */
-    static String requested(java.util.function.UnaryOperator<String> getenv) {
+    static String requested(UnaryOperator<String> getenv) {
         String p = System.getProperty("ttpipe.blas");
         if (p == null || p.isBlank()) p = getenv.apply("TTPIPE_BLAS");
         return p == null || p.isBlank() ? "auto" : p.trim().toLowerCase(Locale.ROOT);
@@ -35,7 +36,7 @@ final class GemmChoice {
         return choose(kind, threads, parallel, System::getenv);
     }
 
-    static Gemm choose(String kind, int threads, Parallel parallel, java.util.function.UnaryOperator<String> getenv) {
+    static Gemm choose(String kind, int threads, Parallel parallel, UnaryOperator<String> getenv) {
         String k = kind == null ? "auto" : kind.toLowerCase(Locale.ROOT);
         if (k.equals("auto")) k = requested(getenv);
         Gemm g;

@@ -1,6 +1,7 @@
 package dev.ttpipe.device.cpu;
 
 import java.nio.FloatBuffer;
+import java.util.Arrays;
 
 /**
  * The pure-JVM {@link Gemm}, used when OpenBLAS does not load (or is switched off): C is cut into
@@ -68,7 +69,7 @@ final class JavaGemm implements Gemm {
                              float beta, FloatBuffer c, int cOff, int ldc, int i0, int j0) {
         float[][] s = SCRATCH.get();
         float[] ap = s[0];
-        for (int i = 0; i < mc; i++) java.util.Arrays.fill(s[C_ROWS + i], 0, nc, 0f);
+        for (int i = 0; i < mc; i++) Arrays.fill(s[C_ROWS + i], 0, nc, 0f);
         for (int k0 = 0; k0 < k; k0 += KC) {
             int kc = Math.min(KC, k - k0);
             // ap [mc, kc] = op(A)[i0.., k0..]

@@ -3,6 +3,7 @@ package dev.ttpipe.device.cpu;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.Random;
+import java.util.function.DoubleSupplier;
 
 /**
  * Measures fp32 matmul throughput of the cpu backend's kernel ({@code C = A B}, all n x n,
@@ -82,7 +83,7 @@ public final class MatmulBenchmark {
     }
 
     /** Warmups, then about a second of timed runs (at least 5); the seconds of each, sorted. */
-    static double[] timeRuns(java.util.function.DoubleSupplier once) {
+    static double[] timeRuns(DoubleSupplier once) {
         double first = once.getAsDouble();
         int warmups = (int) Math.max(2, Math.min(50, 0.3 / first));
         double w = first;

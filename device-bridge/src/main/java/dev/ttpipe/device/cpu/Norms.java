@@ -1,6 +1,7 @@
 package dev.ttpipe.device.cpu;
 
 import java.nio.FloatBuffer;
+import java.util.Arrays;
 
 /**
  * LayerNorm and RMSNorm over the last dim of one device's piece ([rows, d] row-major), forward and
@@ -35,8 +36,8 @@ final class Norms {
             double[] ss = new double[LANES];
             for (int r = lo; r < hi; r++) {
                 int base = r * d;
-                java.util.Arrays.fill(s, 0.0);
-                java.util.Arrays.fill(ss, 0.0);
+                Arrays.fill(s, 0.0);
+                Arrays.fill(ss, 0.0);
                 for (int j = 0; j < d; j++) {
                     double v = x.get(base + j);
                     s[j % LANES] += v;
@@ -85,8 +86,8 @@ final class Norms {
                 x.get(base, xr, 0, d);
                 float m = mean.get(r);
                 float rs = rstd.get(r);
-                java.util.Arrays.fill(sg, 0.0);
-                java.util.Arrays.fill(sgx, 0.0);
+                Arrays.fill(sg, 0.0);
+                Arrays.fill(sgx, 0.0);
                 for (int j = 0; j < d; j++) {
                     double g = gam[j] * dyr[j];
                     sg[j % LANES] += g;

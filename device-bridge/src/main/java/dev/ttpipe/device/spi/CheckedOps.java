@@ -16,6 +16,7 @@ import dev.ttpipe.device.Tensor;
 
 import java.nio.ByteBuffer;
 import java.util.Arrays;
+import java.util.List;
 
 /**
  * The front half of every backend's {@link Ops}: each public op checks its arguments (open, on
@@ -328,7 +329,7 @@ public abstract class CheckedOps implements Ops {
      * (the accounting moves, nothing is copied) and closes {@code t}. Returns null, changing
      * nothing, if views share t's storage (then the backend copies).
      */
-    protected final MeshTensor moveHere(MeshTensor t, java.util.List<DeviceMemory> here) {
+    protected final MeshTensor moveHere(MeshTensor t, List<DeviceMemory> here) {
         if (!t.storage().moveAccounting(here)) return null;
         MeshTensor moved = view(t, t.shape(), t.layout());
         t.close();

@@ -4,6 +4,7 @@ import com.sun.jna.Function;
 import com.sun.jna.Native;
 import com.sun.jna.NativeLibrary;
 
+import java.io.IOException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.net.URISyntaxException;
@@ -14,6 +15,7 @@ import java.security.CodeSource;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.function.UnaryOperator;
 
 /**
  * Finds, checks and binds the native bridge library (the C ABI of
@@ -101,7 +103,7 @@ public final class BridgeLibrary {
     }
 
     /** As {@link #candidates(String)} with {@value #ENV} read by {@code getenv} (a mesh's MeshOptions.getenv). */
-    static List<Path> candidates(String explicit, java.util.function.UnaryOperator<String> getenv) {
+    static List<Path> candidates(String explicit, UnaryOperator<String> getenv) {
         List<Path> out = new ArrayList<>();
         if (explicit != null) {
             out.add(Paths.get(explicit).toAbsolutePath());
@@ -152,7 +154,7 @@ public final class BridgeLibrary {
     }
 
     /** As {@link #ensureLoaded(String)}, the search reading {@value #ENV} through {@code getenv}. */
-    static Loaded ensureLoaded(String explicit, java.util.function.UnaryOperator<String> getenv) {
+    static Loaded ensureLoaded(String explicit, UnaryOperator<String> getenv) {
         Loaded l = loaded;
         if (l != null && explicit == null) return l;
         synchronized (BridgeLibrary.class) {
@@ -183,7 +185,7 @@ public final class BridgeLibrary {
         return find(explicit, System::getenv);
     }
 
-    private static Path find(String explicit, java.util.function.UnaryOperator<String> getenv) {
+    private static Path find(String explicit, UnaryOperator<String> getenv) {
         List<Path> tried = candidates(explicit, getenv);
         for (Path p : tried) if (Files.isRegularFile(p)) return p.normalize();
         List<String> names = tried.stream().map(Path::toString).toList();
@@ -194,7 +196,7 @@ public final class BridgeLibrary {
     private static boolean sameFile(Path a, Path b) {
         try {
             return Files.isSameFile(a, b);
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             return a.equals(b);
         }
     }

@@ -1,5 +1,6 @@
 package dev.ttpipe.device.cpu;
 
+import dev.ttpipe.device.AdamWParams;
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.MeshOptions;
@@ -39,7 +40,7 @@ class CachingAllocatorTest {
                      Tensor dh = ops.layerNormBackwardInput(dg, h, gamma, n.mean(), n.rstd())) {
                     ops.matmulInto(grad, dh, x, true, false, 1f, 0f);
                     try (Tensor full = ops.allReduce(grad, 1, ReduceOp.MEAN)) {
-                        ops.adamw(w, full, m, v, new dev.ttpipe.device.AdamWParams(1e-3f, 0.9f, 0.99f, 1e-8f, 0f, 1, 1f));
+                        ops.adamw(w, full, m, v, new AdamWParams(1e-3f, 0.9f, 0.99f, 1e-8f, 0f, 1, 1f));
                     }
                     ops.crossEntropy(g, targets, -100);
                     ops.sumSquares(hb);

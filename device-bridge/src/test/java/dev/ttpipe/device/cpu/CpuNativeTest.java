@@ -1,5 +1,6 @@
 package dev.ttpipe.device.cpu;
 
+import dev.ttpipe.device.AdamWParams;
 import dev.ttpipe.device.AttentionGrads;
 import dev.ttpipe.device.AttentionOutput;
 import dev.ttpipe.device.DType;
@@ -11,12 +12,16 @@ import dev.ttpipe.device.Ops;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Tensor;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assertions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Random;
+import java.util.function.Function;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -48,7 +53,7 @@ class CpuNativeTest {
                     "no " + CpuNative.resource() + " in this build (no C compiler?): only the Java kernels run");
         } else {
             String lib = System.getProperty(CpuNative.LIBRARY_PROPERTY, "");
-            assumeTrue(java.nio.file.Files.isRegularFile(java.nio.file.Path.of(lib)),
+            assumeTrue(Files.isRegularFile(Path.of(lib)),
                     "skipped: " + lib + " was not built (no C compiler, or one that does not know -march=" + LEVEL + ")");
             assumeTrue(X86Level.supported(LEVEL), "skipped: this CPU does not run " + LEVEL + " (it runs "
                     + X86Level.highest() + ")");
@@ -121,7 +126,7 @@ class CpuNativeTest {
     void nativeBoundsAreCheckedBeforeTheCall() {
         NativeBuffer small = NativeBuffer.malloc(4 * 10);
         try (Parallel par = new Parallel(1)) {
-            org.junit.jupiter.api.Assertions.assertThrows(IndexOutOfBoundsException.class,
+            Assertions.assertThrows(IndexOutOfBoundsException.class,
                     () -> Elementwise.gelu(par, small, small, 11));
         } finally {
             small.free();
@@ -129,7 +134,7 @@ class CpuNativeTest {
     }
 
     /** Runs {@code body} on a fresh 1x1 cpu mesh with native kernels, then with Java ones, and compares every output. */
-    private static void sameBits(String what, java.util.function.Function<Ops, float[][]> body) {
+    private static void sameBits(String what, Function<Ops, float[][]> body) {
         float[][] c;
         float[][] j;
         try (MeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(2))) {
@@ -198,7 +203,7 @@ class CpuNativeTest {
                  Tensor scaled = ops.mul(ta, tbias);
                  Tensor x4 = ops.fromHost(a, Shape.of(5, 6, 10, 77), Layout.REPLICATED, DType.FP32);
                  Tensor perm = ops.permute(x4, 0, 2, 1, 3); Tensor perm2 = ops.permute(x4, 3, 1, 0, 2)) {
-                ops.adamw(tp, tg, tm, tv, new dev.ttpipe.device.AdamWParams(3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f));
+                ops.adamw(tp, tg, tm, tv, new AdamWParams(3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f));
                 return new float[][]{sum.toHost(), prod.toHost(), biased.toHost(), scaled.toHost(), tp.toHost(), tm.toHost(),
                         tv.toHost(), perm.toHost(), perm2.toHost()};
             }

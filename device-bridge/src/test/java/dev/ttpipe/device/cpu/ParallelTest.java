@@ -2,6 +2,8 @@ package dev.ttpipe.device.cpu;
 
 import org.junit.jupiter.api.Test;
 
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.util.Random;
 
@@ -20,7 +22,7 @@ class ParallelTest {
     void aSumHasTheSameBitsOnAnyNumberOfThreads() {
         Random rnd = new Random(3);
         int n = 100_003;
-        FloatBuffer x = java.nio.ByteBuffer.allocateDirect(4 * n).order(java.nio.ByteOrder.nativeOrder()).asFloatBuffer();
+        FloatBuffer x = ByteBuffer.allocateDirect(4 * n).order(ByteOrder.nativeOrder()).asFloatBuffer();
         for (int i = 0; i < n; i++) x.put(i, (float) (rnd.nextGaussian() * Math.exp(rnd.nextGaussian() * 4)));
         long plain = 0;
         long squares = 0;

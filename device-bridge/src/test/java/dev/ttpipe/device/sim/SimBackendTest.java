@@ -1,5 +1,6 @@
 package dev.ttpipe.device.sim;
 
+import dev.ttpipe.device.AdamWParams;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.DeviceException;
@@ -308,7 +309,7 @@ class SimBackendTest {
                 ops.fromHostInts(new int[3], Shape.of(3), Layout.REPLICATED), -100));
         cases.put("dropout p", ops -> ops.dropout(z(ops, 4), 1.5f, 1, 0));
         cases.put("adamw step", ops -> ops.adamw(z(ops, 4), z(ops, 4), z(ops, 4), z(ops, 4),
-                new dev.ttpipe.device.AdamWParams(1, 1, 1, 1, 1, 0, 1)));
+                new AdamWParams(1, 1, 1, 1, 1, 0, 1)));
         cases.put("rope rank", ops -> ops.rope(z(ops, 4, 4), 10000f, false));
         cases.put("linear", ops -> ops.linear(z(ops, 2, 3), z(ops, 4, 5), null));
         cases.put("embedding table", ops -> ops.embedding(ops.fromHostInts(new int[1], Shape.of(1), Layout.REPLICATED), z(ops, 4)));

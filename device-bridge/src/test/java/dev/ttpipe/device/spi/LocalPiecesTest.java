@@ -16,6 +16,7 @@ import org.junit.jupiter.api.Test;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicReference;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -98,7 +99,7 @@ class LocalPiecesTest {
         try (MeshDevice mesh = open("cpu")) {
             Submesh s = mesh.createSubmeshes(new MeshShape(1, 2)).get(0);
             LocalPiecesOps raw = (LocalPiecesOps) s.ops();
-            java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
+            AtomicReference<Throwable> failure = new AtomicReference<>();
             Thread receiver = new Thread(() -> {
                 try {
                     for (int i = 0; i < 2000; i++) raw.allocateLocal(Shape.of(64 + 2 * (i % 7), 32), Layout.shard(0, 1), DType.FP32).close();

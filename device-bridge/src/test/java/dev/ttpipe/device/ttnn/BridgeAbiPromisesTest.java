@@ -12,6 +12,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -72,7 +73,7 @@ class BridgeAbiPromisesTest {
 
     private static void assertUntouched(String what, long tensor, int count) {
         float[] expected = new float[count];
-        java.util.Arrays.fill(expected, SENTINEL);
+        Arrays.fill(expected, SENTINEL);
         for (int d = 0; d < 2; d++) assertArrayEquals(expected, local(tensor, d, count), what + " on device " + d);
     }
 

@@ -19,6 +19,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicReference;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -61,7 +62,7 @@ class TtnnBackendTest {
         String name = "TTPIPE_TEST_GLOBAL_ENV_" + ProcessHandle.current().pid();
         assertEquals(null, NativeEnvironment.get(name));
         try (MeshDevice mesh = Backends.open("ttnn", new MeshShape(1, 1),
-                MeshOptions.defaults().withEnvironment(java.util.Map.of(name, "from global_env")))) {
+                MeshOptions.defaults().withEnvironment(Map.of(name, "from global_env")))) {
             assertEquals("from global_env", NativeEnvironment.get(name), "C's getenv in this process, as TTNN reads it");
         }
     }

@@ -3,6 +3,7 @@ package dev.ttpipe.stages.checkpoint;
 import dev.ttpipe.stages.ModelSpec;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -195,13 +196,13 @@ public final class CheckpointNames {
             int d = t.values().length / 3;
             HostTensor[] out = new HostTensor[3];
             for (int i = 0; i < 3; i++) {
-                out[i] = new HostTensor(new long[]{d}, java.util.Arrays.copyOfRange(t.values(), i * d, (i + 1) * d));
+                out[i] = new HostTensor(new long[]{d}, Arrays.copyOfRange(t.values(), i * d, (i + 1) * d));
             }
             out[1] = null;    // ttpipe keeps no key bias (a per-query constant under softmax does not change attention)
             return out;
         }
         if (t.shape().length != 2 || t.shape()[1] % 3 != 0) {
-            throw new CheckpointException("tensor " + name + ": shape " + java.util.Arrays.toString(t.shape())
+            throw new CheckpointException("tensor " + name + ": shape " + Arrays.toString(t.shape())
                     + ", expected [d, 3d] (query, key, value)");
         }
         int in = (int) t.shape()[0], total = (int) t.shape()[1], w = total / 3;

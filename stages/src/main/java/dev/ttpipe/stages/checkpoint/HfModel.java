@@ -13,6 +13,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
 
 /**
  * A Hugging Face model directory: {@code config.json} and {@code model.safetensors}, or shards
@@ -181,7 +182,7 @@ public final class HfModel implements AutoCloseable {
             d.add("max_sequence_length " + hf.maxSequenceLength() + " vs " + spec.maxSequenceLength());   // GPT-2's positions table
         }
         if (spec.isLlama() && hf.ropeTheta() != spec.ropeTheta()) d.add("theta " + hf.ropeTheta() + " vs " + spec.ropeTheta());
-        if (spec.isLlama() && !java.util.Objects.equals(hf.ropeScaling(), spec.ropeScaling())) {
+        if (spec.isLlama() && !Objects.equals(hf.ropeScaling(), spec.ropeScaling())) {
             d.add("rope_scaling " + hf.ropeScaling() + " vs " + spec.ropeScaling());
         }
         return d.isEmpty() ? null : String.join(", ", d);

@@ -6,6 +6,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.MappedByteBuffer;
+import java.nio.channels.Channels;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -14,6 +15,7 @@ import java.nio.file.StandardOpenOption;
 import java.security.DigestOutputStream;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -39,7 +41,7 @@ public final class SafeTensors {
             long n = 1;
             for (long d : shape) n *= d;
             if (n != values.length) {
-                throw new IllegalArgumentException("shape " + java.util.Arrays.toString(shape) + " holds " + n + " values, given "
+                throw new IllegalArgumentException("shape " + Arrays.toString(shape) + " holds " + n + " values, given "
                         + values.length);
             }
         }
@@ -72,12 +74,12 @@ public final class SafeTensors {
         h.append('}');
         byte[] header = h.toString().getBytes(StandardCharsets.UTF_8);
         int pad = (8 - header.length % 8) % 8;                 // align the data to 8 bytes, as the reference writer does
-        byte[] padded = java.util.Arrays.copyOf(header, header.length + pad);
-        java.util.Arrays.fill(padded, header.length, padded.length, (byte) ' ');
+        byte[] padded = Arrays.copyOf(header, header.length + pad);
+        Arrays.fill(padded, header.length, padded.length, (byte) ' ');
         MessageDigest sha = sha256();
         try (FileChannel ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING,
                 StandardOpenOption.WRITE);
-             OutputStream out = new DigestOutputStream(java.nio.channels.Channels.newOutputStream(ch), sha)) {
+             OutputStream out = new DigestOutputStream(Channels.newOutputStream(ch), sha)) {
             ByteBuffer len = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(padded.length);
             out.write(len.array());
             out.write(padded);

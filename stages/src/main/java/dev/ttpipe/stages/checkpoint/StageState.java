@@ -16,6 +16,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.function.Function;
 
 /**
  * One pipeline stage's part of a checkpoint: its parameters and optimizer moments, gathered from its
@@ -136,7 +137,7 @@ public final class StageState {
     }
 
     /** Loads from tensors by checkpoint name ({@code lookup} gives null for one it does not have). */
-    private static void load(String where, java.util.function.Function<String, CheckpointNames.HostTensor> lookup, ModelSpec spec,
+    private static void load(String where, Function<String, CheckpointNames.HostTensor> lookup, ModelSpec spec,
                              List<Stage> stages) {
         for (Stage stage : stages) {
             Map<String, CheckpointNames.HostTensor> fromFile = new LinkedHashMap<>();

@@ -8,6 +8,7 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.TreeSet;
+import java.util.stream.IntStream;
 
 /**
  * Character-level tokenizer: the vocabulary is the sorted set of Unicode code points in a text.
@@ -41,7 +42,7 @@ public final class CharTokenizer implements Tokenizer {
 
     @Override
     public String vocabulary() {
-        return decode(java.util.stream.IntStream.range(0, vocabSize()).toArray());
+        return decode(IntStream.range(0, vocabSize()).toArray());
     }
 
     @Override

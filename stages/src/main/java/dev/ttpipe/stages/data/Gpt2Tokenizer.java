@@ -4,12 +4,14 @@ import com.knuddels.jtokkit.Encodings;
 import com.knuddels.jtokkit.api.Encoding;
 import com.knuddels.jtokkit.api.EncodingType;
 import com.knuddels.jtokkit.api.IntArrayList;
+import dev.ttpipe.stages.checkpoint.MiniJson;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
 import java.util.HashMap;
 import java.util.List;
@@ -102,7 +104,7 @@ public final class Gpt2Tokenizer implements Tokenizer {
         StringBuilder mergeList = new StringBuilder();
         for (int id = 0; id < tokens.size(); id++) {
             byte[] t = tokens.get(id);
-            vocab.append(id == 0 ? "" : ",").append(dev.ttpipe.stages.checkpoint.MiniJson.str(visible(t, unicode))).append(':').append(id);
+            vocab.append(id == 0 ? "" : ",").append(MiniJson.str(visible(t, unicode))).append(':').append(id);
             if (t.length < 2) continue;
             List<byte[]> parts = new ArrayList<>();
             for (byte x : t) parts.add(new byte[]{x});
@@ -120,7 +122,7 @@ public final class Gpt2Tokenizer implements Tokenizer {
             }
             String merge = visible(parts.get(0), unicode) + " " + visible(parts.get(1), unicode);
             merges.append(merge).append('\n');
-            mergeList.append(mergeList.length() == 0 ? "" : ",").append(dev.ttpipe.stages.checkpoint.MiniJson.str(merge));
+            mergeList.append(mergeList.length() == 0 ? "" : ",").append(MiniJson.str(merge));
         }
         vocab.append(",\"<|endoftext|>\":").append(END_OF_TEXT).append('}');
         Files.writeString(dir.resolve("vocab.json"), vocab, StandardCharsets.UTF_8);
@@ -145,7 +147,7 @@ public final class Gpt2Tokenizer implements Tokenizer {
     }
 
     private static byte[] concat(byte[] a, byte[] b) {
-        byte[] out = java.util.Arrays.copyOf(a, a.length + b.length);
+        byte[] out = Arrays.copyOf(a, a.length + b.length);
         System.arraycopy(b, 0, out, a.length, b.length);
         return out;
     }

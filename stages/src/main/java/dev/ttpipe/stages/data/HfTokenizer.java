@@ -8,6 +8,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -47,7 +48,7 @@ public final class HfTokenizer implements Tokenizer {
         for (int id : vocab.values()) max = Math.max(max, id);
         this.byId = new String[max + 1];
         vocab.forEach((k, v) -> byId[v] = k);
-        java.util.Arrays.fill(charToByte, -1);
+        Arrays.fill(charToByte, -1);
         for (int b = 0; b < 256; b++) charToByte[byteToChar[b]] = b;
     }
 

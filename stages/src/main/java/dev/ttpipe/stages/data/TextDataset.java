@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 
 /**
  * Training and validation tokens with their tokenizer: a text tokenised in memory and split into a
@@ -23,8 +24,8 @@ public final class TextDataset {
         this.tokenizer = tokenizer;
         int[] all = tokenizer.encode(text);
         int nVal = (int) Math.round(all.length * validationFraction);
-        this.train = TokenSource.of(java.util.Arrays.copyOfRange(all, 0, all.length - nVal));
-        this.validation = TokenSource.of(java.util.Arrays.copyOfRange(all, all.length - nVal, all.length));
+        this.train = TokenSource.of(Arrays.copyOfRange(all, 0, all.length - nVal));
+        this.validation = TokenSource.of(Arrays.copyOfRange(all, all.length - nVal, all.length));
     }
 
     private TextDataset(Tokenizer tokenizer, TokenSource train, TokenSource validation) {

@@ -12,7 +12,9 @@ import java.nio.file.Path;
 import java.nio.file.PathMatcher;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 
 /**
  * Token files, memory mapped (never read whole into the heap), one after the other as one
@@ -99,7 +101,7 @@ public final class TokenFiles implements TokenSource {
     }
 
     static boolean isValidationName(Path f) {
-        String n = f.getFileName().toString().toLowerCase(java.util.Locale.ROOT);
+        String n = f.getFileName().toString().toLowerCase(Locale.ROOT);
         return n.equals("val.bin") || n.contains("_val") || n.startsWith("val_") || n.contains("validation");
     }
 
@@ -209,7 +211,7 @@ public final class TokenFiles implements TokenSource {
 
     private int shard(long index) {
         if (index < 0 || index >= size) throw new IndexOutOfBoundsException("token " + index + " of " + size);
-        int i = java.util.Arrays.binarySearch(starts, index);
+        int i = Arrays.binarySearch(starts, index);
         if (i < 0) i = -i - 2;
         while (i + 1 < starts.length && starts[i + 1] == index) i++;   // skip empty shards
         return i;

@@ -4,6 +4,7 @@ import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.stages.Evaluation;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.Optimizer;
@@ -22,6 +23,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -55,7 +57,7 @@ class HfWeightsTest {
         for (Map.Entry<String, Tensor> e : tensors.entrySet()) {
             long n = e.getValue().v().length * (long) width;
             h.append(",\"").append(e.getKey()).append("\":{\"dtype\":\"").append(dtype).append("\",\"shape\":")
-                    .append(java.util.Arrays.toString(e.getValue().shape()).replace(" ", "")).append(",\"data_offsets\":[")
+                    .append(Arrays.toString(e.getValue().shape()).replace(" ", "")).append(",\"data_offsets\":[")
                     .append(off).append(',').append(off + n).append("]}");
             off += n;
         }
@@ -281,9 +283,9 @@ class HfWeightsTest {
         for (int t = 0; t < T; t++) {
             double[] qkv = conv1d(layerNorm(x[t], get(m, p + "ln_1.weight"), get(m, p + "ln_1.bias")),
                     get(m, p + "attn.c_attn.weight"), get(m, p + "attn.c_attn.bias"), D, 3 * D);
-            q[t] = java.util.Arrays.copyOfRange(qkv, 0, D);
-            k[t] = java.util.Arrays.copyOfRange(qkv, D, 2 * D);
-            v[t] = java.util.Arrays.copyOfRange(qkv, 2 * D, 3 * D);
+            q[t] = Arrays.copyOfRange(qkv, 0, D);
+            k[t] = Arrays.copyOfRange(qkv, D, 2 * D);
+            v[t] = Arrays.copyOfRange(qkv, 2 * D, 3 * D);
         }
         double[][] o = attention(q, k, v, 2, 2, D / 2);
         double[][] y = new double[T][];
@@ -389,7 +391,7 @@ class HfWeightsTest {
                 assertEquals(hf.keySet(), r.tensors().keySet());
                 for (Map.Entry<String, Tensor> e : hf.entrySet()) {
                     float[] back = r.read(e.getKey());
-                    assertEquals(java.util.Arrays.toString(e.getValue().shape()), java.util.Arrays.toString(r.tensors().get(e.getKey()).shape()));
+                    assertEquals(Arrays.toString(e.getValue().shape()), Arrays.toString(r.tensors().get(e.getKey()).shape()));
                     for (int i = 0; i < back.length; i++) {
                         boolean keyBias = e.getKey().endsWith("c_attn.bias") && i >= D && i < 2 * D;
                         float want = keyBias ? 0f : (float) e.getValue().v()[i];        // ttpipe keeps no key bias: exported as zeros
@@ -418,7 +420,7 @@ class HfWeightsTest {
         CheckpointNames.HostTensor t = new CheckpointNames.HostTensor(new long[]{8, 3}, v);
         CheckpointNames.HostTensor in = HfModel.fromRotateHalf(t, 2);
         assertEquals(6f, in.values()[3]);            // head 0 row 1 (pair 0, second) is HF's row 2 (i=0 + half)
-        assertTrue(java.util.Arrays.equals(v, HfModel.toRotateHalf(in, 2).values()));
+        assertTrue(Arrays.equals(v, HfModel.toRotateHalf(in, 2).values()));
     }
 
     @Test
@@ -429,7 +431,7 @@ class HfWeightsTest {
                 + "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192},\"rope_theta\"");
         Files.writeString(json, scaled);
         HfModel.Config c = HfModel.config(model);
-        assertEquals(new dev.ttpipe.device.RopeFrequencies.Llama3Scaling(8, 1, 4, 8192), c.ropeScaling());
+        assertEquals(new RopeFrequencies.Llama3Scaling(8, 1, 4, 8192), c.ropeScaling());
         assertEquals(c.ropeScaling(), c.spec().ropeScaling());
 
         Files.writeString(json, HfExport.configJson(c.spec(), false));               // what `ttpipe export` writes
@@ -473,7 +475,7 @@ class HfWeightsTest {
                 e.getMessage());
 
         byte[] whole = Files.readAllBytes(weights);
-        Files.write(weights, java.util.Arrays.copyOf(whole, 40));
+        Files.write(weights, Arrays.copyOf(whole, 40));
         e = assertThrows(CheckpointException.class, () -> loadAll(spec, model));
         assertTrue(e.getMessage().startsWith(weights + ": header length"), e.getMessage());
 

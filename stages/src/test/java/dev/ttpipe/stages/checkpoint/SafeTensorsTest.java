@@ -9,8 +9,10 @@ import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Set;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -69,10 +71,10 @@ class SafeTensorsTest {
         byte[] bytes = Files.readAllBytes(good);
 
         Path truncatedHeader = dir.resolve("th.safetensors");
-        Files.write(truncatedHeader, java.util.Arrays.copyOf(bytes, 20));
+        Files.write(truncatedHeader, Arrays.copyOf(bytes, 20));
         assertMessage(truncatedHeader, "th.safetensors: header length");
         Path truncatedData = dir.resolve("td.safetensors");
-        Files.write(truncatedData, java.util.Arrays.copyOf(bytes, bytes.length - 4));
+        Files.write(truncatedData, Arrays.copyOf(bytes, bytes.length - 4));
         assertMessage(truncatedData, "tensor w: data_offsets [0, 16] outside the file's 12 data bytes");
         Path tiny = dir.resolve("tiny.safetensors");
         Files.write(tiny, new byte[3]);
@@ -103,7 +105,7 @@ class SafeTensorsTest {
         mine.put("blocks.0.mlp.w1.weight" + CheckpointNames.EXP_AVG, t(new long[]{2, 3}, 1, 2, 3, 4, 5, 6));
         mine.put("embed.tokens", t(new long[]{1, 2}, 7, 8));
         Map<String, CheckpointNames.HostTensor> file = CheckpointNames.toFile(gpt, mine);
-        assertEquals(java.util.Set.of("h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", "h.0.mlp.c_fc.weight.exp_avg", "wte.weight"),
+        assertEquals(Set.of("h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", "h.0.mlp.c_fc.weight.exp_avg", "wte.weight"),
                 file.keySet());
         // Conv1D [in, out]: row i holds input i's weights to q's, k's, then v's outputs
         assertArrayEquals(new long[]{2, 6}, file.get("h.0.attn.c_attn.weight").shape());
@@ -127,7 +129,7 @@ class SafeTensorsTest {
         assertEquals("lm_head.weight", CheckpointNames.fileName(llama, "head.lm"));
         Map<String, CheckpointNames.HostTensor> back = CheckpointNames.fromFile(llama,
                 Map.of("model.layers.12.post_attention_layernorm.weight", t(new long[]{1}, 1)));
-        assertEquals(java.util.Set.of("blocks.12.norm2.gamma"), back.keySet());
+        assertEquals(Set.of("blocks.12.norm2.gamma"), back.keySet());
         assertThrows(CheckpointException.class, () -> CheckpointNames.fromFile(llama, Map.of("h.0.ln_1.weight", t(new long[]{1}, 1))));
     }
 

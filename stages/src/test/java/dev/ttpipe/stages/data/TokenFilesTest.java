@@ -10,7 +10,9 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Random;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -131,7 +133,7 @@ class TokenFilesTest {
         DataException magic = assertThrows(DataException.class, () -> TokenFiles.open(List.of(bad)));
         assertTrue(magic.getMessage().startsWith(bad + ": byte offset 0: magic 12345, expected 20240520"), magic.getMessage());
 
-        Path cut = Files.write(dir.resolve("cut.bin"), java.util.Arrays.copyOf(Files.readAllBytes(f), 1028));
+        Path cut = Files.write(dir.resolve("cut.bin"), Arrays.copyOf(Files.readAllBytes(f), 1028));
         DataException truncated = assertThrows(DataException.class, () -> TokenFiles.open(List.of(cut)));
         assertTrue(truncated.getMessage().startsWith(cut + ": 1028 bytes, but its llm.c header (byte offset 8) says 3 tokens"),
                 truncated.getMessage());
@@ -140,7 +142,7 @@ class TokenFilesTest {
     @Test
     void preparesAStreamedCorpusWhoseTokensEqualTheWholeTextsAtOnce() throws IOException {
         StringBuilder sb = new StringBuilder();
-        java.util.Random r = new java.util.Random(1);
+        Random r = new Random(1);
         String[] words = {"the", "pipeline", "  stage", "\n", "\n\n", "ü", "✓", ".", " 1F0", "Hello", " world", "\t"};
         for (int i = 0; i < 4000; i++) sb.append(words[r.nextInt(words.length)]).append(r.nextBoolean() ? " " : "");
         String text = sb.toString();
