@@ -2,6 +2,7 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.actors.telemetry.TextTable;
 
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
@@ -33,6 +34,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
+
+import static dev.ttpipe.actors.telemetry.TextTable.num;
 
 /**
  * {@code ttpipe simulate}: a microbatch schedule played against a cost model, without hardware.
@@ -425,7 +428,7 @@ public final class SimulateCommand implements Callable<Integer> {
             rows.add(new String[]{Integer.toString(rank), stages.toString(), num(r.busy(rank)), num(r.makespan() - r.busy(rank)),
                     percent(r.bubbleFraction(rank)), r.peakActivations(rank) + (bytes ? " (" + r.peakActivationBytes(rank) + " B)" : "")});
         }
-        text.append(table(header, rows));
+        text.append(TextTable.render(header, rows));
         for (String violation : r.memoryLimitViolations()) text.append("note: ").append(violation).append('\n');
         return text.toString();
     }
@@ -451,7 +454,7 @@ public final class SimulateCommand implements Callable<Integer> {
             rows.add(new String[]{o.schedule().name(), Integer.toString(o.schedule().virtualStages()), num(o.result().makespan()),
                     percent(o.result().bubbleFraction()), peaks.toString()});
         }
-        text.append(table(header, rows));
+        text.append(TextTable.render(header, rows));
         if (outcomes.stream().anyMatch(o -> o.schedule().virtualStages() > 1)) {
             text.append("(with V stages per rank, one activation is one stage's: a V-th of a rank's share)\n");
         }
@@ -481,36 +484,6 @@ public final class SimulateCommand implements Callable<Integer> {
         List<String> violations = r.memoryLimitViolations();
         for (int k = 0; k < violations.size(); k++) j.append(k == 0 ? "" : ",").append(Json.str(violations.get(k)));
         return j.append("]}").toString();
-    }
-
-    static String table(String[] header, List<String[]> rows) {
-        int[] width = new int[header.length];
-        for (int c = 0; c < header.length; c++) width[c] = header[c].length();
-        for (String[] row : rows) for (int c = 0; c < row.length; c++) width[c] = Math.max(width[c], row[c].length());
-        StringBuilder text = new StringBuilder();
-        List<String[]> all = new ArrayList<>();
-        all.add(header);
-        all.addAll(rows);
-        for (String[] row : all) {
-            StringBuilder line = new StringBuilder();
-            for (int c = 0; c < row.length; c++) {
-                if (c > 0) line.append("  ");
-                boolean numeric = c > 0 && row != header && !row[c].isEmpty() && Character.isDigit(row[c].charAt(0))
-                        && c < row.length - 1;
-                String cell = row[c];
-                String pad = " ".repeat(width[c] - cell.length());
-                line.append(numeric ? pad + cell : cell + pad);
-            }
-            text.append(line.toString().stripTrailing()).append('\n');
-        }
-        return text.toString();
-    }
-
-    static String num(double v) {
-        if (v == Math.rint(v) && Math.abs(v) < 1e12) return Long.toString((long) v);
-        String s = String.format(Locale.ROOT, "%.4f", v);
-        s = s.replaceAll("0+$", "");
-        return s.endsWith(".") ? s.substring(0, s.length() - 1) : s;
     }
 
     private static String percent(double fraction) {
