@@ -2,6 +2,7 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.actors.telemetry.RunStageCosts;
 import dev.ttpipe.actors.telemetry.TextTable;
 
 import dev.ttpipe.actors.config.ConfigLoader;
@@ -127,7 +128,7 @@ public final class SimulateCommand implements Callable<Integer> {
      * The --costs values for one rank's share of the model, or ({@code measured} non-null) the per-stage
      * costs measured in a run; then f, b, i, w are their means per stage and comm the mean SEND time.
      */
-    record RankCosts(double f, double b, double i, double w, double comm, MeasuredCosts measured) {
+    record RankCosts(double f, double b, double i, double w, double comm, RunStageCosts measured) {
         RankCosts(double f, double b, double i, double w, double comm) {
             this(f, b, i, w, comm, null);
         }
@@ -147,54 +148,6 @@ public final class SimulateCommand implements Callable<Integer> {
             }
             if (memoryLimit != null) builder.memoryLimitMicrobatches(memoryLimit);
             return builder.build();
-        }
-    }
-
-    /** Per-stage mean costs (ms) read from a run directory's metrics.jsonl. */
-    record MeasuredCosts(Path runDir, int steps, double[] f, double[] b, double[] i, double[] w, double comm) {
-        static MeasuredCosts read(Path runDir) {
-            Path metrics = runDir.resolve("metrics.jsonl");
-            List<String> lines;
-            try {
-                lines = Files.readAllLines(metrics, StandardCharsets.UTF_8);
-            } catch (IOException e) {
-                throw new UserInputException("--costs-from: " + metrics + " cannot be read (" + e.getMessage()
-                        + "), expected the run directory of a `ttpipe train` run");
-            }
-            List<java.util.Map<?, ?>> costs = new ArrayList<>();
-            for (int n = 0; n < lines.size(); n++) {
-                Object o;
-                try {
-                    o = dev.ttpipe.stages.checkpoint.MiniJson.parse(lines.get(n));
-                } catch (IllegalArgumentException e) {
-                    throw new UserInputException("--costs-from: " + metrics + ":" + (n + 1) + ": not JSON (" + e.getMessage() + ")");
-                }
-                if (o instanceof java.util.Map<?, ?> m && m.get("stage_ms") instanceof java.util.Map<?, ?> c) costs.add(c);
-            }
-            if (costs.isEmpty()) {
-                throw new UserInputException("--costs-from: " + metrics + " has no step with per-stage costs (stage_ms), expected a"
-                        + " run of this ttpipe version");
-            }
-            List<java.util.Map<?, ?>> used = costs.size() > 1 ? costs.subList(1, costs.size()) : costs;   // the first step warms up
-            return new MeasuredCosts(runDir, used.size(), mean(used, "f"), mean(used, "b"), mean(used, "i"), mean(used, "w"),
-                    used.stream().mapToDouble(c -> ((Number) c.get("comm")).doubleValue()).average().orElse(0));
-        }
-
-        private static double[] mean(List<java.util.Map<?, ?>> rows, String key) {
-            double[] sum = null;
-            for (java.util.Map<?, ?> r : rows) {
-                List<?> v = (List<?>) r.get(key);
-                if (sum == null) sum = new double[v.size()];
-                for (int k = 0; k < sum.length; k++) sum[k] += v.get(k) == null ? 0 : ((Number) v.get(k)).doubleValue();
-            }
-            for (int k = 0; k < sum.length; k++) sum[k] /= rows.size();
-            return sum;
-        }
-
-        static double average(double[] v) {
-            double s = 0;
-            for (double x : v) s += x;
-            return s / v.length;
         }
     }
 
@@ -244,10 +197,14 @@ public final class SimulateCommand implements Callable<Integer> {
         String name = DEFAULT_SCHEDULE;
         Integer v = null;
         Path cfgFile = config;
-        MeasuredCosts measured = null;
+        RunStageCosts measured = null;
         if (costsFrom != null) {
             if (costs != null) throw new UserInputException("--costs-from and --costs given, expected one of them");
-            measured = MeasuredCosts.read(costsFrom);
+            try {
+                measured = RunStageCosts.read(costsFrom);
+            } catch (IllegalArgumentException e) {
+                throw new UserInputException("--costs-from: " + e.getMessage());
+            }
             if (cfgFile == null) cfgFile = costsFrom.resolve("config.yaml");
         }
         if (cfgFile != null) {
@@ -264,13 +221,19 @@ public final class SimulateCommand implements Callable<Integer> {
         if (memoryLimit != null) positive("--memory-limit", memoryLimit);
         RankCosts rc;
         if (measured != null) {
-            MeasuredCosts mc = measured;
-            rc = new RankCosts(MeasuredCosts.average(mc.f()), MeasuredCosts.average(mc.b()), MeasuredCosts.average(mc.i()),
-                    MeasuredCosts.average(mc.w()), mc.comm(), mc);
+            RunStageCosts mc = measured;
+            rc = new RankCosts(average(mc.f()), average(mc.b()), average(mc.i()),
+                    average(mc.w()), mc.comm(), mc);
         } else {
             rc = parseCosts(costs);
         }
         return new Settings(p, m, name, v, rc, memoryLimit);
+    }
+
+    private static double average(double[] v) {
+        double s = 0;
+        for (double x : v) s += x;
+        return s / v.length;
     }
 
     private static int positive(String flag, int value) {
@@ -412,7 +375,7 @@ public final class SimulateCommand implements Callable<Integer> {
         text.append(String.format(Locale.ROOT, "%s: %d ranks, %d stages, %d microbatches; %s F=%s B=%s (I=%s W=%s), comm=%s per hop%n",
                 s.name(), s.ranks(), s.stages(), s.microbatches(), o.costs().measured() == null ? "per rank" : "mean per stage",
                 num(o.costs().f()), num(o.costs().b()), num(o.costs().i()), num(o.costs().w()), num(o.costs().comm())));
-        MeasuredCosts mc = o.costs().measured();
+        RunStageCosts mc = o.costs().measured();
         if (mc != null) {
             text.append(String.format(Locale.ROOT, "costs measured in %s (ms, mean of %d steps after the first): F per stage %s, B %s%n",
                     mc.runDir(), mc.steps(), nums(mc.f()), nums(mc.b())));
