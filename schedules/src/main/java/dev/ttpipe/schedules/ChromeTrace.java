@@ -1,5 +1,7 @@
 package dev.ttpipe.schedules;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -26,38 +28,46 @@ public final class ChromeTrace {
 
     /** The trace; one time unit of the timeline is {@code microsPerUnit} microseconds. */
     public static String render(SimResult result, double microsPerUnit) {
-        Schedule schedule = result.schedule();
         List<TimedAction> events = result.events();
         StringBuilder json = new StringBuilder(256 + events.size() * 150);
-        json.append("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":").append(quote(schedule.name()))
-                .append(",\"makespan\":").append(num(result.makespan())).append(",\"bubble_fraction\":")
-                .append(num(result.bubbleFraction())).append("},\n\"traceEvents\":[\n");
-        for (String m : TraceLayout.metadata(schedule)) json.append(m).append(",\n");
+        try {
+            write(json, result, microsPerUnit);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);      // a StringBuilder does not throw
+        }
+        return json.toString();
+    }
+
+    private static void write(StringBuilder json, SimResult result, double microsPerUnit) throws IOException {
+        List<TimedAction> events = result.events();
+        TraceEventWriter out = TraceEventWriter.begin(json, result.schedule(), ",\"makespan\":" + num(result.makespan())
+                + ",\"bubble_fraction\":" + num(result.bubbleFraction()));
         double t0 = result.start();
+        StringBuilder event = new StringBuilder(160);
         for (TimedAction e : events) {
             Action a = e.action();
-            json.append("{\"name\":\"").append(TraceLayout.spanName(a)).append("\",\"cat\":\"").append(a.kind().name())
+            event.setLength(0);
+            event.append("{\"name\":\"").append(TraceLayout.spanName(a)).append("\",\"cat\":\"").append(a.kind().name())
                     .append("\",\"ph\":\"X\",\"pid\":").append(TraceLayout.pid(e.rank())).append(",\"tid\":")
                     .append(TraceLayout.tid(a)).append(",\"ts\":")
                     .append(num((e.start() - t0) * microsPerUnit)).append(",\"dur\":").append(num(e.duration() * microsPerUnit))
                     .append(",\"args\":{\"stage\":").append(a.stage()).append(",\"microbatch\":").append(a.microbatch())
-                    .append("}},\n");
+                    .append("}}");
+            out.event(event);
         }
         int id = 0;
         for (int[] flow : crossRankFlows(result)) {
             TimedAction from = events.get(flow[0]);
             TimedAction to = events.get(flow[1]);
             id++;
-            json.append("{\"name\":\"").append(from.action()).append(" -> ").append(to.action())
-                    .append("\",\"cat\":\"dataflow\",\"ph\":\"s\",\"id\":").append(id).append(",\"pid\":").append(TraceLayout.pid(from.rank()))
-                    .append(",\"tid\":").append(TraceLayout.tid(from.action())).append(",\"ts\":").append(num((middle(from) - t0) * microsPerUnit)).append("},\n");
-            json.append("{\"name\":\"").append(from.action()).append(" -> ").append(to.action())
-                    .append("\",\"cat\":\"dataflow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":").append(id).append(",\"pid\":")
-                    .append(TraceLayout.pid(to.rank())).append(",\"tid\":").append(TraceLayout.tid(to.action())).append(",\"ts\":").append(num((middle(to) - t0) * microsPerUnit)).append("},\n");
+            out.event("{\"name\":\"" + from.action() + " -> " + to.action() + "\",\"cat\":\"dataflow\",\"ph\":\"s\",\"id\":" + id
+                    + ",\"pid\":" + TraceLayout.pid(from.rank()) + ",\"tid\":" + TraceLayout.tid(from.action()) + ",\"ts\":"
+                    + num((middle(from) - t0) * microsPerUnit) + "}");
+            out.event("{\"name\":\"" + from.action() + " -> " + to.action() + "\",\"cat\":\"dataflow\",\"ph\":\"f\",\"bp\":\"e\",\"id\":"
+                    + id + ",\"pid\":" + TraceLayout.pid(to.rank()) + ",\"tid\":" + TraceLayout.tid(to.action()) + ",\"ts\":"
+                    + num((middle(to) - t0) * microsPerUnit) + "}");
         }
-        int last = json.lastIndexOf(",\n");
-        if (last >= 0 && last == json.length() - 2) json.setLength(last);
-        return json.append("\n]}\n").toString();
+        out.end();
     }
 
     /**
@@ -97,24 +107,5 @@ public final class ChromeTrace {
     private static String num(double v) {
         if (v == Math.rint(v) && Math.abs(v) < 1e15) return Long.toString((long) v);
         return String.format(Locale.ROOT, "%.3f", v);
-    }
-
-    static String quote(String s) {
-        StringBuilder out = new StringBuilder(s.length() + 2).append('"');
-        for (int i = 0; i < s.length(); i++) {
-            char c = s.charAt(i);
-            switch (c) {
-                case '"' -> out.append("\\\"");
-                case '\\' -> out.append("\\\\");
-                case '\n' -> out.append("\\n");
-                case '\r' -> out.append("\\r");
-                case '\t' -> out.append("\\t");
-                default -> {
-                    if (c < 0x20) out.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
-                    else out.append(c);
-                }
-            }
-        }
-        return out.append('"').toString();
     }
 }

@@ -112,18 +112,8 @@ public final class Stage implements AutoCloseable {
      */
     public Tensor forward(int pass, int mb, Tensor input) {
         Micro m = Micro.training(pass, mb);
-        Tensor x = input;
+        Tensor x = embedAndBlocks(m, input);
         try {
-            if (embeddings != null) {
-                try (Tensor ids = x) {
-                    x = embeddings.forward(m, ids);
-                }
-            }
-            for (Block b : blocks) {
-                try (Tensor in = x) {
-                    x = b.forward(m, in);
-                }
-            }
             inFlight.put(mb, Boolean.TRUE);
             if (head != null) {
                 try (Tensor in = x) {
@@ -133,7 +123,7 @@ public final class Stage implements AutoCloseable {
             }
             return x;
         } catch (RuntimeException e) {
-            if (x != null && !x.isClosed()) x.close();
+            closeUnlessClosed(x);
             throw e;
         }
     }
@@ -144,6 +134,26 @@ public final class Stage implements AutoCloseable {
      */
     public Tensor infer(Tensor input) {
         Micro m = Micro.INFERENCE;
+        Tensor x = embedAndBlocks(m, input);
+        try {
+            if (head != null) {
+                try (Tensor in = x) {
+                    x = head.logits(m, in);
+                }
+            }
+            return x;
+        } catch (RuntimeException e) {
+            closeUnlessClosed(x);
+            throw e;
+        }
+    }
+
+    /**
+     * The walk {@link #forward} and {@link #infer} share: the embedding (first stage) then each block, each
+     * closing its input. Takes ownership of {@code input}; returns the last block's output [b, T, D], which the
+     * caller owns; on a failure, closes whatever tensor it held.
+     */
+    private Tensor embedAndBlocks(Micro m, Tensor input) {
         Tensor x = input;
         try {
             if (embeddings != null) {
@@ -156,16 +166,15 @@ public final class Stage implements AutoCloseable {
                     x = b.forward(m, in);
                 }
             }
-            if (head != null) {
-                try (Tensor in = x) {
-                    x = head.logits(m, in);
-                }
-            }
             return x;
         } catch (RuntimeException e) {
-            if (x != null && !x.isClosed()) x.close();
+            closeUnlessClosed(x);
             throw e;
         }
+    }
+
+    private static void closeUnlessClosed(Tensor x) {
+        if (x != null && !x.isClosed()) x.close();
     }
 
     /** An empty key/value cache for {@link #decode} of up to {@code capacity} tokens. */
@@ -208,7 +217,7 @@ public final class Stage implements AutoCloseable {
             }
             return x;
         } catch (RuntimeException e) {
-            if (x != null && !x.isClosed()) x.close();
+            closeUnlessClosed(x);
             throw e;
         }
     }
@@ -246,7 +255,7 @@ public final class Stage implements AutoCloseable {
             }
             return g;
         } catch (RuntimeException e) {
-            if (g != null && !g.isClosed()) g.close();
+            closeUnlessClosed(g);
             throw e;
         }
     }

@@ -2,6 +2,8 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.actors.telemetry.RunStageCosts;
+import dev.ttpipe.actors.telemetry.TextTable;
 
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
@@ -33,6 +35,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
+
+import static dev.ttpipe.actors.telemetry.TextTable.num;
 
 /**
  * {@code ttpipe simulate}: a microbatch schedule played against a cost model, without hardware.
@@ -124,7 +128,7 @@ public final class SimulateCommand implements Callable<Integer> {
      * The --costs values for one rank's share of the model, or ({@code measured} non-null) the per-stage
      * costs measured in a run; then f, b, i, w are their means per stage and comm the mean SEND time.
      */
-    record RankCosts(double f, double b, double i, double w, double comm, MeasuredCosts measured) {
+    record RankCosts(double f, double b, double i, double w, double comm, RunStageCosts measured) {
         RankCosts(double f, double b, double i, double w, double comm) {
             this(f, b, i, w, comm, null);
         }
@@ -144,54 +148,6 @@ public final class SimulateCommand implements Callable<Integer> {
             }
             if (memoryLimit != null) builder.memoryLimitMicrobatches(memoryLimit);
             return builder.build();
-        }
-    }
-
-    /** Per-stage mean costs (ms) read from a run directory's metrics.jsonl. */
-    record MeasuredCosts(Path runDir, int steps, double[] f, double[] b, double[] i, double[] w, double comm) {
-        static MeasuredCosts read(Path runDir) {
-            Path metrics = runDir.resolve("metrics.jsonl");
-            List<String> lines;
-            try {
-                lines = Files.readAllLines(metrics, StandardCharsets.UTF_8);
-            } catch (IOException e) {
-                throw new UserInputException("--costs-from: " + metrics + " cannot be read (" + e.getMessage()
-                        + "), expected the run directory of a `ttpipe train` run");
-            }
-            List<java.util.Map<?, ?>> costs = new ArrayList<>();
-            for (int n = 0; n < lines.size(); n++) {
-                Object o;
-                try {
-                    o = dev.ttpipe.stages.checkpoint.MiniJson.parse(lines.get(n));
-                } catch (IllegalArgumentException e) {
-                    throw new UserInputException("--costs-from: " + metrics + ":" + (n + 1) + ": not JSON (" + e.getMessage() + ")");
-                }
-                if (o instanceof java.util.Map<?, ?> m && m.get("stage_ms") instanceof java.util.Map<?, ?> c) costs.add(c);
-            }
-            if (costs.isEmpty()) {
-                throw new UserInputException("--costs-from: " + metrics + " has no step with per-stage costs (stage_ms), expected a"
-                        + " run of this ttpipe version");
-            }
-            List<java.util.Map<?, ?>> used = costs.size() > 1 ? costs.subList(1, costs.size()) : costs;   // the first step warms up
-            return new MeasuredCosts(runDir, used.size(), mean(used, "f"), mean(used, "b"), mean(used, "i"), mean(used, "w"),
-                    used.stream().mapToDouble(c -> ((Number) c.get("comm")).doubleValue()).average().orElse(0));
-        }
-
-        private static double[] mean(List<java.util.Map<?, ?>> rows, String key) {
-            double[] sum = null;
-            for (java.util.Map<?, ?> r : rows) {
-                List<?> v = (List<?>) r.get(key);
-                if (sum == null) sum = new double[v.size()];
-                for (int k = 0; k < sum.length; k++) sum[k] += v.get(k) == null ? 0 : ((Number) v.get(k)).doubleValue();
-            }
-            for (int k = 0; k < sum.length; k++) sum[k] /= rows.size();
-            return sum;
-        }
-
-        static double average(double[] v) {
-            double s = 0;
-            for (double x : v) s += x;
-            return s / v.length;
         }
     }
 
@@ -241,10 +197,14 @@ public final class SimulateCommand implements Callable<Integer> {
         String name = DEFAULT_SCHEDULE;
         Integer v = null;
         Path cfgFile = config;
-        MeasuredCosts measured = null;
+        RunStageCosts measured = null;
         if (costsFrom != null) {
             if (costs != null) throw new UserInputException("--costs-from and --costs given, expected one of them");
-            measured = MeasuredCosts.read(costsFrom);
+            try {
+                measured = RunStageCosts.read(costsFrom);
+            } catch (IllegalArgumentException e) {
+                throw new UserInputException("--costs-from: " + e.getMessage());
+            }
             if (cfgFile == null) cfgFile = costsFrom.resolve("config.yaml");
         }
         if (cfgFile != null) {
@@ -261,13 +221,19 @@ public final class SimulateCommand implements Callable<Integer> {
         if (memoryLimit != null) positive("--memory-limit", memoryLimit);
         RankCosts rc;
         if (measured != null) {
-            MeasuredCosts mc = measured;
-            rc = new RankCosts(MeasuredCosts.average(mc.f()), MeasuredCosts.average(mc.b()), MeasuredCosts.average(mc.i()),
-                    MeasuredCosts.average(mc.w()), mc.comm(), mc);
+            RunStageCosts mc = measured;
+            rc = new RankCosts(average(mc.f()), average(mc.b()), average(mc.i()),
+                    average(mc.w()), mc.comm(), mc);
         } else {
             rc = parseCosts(costs);
         }
         return new Settings(p, m, name, v, rc, memoryLimit);
+    }
+
+    private static double average(double[] v) {
+        double s = 0;
+        for (double x : v) s += x;
+        return s / v.length;
     }
 
     private static int positive(String flag, int value) {
@@ -409,7 +375,7 @@ public final class SimulateCommand implements Callable<Integer> {
         text.append(String.format(Locale.ROOT, "%s: %d ranks, %d stages, %d microbatches; %s F=%s B=%s (I=%s W=%s), comm=%s per hop%n",
                 s.name(), s.ranks(), s.stages(), s.microbatches(), o.costs().measured() == null ? "per rank" : "mean per stage",
                 num(o.costs().f()), num(o.costs().b()), num(o.costs().i()), num(o.costs().w()), num(o.costs().comm())));
-        MeasuredCosts mc = o.costs().measured();
+        RunStageCosts mc = o.costs().measured();
         if (mc != null) {
             text.append(String.format(Locale.ROOT, "costs measured in %s (ms, mean of %d steps after the first): F per stage %s, B %s%n",
                     mc.runDir(), mc.steps(), nums(mc.f()), nums(mc.b())));
@@ -425,7 +391,7 @@ public final class SimulateCommand implements Callable<Integer> {
             rows.add(new String[]{Integer.toString(rank), stages.toString(), num(r.busy(rank)), num(r.makespan() - r.busy(rank)),
                     percent(r.bubbleFraction(rank)), r.peakActivations(rank) + (bytes ? " (" + r.peakActivationBytes(rank) + " B)" : "")});
         }
-        text.append(table(header, rows));
+        text.append(TextTable.render(header, rows));
         for (String violation : r.memoryLimitViolations()) text.append("note: ").append(violation).append('\n');
         return text.toString();
     }
@@ -451,7 +417,7 @@ public final class SimulateCommand implements Callable<Integer> {
             rows.add(new String[]{o.schedule().name(), Integer.toString(o.schedule().virtualStages()), num(o.result().makespan()),
                     percent(o.result().bubbleFraction()), peaks.toString()});
         }
-        text.append(table(header, rows));
+        text.append(TextTable.render(header, rows));
         if (outcomes.stream().anyMatch(o -> o.schedule().virtualStages() > 1)) {
             text.append("(with V stages per rank, one activation is one stage's: a V-th of a rank's share)\n");
         }
@@ -481,36 +447,6 @@ public final class SimulateCommand implements Callable<Integer> {
         List<String> violations = r.memoryLimitViolations();
         for (int k = 0; k < violations.size(); k++) j.append(k == 0 ? "" : ",").append(Json.str(violations.get(k)));
         return j.append("]}").toString();
-    }
-
-    static String table(String[] header, List<String[]> rows) {
-        int[] width = new int[header.length];
-        for (int c = 0; c < header.length; c++) width[c] = header[c].length();
-        for (String[] row : rows) for (int c = 0; c < row.length; c++) width[c] = Math.max(width[c], row[c].length());
-        StringBuilder text = new StringBuilder();
-        List<String[]> all = new ArrayList<>();
-        all.add(header);
-        all.addAll(rows);
-        for (String[] row : all) {
-            StringBuilder line = new StringBuilder();
-            for (int c = 0; c < row.length; c++) {
-                if (c > 0) line.append("  ");
-                boolean numeric = c > 0 && row != header && !row[c].isEmpty() && Character.isDigit(row[c].charAt(0))
-                        && c < row.length - 1;
-                String cell = row[c];
-                String pad = " ".repeat(width[c] - cell.length());
-                line.append(numeric ? pad + cell : cell + pad);
-            }
-            text.append(line.toString().stripTrailing()).append('\n');
-        }
-        return text.toString();
-    }
-
-    static String num(double v) {
-        if (v == Math.rint(v) && Math.abs(v) < 1e12) return Long.toString((long) v);
-        String s = String.format(Locale.ROOT, "%.4f", v);
-        s = s.replaceAll("0+$", "");
-        return s.endsWith(".") ? s.substring(0, s.length() - 1) : s;
     }
 
     private static String percent(double fraction) {

@@ -5,6 +5,7 @@ import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.schedules.Schedule;
+import dev.ttpipe.schedules.TraceEventWriter;
 import dev.ttpipe.schedules.TraceLayout;
 
 import java.io.IOException;
@@ -41,17 +42,9 @@ public final class ChromeTrace {
 
     public static void write(Writer w, Schedule schedule, List<ActionEvent> events, List<Coordinator.StepReport> steps,
                              long originNs) throws IOException {
-        w.write("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"schedule\":" + Json.str(schedule.name()) + ",\"measured\":true},"
-                + "\n\"traceEvents\":[\n");
-        boolean[] first = {true};
-        Emitter out = line -> {
-            if (!first[0]) w.write(",\n");
-            first[0] = false;
-            w.write(line);
-        };
-        for (String m : TraceLayout.metadata(schedule)) out.emit(m);
+        TraceEventWriter out = TraceEventWriter.begin(w, schedule, ",\"measured\":true");
         for (Coordinator.StepReport s : steps) {
-            out.emit("{\"ph\":\"i\",\"s\":\"g\",\"name\":\"step " + (s.step() + 1) + "\",\"cat\":\"step\",\"pid\":0,\"tid\":0,\"ts\":"
+            out.event("{\"ph\":\"i\",\"s\":\"g\",\"name\":\"step " + (s.step() + 1) + "\",\"cat\":\"step\",\"pid\":0,\"tid\":0,\"ts\":"
                     + Json.num(us(s.startNs() - originNs)) + ",\"args\":{\"step\":" + (s.step() + 1) + ",\"loss\":"
                     + Json.num(s.loss()) + "}}");
         }
@@ -67,17 +60,17 @@ public final class ChromeTrace {
             int pid = TraceLayout.pid(e.rank()), tid = TraceLayout.tid(a);
             double ts = us(e.startNs() - originNs);
             double dur = Math.max(MIN_DURATION_US, us(e.durationNs()));
-            out.emit("{\"ph\":\"X\",\"name\":" + Json.str(TraceLayout.spanName(a)) + ",\"cat\":" + Json.str(a.kind().name())
+            out.event("{\"ph\":\"X\",\"name\":" + Json.str(TraceLayout.spanName(a)) + ",\"cat\":" + Json.str(a.kind().name())
                     + ",\"pid\":" + pid + ",\"tid\":" + tid + ",\"ts\":" + Json.num(ts) + ",\"dur\":" + Json.num(dur)
                     + ",\"args\":{\"microbatch\":" + e.microbatch() + ",\"pass\":" + e.pass()
                     + (e.bytes() > 0 ? ",\"bytes\":" + e.bytes() : "")
                     + (e.waitNs() > 0 ? ",\"wait_ms\":" + Json.num(e.waitNs() / 1e6) : "") + "}}");
             double endTs = us(e.endNs() - originNs);
-            out.emit("{\"ph\":\"C\",\"name\":\"buffered arrivals\",\"pid\":" + pid + ",\"ts\":" + Json.num(ts)
+            out.event("{\"ph\":\"C\",\"name\":\"buffered arrivals\",\"pid\":" + pid + ",\"ts\":" + Json.num(ts)
                     + ",\"args\":{\"count\":" + e.queueDepth() + "}}");
-            out.emit("{\"ph\":\"C\",\"name\":\"stashed microbatches\",\"pid\":" + pid + ",\"ts\":" + Json.num(endTs)
+            out.event("{\"ph\":\"C\",\"name\":\"stashed microbatches\",\"pid\":" + pid + ",\"ts\":" + Json.num(endTs)
                     + ",\"args\":{\"count\":" + e.stashed() + "}}");
-            out.emit("{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":" + pid + ",\"ts\":" + Json.num(endTs)
+            out.event("{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":" + pid + ",\"ts\":" + Json.num(endTs)
                     + ",\"args\":{\"bytes\":" + e.memory() + "}}");
             if (e.kind() == ActionKind.RECV_F || e.kind() == ActionKind.RECV_B) {
                 boolean forward = e.kind() == ActionKind.RECV_F;
@@ -86,15 +79,15 @@ public final class ChromeTrace {
                 if (send != null) {
                     long id = flowId++;
                     String name = Json.str(send.label() + " -> " + e.label());
-                    out.emit("{\"ph\":\"s\",\"id\":" + id + ",\"name\":" + name + ",\"cat\":\"dataflow\",\"pid\":"
+                    out.event("{\"ph\":\"s\",\"id\":" + id + ",\"name\":" + name + ",\"cat\":\"dataflow\",\"pid\":"
                             + TraceLayout.pid(send.rank()) + ",\"tid\":" + TraceLayout.tid(send.action()) + ",\"ts\":"
                             + Json.num(middle(send, originNs)) + "}");
-                    out.emit("{\"ph\":\"f\",\"bp\":\"e\",\"id\":" + id + ",\"name\":" + name + ",\"cat\":\"dataflow\",\"pid\":"
+                    out.event("{\"ph\":\"f\",\"bp\":\"e\",\"id\":" + id + ",\"name\":" + name + ",\"cat\":\"dataflow\",\"pid\":"
                             + pid + ",\"tid\":" + tid + ",\"ts\":" + Json.num(middle(e, originNs)) + "}");
                 }
             }
         }
-        w.write("\n]}\n");
+        out.end();
     }
 
     /** The middle of the slice as drawn (with its minimum duration): inside it, never on a neighbour's edge. */
@@ -108,9 +101,5 @@ public final class ChromeTrace {
 
     private static String flowKey(boolean forward, int fromStage, int mb, int pass) {
         return (forward ? "F:" : "B:") + fromStage + ":" + mb + ":" + pass;
-    }
-
-    private interface Emitter {
-        void emit(String line) throws IOException;
     }
 }

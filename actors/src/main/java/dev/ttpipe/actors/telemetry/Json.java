@@ -1,29 +1,15 @@
 package dev.ttpipe.actors.telemetry;
 
-import java.util.Locale;
+import dev.ttpipe.schedules.TraceEventWriter;
 
 /** Writes JSON by hand (ttpipe ships no JSON library): escaped strings and finite-or-null numbers. */
 public final class Json {
     private Json() {
     }
 
+    /** {@code s} as a JSON string literal (escaped as the traces escape it), or {@code null}. */
     public static String str(String s) {
-        if (s == null) return "null";
-        StringBuilder sb = new StringBuilder(s.length() + 2).append('"');
-        for (int i = 0; i < s.length(); i++) {
-            char c = s.charAt(i);
-            switch (c) {
-                case '"': sb.append("\\\""); break;
-                case '\\': sb.append("\\\\"); break;
-                case '\n': sb.append("\\n"); break;
-                case '\r': sb.append("\\r"); break;
-                case '\t': sb.append("\\t"); break;
-                default:
-                    if (c < 0x20) sb.append(String.format("\\u%04x", (int) c));
-                    else sb.append(c);
-            }
-        }
-        return sb.append('"').toString();
+        return s == null ? "null" : TraceEventWriter.quote(s);
     }
 
     public static String num(double v) {

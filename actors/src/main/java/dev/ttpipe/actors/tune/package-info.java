@@ -5,6 +5,8 @@
  * {@link dev.ttpipe.actors.tune.Search} predicts every {@link dev.ttpipe.actors.tune.Candidate} with the
  * schedules module's simulator under each rank's memory; {@link dev.ttpipe.actors.tune.Trial} runs real
  * steps of configs, stepped in turn, for calibration and for checking predictions;
- * {@link dev.ttpipe.actors.tune.Tuning} turns candidates into configs `ttpipe train` loads.
+ * {@link dev.ttpipe.actors.tune.Tuning} turns candidates into configs `ttpipe train` loads;
+ * {@link dev.ttpipe.actors.tune.TuneRun} is one tune from its settings to the pick, the written config and the
+ * ranking printed.
  */
 package dev.ttpipe.actors.tune;
