@@ -1,11 +1,14 @@
 package dev.ttpipe.stages;
 
 import dev.ttpipe.device.DeviceException;
+import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.LossOutput;
+import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 
@@ -41,8 +44,8 @@ public final class Stage implements AutoCloseable {
             // Tied across stages (Megatron): the last stage keeps its own copy of the token embedding, made by the same
             // initialisation (same name, same seed), and the runtime sums the two copies' gradients every step.
             this.tiedCopy = slice.head() && spec.weightTying() && embeddings == null
-                    ? c.normal(Embeddings.TOKENS, dev.ttpipe.device.Shape.of(spec.vocabSize(), spec.embeddingDim()),
-                    dev.ttpipe.device.Layout.REPLICATED, Embeddings.TOKENS_STD) : null;
+                    ? c.normal(Embeddings.TOKENS, Shape.of(spec.vocabSize(), spec.embeddingDim()),
+                    Layout.REPLICATED, Embeddings.TOKENS_STD) : null;
             this.head = slice.head() ? new Head(c, !spec.weightTying() ? null : embeddings != null ? embeddings.tokens : tiedCopy) : null;
         } catch (RuntimeException e) {
             c.params.forEach(Param::close);
@@ -314,7 +317,7 @@ public final class Stage implements AutoCloseable {
             if (nonFinite == null && !Double.isFinite(ss)) nonFinite = p.name();
             out[n++] = ss;
         }
-        return java.util.Arrays.copyOf(out, n);
+        return Arrays.copyOf(out, n);
     }
 
     private String nonFinite;

@@ -22,6 +22,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongSupplier;
 import java.util.zip.CRC32C;
 
 /**
@@ -46,7 +47,7 @@ final class AeronChannel implements TensorChannel {
     private final String name;
     private final int from;
     private final int to;
-    private final java.util.function.LongSupplier jobId;
+    private final LongSupplier jobId;
     private final ExclusivePublication publication;
     private final long connectTimeoutNs;
     private final int maxChunk;
@@ -74,7 +75,7 @@ final class AeronChannel implements TensorChannel {
     private record Send(FrameHeader header, Tensor tensor, CompletableFuture<Void> done) {
     }
 
-    AeronChannel(String name, int from, int to, java.util.function.LongSupplier jobId, ExclusivePublication publication, long connectTimeoutNs,
+    AeronChannel(String name, int from, int to, LongSupplier jobId, ExclusivePublication publication, long connectTimeoutNs,
                  int maxChunkBytes, FrameFault fault, Runnable onClose) {
         this.name = name;
         this.from = from;

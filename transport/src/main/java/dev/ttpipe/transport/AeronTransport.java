@@ -21,6 +21,7 @@ import java.util.Arrays;
 import java.util.BitSet;
 import java.util.Collections;
 import java.util.LinkedHashSet;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
@@ -28,6 +29,7 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * Tensors over Aeron: IPC ({@code aeron:ipc}) between ranks of this process, UDP
@@ -74,7 +76,7 @@ public final class AeronTransport implements Transport {
 
     private final Config config;
     /** The job whose frames this transport carries: {@link Config#jobId()} until {@link #adoptJob} says otherwise. */
-    private final java.util.concurrent.atomic.AtomicLong job = new java.util.concurrent.atomic.AtomicLong();
+    private final AtomicLong job = new AtomicLong();
     private final EmbeddedDriver driver;
     private final Aeron aeron;
     private final ReceiveBuffers buffers = new ReceiveBuffers();
@@ -278,7 +280,7 @@ public final class AeronTransport implements Transport {
 
     /** Starts the embedded driver and the receive thread. */
     public static AeronTransport start(Config config) {
-        java.util.List<Path> stale = StaleDirectories.clean();        // what SIGKILLed ttpipe processes left in /dev/shm
+        List<Path> stale = StaleDirectories.clean();        // what SIGKILLed ttpipe processes left in /dev/shm
         if (!stale.isEmpty()) log.info("removed {} Aeron directories of ttpipe processes that no longer exist", stale.size());
         Path dir = config.directory() != null ? config.directory() : defaultDirectory();
         int ipcMtu = Math.min(MAX_IPC_MTU, config.termLength() / 8);

@@ -26,6 +26,7 @@ import java.util.Arrays;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.function.IntFunction;
 import java.util.function.IntPredicate;
+import java.util.function.LongSupplier;
 import java.util.zip.CRC32C;
 
 /**
@@ -54,7 +55,7 @@ final class FrameAssembler implements FragmentHandler {
     private static final int FRAGMENT_LIMIT = 32;
 
     private final int rank;
-    private final java.util.function.LongSupplier jobId;
+    private final LongSupplier jobId;
     private final long maxPayload;
     private final Subscription subscription;
     private final ReceiveBuffers buffers;
@@ -100,7 +101,7 @@ final class FrameAssembler implements FragmentHandler {
         }
     }
 
-    FrameAssembler(int rank, java.util.function.LongSupplier jobId, long maxPayload, Subscription subscription, ReceiveBuffers buffers,
+    FrameAssembler(int rank, LongSupplier jobId, long maxPayload, Subscription subscription, ReceiveBuffers buffers,
                    IntFunction<String> channelOfSession, IntPredicate isRankOfJob, TensorReceiver receiver, Submesh submesh) {
         this.rank = rank;
         this.jobId = jobId;

@@ -9,6 +9,7 @@ import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
 import dev.ttpipe.device.cpu.CpuMeshDevice;
+import org.agrona.BufferUtil;
 
 import java.io.IOException;
 import java.net.DatagramSocket;
@@ -16,6 +17,7 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
@@ -188,8 +190,8 @@ public final class TransportBenchmark {
             if (it >= 0) seconds[it] = (t1 - t0) / 1e9;
         }
         for (int f = 0; f < frames; f++) {
-            org.agrona.BufferUtil.free(src[f]);
-            org.agrona.BufferUtil.free(dst[f]);
+            BufferUtil.free(src[f]);
+            BufferUtil.free(dst[f]);
         }
         return frames * bytes / median(seconds) / 1e9;
     }
@@ -236,7 +238,7 @@ public final class TransportBenchmark {
                     + "or GiB (e.g. 4MiB)");
         }
         String unit = s.substring(i).trim();
-        int shift = switch (unit.toLowerCase(java.util.Locale.ROOT)) {
+        int shift = switch (unit.toLowerCase(Locale.ROOT)) {
             case "", "b" -> 0;
             case "kib" -> 10;
             case "mib" -> 20;

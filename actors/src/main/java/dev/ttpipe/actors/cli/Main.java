@@ -1,10 +1,16 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.ExitCodes;
 import dev.ttpipe.actors.UserInputException;
 import ch.qos.logback.classic.Level;
 import ch.qos.logback.classic.Logger;
 import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.runtime.Faults;
+import dev.ttpipe.actors.runtime.PipelineFailure;
+import dev.ttpipe.schedules.ScheduleException;
+import dev.ttpipe.stages.StagesException;
+import dev.ttpipe.stages.checkpoint.CheckpointException;
+import dev.ttpipe.stages.data.DataException;
 import org.slf4j.LoggerFactory;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -41,9 +47,9 @@ import java.io.PrintWriter;
         footer = {"", "Run 'ttpipe COMMAND --help' for a command's options and examples."})
 public final class Main implements Runnable {
 
-    public static final int EXIT_OK = dev.ttpipe.actors.ExitCodes.OK;
-    public static final int EXIT_FAILURE = dev.ttpipe.actors.ExitCodes.FAILURE;
-    public static final int EXIT_BAD_INPUT = dev.ttpipe.actors.ExitCodes.BAD_INPUT;
+    public static final int EXIT_OK = ExitCodes.OK;
+    public static final int EXIT_FAILURE = ExitCodes.FAILURE;
+    public static final int EXIT_BAD_INPUT = ExitCodes.BAD_INPUT;
 
     @Option(names = "--verbose", scope = CommandLine.ScopeType.INHERIT,
             description = "Debug logging, and stack traces on errors.")
@@ -120,10 +126,10 @@ public final class Main implements Runnable {
     static int exitCodeOf(Throwable ex) {
         for (Throwable t = ex; t != null; t = t.getCause()) {
             if (t instanceof ConfigException || t instanceof UserInputException
-                    || t instanceof CommandLine.ParameterException || t instanceof dev.ttpipe.schedules.ScheduleException
-                    || t instanceof dev.ttpipe.stages.StagesException
-                    || t instanceof dev.ttpipe.stages.checkpoint.CheckpointException
-                    || t instanceof dev.ttpipe.stages.data.DataException) {
+                    || t instanceof CommandLine.ParameterException || t instanceof ScheduleException
+                    || t instanceof StagesException
+                    || t instanceof CheckpointException
+                    || t instanceof DataException) {
                 return EXIT_BAD_INPUT;
             }
         }
@@ -134,10 +140,10 @@ public final class Main implements Runnable {
     static String oneLine(Throwable ex) {
         for (Throwable t = ex; t != null; t = t.getCause()) {
             if (t instanceof ConfigException || t instanceof UserInputException
-                    || t instanceof dev.ttpipe.schedules.ScheduleException || t instanceof dev.ttpipe.stages.StagesException
-                    || t instanceof dev.ttpipe.stages.checkpoint.CheckpointException
-                    || t instanceof dev.ttpipe.stages.data.DataException
-                    || t instanceof dev.ttpipe.actors.runtime.PipelineFailure) {
+                    || t instanceof ScheduleException || t instanceof StagesException
+                    || t instanceof CheckpointException
+                    || t instanceof DataException
+                    || t instanceof PipelineFailure) {
                 return t.getMessage();
             }
         }

@@ -281,7 +281,7 @@ public final class SimulateCommand implements Callable<Integer> {
         double comm = given.getOrDefault("comm", 0.0);
         double[] biw;
         try {
-            biw = dev.ttpipe.schedules.CostModel.backwardParts(b, i, w, 2.0);
+            biw = CostModel.backwardParts(b, i, w, 2.0);
         } catch (IllegalArgumentException e) {
             throw new UserInputException("--costs: b=" + b + " is smaller than " + (i != null && i > b ? "i=" + i : "w=" + w)
                     + ", expected b >= i and b >= w (b is the whole backward, i + w)");

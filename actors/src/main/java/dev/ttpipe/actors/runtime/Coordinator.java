@@ -8,13 +8,17 @@ import dev.ttpipe.stages.data.Batch;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
+import org.apache.pekko.actor.typed.javadsl.BehaviorBuilder;
 import org.apache.pekko.actor.typed.javadsl.Behaviors;
 import org.apache.pekko.actor.typed.javadsl.StashBuffer;
 import org.apache.pekko.pattern.StatusReply;
 
+import java.security.SecureRandom;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 
 /**
@@ -71,10 +75,14 @@ public final class Coordinator {
     public record PassDone(int rank, int pass, List<ActionEvent> events, Map<Integer, LossOutput> losses) implements Command, ClusterMessage {
     }
 
-    /** {@code nonFinite}: where a non-finite gradient first appeared on this rank ("stage 2, h.3.attn.c_attn.weight"), or null. */
-    /** {@code tiedGrads}: this rank's halves of a token embedding tied across stages (first stage's, then last's), or empty. */
-    /** {@code stageSums}: by stage index, the sum of squares of each of that stage's gradients, in its parameter order. */
-    public record GradReport(int rank, java.util.TreeMap<Integer, double[]> stageSums, String nonFinite, int nonFiniteStage, float[][] tiedGrads, ActionEvent event)
+    /**
+     * A rank's gradients after the reduction. {@code stageSums}: by stage index, the sum of squares of
+     * each of that stage's gradients, in its parameter order. {@code nonFinite}: where a non-finite
+     * gradient first appeared on this rank ("stage 2, h.3.attn.c_attn.weight"), or null.
+     * {@code tiedGrads}: this rank's halves of a token embedding tied across stages (first stage's, then
+     * last's), or empty.
+     */
+    public record GradReport(int rank, TreeMap<Integer, double[]> stageSums, String nonFinite, int nonFiniteStage, float[][] tiedGrads, ActionEvent event)
             implements Command, ClusterMessage {
     }
 
@@ -136,7 +144,7 @@ public final class Coordinator {
         for (ActorRef<StageActor.Command> r : ranks) {
             r.tell(new StageActor.JoinJob(jobId, plan.fingerprint(), ctx.getSelf()));
         }
-        java.util.Set<Integer> waiting = new java.util.HashSet<>();
+        Set<Integer> waiting = new HashSet<>();
         for (int r = 0; r < ranks.size(); r++) waiting.add(r);
         return Behaviors.receive(Command.class)
                 .onMessage(Joined.class, m -> {
@@ -167,8 +175,8 @@ public final class Coordinator {
      * replacement registers. Answers {@code replyTo} with the new id once all have joined.
      */
     private Behavior<Command> rejoining(Rejoin request) {
-        jobId = new java.security.SecureRandom().nextLong();
-        java.util.Set<Integer> waiting = new java.util.HashSet<>();
+        jobId = new SecureRandom().nextLong();
+        Set<Integer> waiting = new HashSet<>();
         for (int r = 0; r < ranks.size(); r++) {
             waiting.add(r);
             ranks.get(r).tell(new StageActor.JoinJob(jobId, plan.fingerprint(), ctx.getSelf()));
@@ -245,7 +253,7 @@ public final class Coordinator {
         double clip = 1.0;
         double lr;
         /** The tied embedding's gradient halves, by rank (the first stage's rank is the lower one, or the same rank first). */
-        final java.util.TreeMap<Integer, float[][]> tiedGrads = new java.util.TreeMap<>();
+        final TreeMap<Integer, float[][]> tiedGrads = new TreeMap<>();
         float[] tiedSum;
 
         StepState(RunStep request) {
@@ -259,7 +267,7 @@ public final class Coordinator {
     }
 
     /** Handles what every phase of a running step handles the same way: a failure, or a second step. */
-    private org.apache.pekko.actor.typed.javadsl.BehaviorBuilder<Command> during(StepState st) {
+    private BehaviorBuilder<Command> during(StepState st) {
         return Behaviors.receive(Command.class)
                 .onMessage(RankFailed.class, m -> {
                     st.request.replyTo().tell(StatusReply.error(m.message()));

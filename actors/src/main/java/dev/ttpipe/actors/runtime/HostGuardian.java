@@ -22,11 +22,14 @@ import org.apache.pekko.cluster.typed.Subscribe;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import java.net.InetAddress;
+import java.net.UnknownHostException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
 
 /**
@@ -131,7 +134,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     private final Map<Integer, Boolean> local = new HashMap<>();
     private ActorRef<Coordinator.Command> coordinator;
     /** Ranks whose process was lost and has not been replaced yet. */
-    private final java.util.Set<Integer> lost = new java.util.TreeSet<>();
+    private final Set<Integer> lost = new TreeSet<>();
     private String failure;
     private boolean ending;
 
@@ -281,8 +284,8 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
 
     private static boolean sameHost(String a, String b) {
         try {
-            return java.net.InetAddress.getByName(a).equals(java.net.InetAddress.getByName(b));
-        } catch (java.net.UnknownHostException e) {
+            return InetAddress.getByName(a).equals(InetAddress.getByName(b));
+        } catch (UnknownHostException e) {
             return false;
         }
     }

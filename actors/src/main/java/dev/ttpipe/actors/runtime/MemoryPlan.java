@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.runtime;
 
+import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.MeshDevice;
@@ -9,6 +10,7 @@ import dev.ttpipe.device.SimCosts;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
 import dev.ttpipe.schedules.Action;
+import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.stages.Inputs;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.Optimizer;
@@ -20,6 +22,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
 
 /**
  * Each device's memory, planned before a job starts. For every rank it builds the rank's stages on
@@ -150,11 +153,11 @@ public final class MemoryPlan {
      * backward that follows (its transient on top). The rest of the row repeats states already seen.
      */
     static List<Action> toPeak(List<Action> row) {
-        Map<Integer, Integer> live = new java.util.TreeMap<>();
+        Map<Integer, Integer> live = new TreeMap<>();
         List<List<Integer>> states = new ArrayList<>();
         for (Action a : row) {
-            if (a.kind() == dev.ttpipe.schedules.ActionKind.F) live.merge(a.stage(), 1, Integer::sum);
-            else if (a.kind() == dev.ttpipe.schedules.ActionKind.B || a.kind() == dev.ttpipe.schedules.ActionKind.W) {
+            if (a.kind() == ActionKind.F) live.merge(a.stage(), 1, Integer::sum);
+            else if (a.kind() == ActionKind.B || a.kind() == ActionKind.W) {
                 live.merge(a.stage(), -1, Integer::sum);
             }
             live.putIfAbsent(a.stage(), 0);
@@ -170,8 +173,8 @@ public final class MemoryPlan {
             }
             if (!maximal || !firstTime) continue;
             int k = i + 1;
-            while (k < row.size() && row.get(k).kind() != dev.ttpipe.schedules.ActionKind.B
-                    && row.get(k).kind() != dev.ttpipe.schedules.ActionKind.I) k++;
+            while (k < row.size() && row.get(k).kind() != ActionKind.B
+                    && row.get(k).kind() != ActionKind.I) k++;
             end = Math.max(end, Math.min(k, row.size() - 1));
         }
         return row.subList(0, end + 1);
@@ -217,7 +220,7 @@ public final class MemoryPlan {
         Rank worst = largest();
         long cap = capacity();
         if (worst.peak() <= cap) return;
-        throw new dev.ttpipe.actors.config.ConfigException(where + ": rank " + worst.rank() + " would need about "
+        throw new ConfigException(where + ": rank " + worst.rank() + " would need about "
                 + Sizes.format(worst.peak()) + " per device, its devices have " + Sizes.format(cap) + " (" + breakdown(worst)
                 + "); " + suggestion(worst));
     }

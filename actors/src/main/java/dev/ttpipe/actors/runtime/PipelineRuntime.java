@@ -10,6 +10,7 @@ import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.stages.Stage;
+import dev.ttpipe.stages.checkpoint.CheckpointException;
 import dev.ttpipe.stages.data.Batch;
 import dev.ttpipe.transport.AeronTransport;
 import dev.ttpipe.transport.FabricTransport;
@@ -18,16 +19,21 @@ import dev.ttpipe.transport.Transport;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.javadsl.AskPattern;
+import org.apache.pekko.pattern.StatusReply;
 
+import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.function.Consumer;
 import java.util.function.Function;
 
 /**
@@ -45,10 +51,10 @@ public final class PipelineRuntime implements AutoCloseable {
 
     private final Deployment deployment;
     private boolean closed;
-    private final java.util.concurrent.CompletableFuture<String> ended;
+    private final CompletableFuture<String> ended;
 
     private PipelineRuntime(JobPlan plan, MeshDevice mesh, Transport transport, ActorSystem<HostGuardian.Command> system,
-                            Duration stepTimeout, Deployment deployment, java.util.concurrent.CompletableFuture<String> ended,
+                            Duration stepTimeout, Deployment deployment, CompletableFuture<String> ended,
                             Duration joinTimeout, boolean hostsCoordinator) {
         this.plan = plan;
         this.mesh = mesh;
@@ -150,7 +156,7 @@ public final class PipelineRuntime implements AutoCloseable {
         MeshDevice mesh = Backends.open(plan.backend().id(), plan.rankMesh(), plan.meshOptions());
         try {
             Map<Integer, Submesh> byRank = Map.of(rank, mesh.createSubmeshes(plan.rankMesh()).get(0));
-            java.util.concurrent.CompletableFuture<String> ended = new java.util.concurrent.CompletableFuture<>();
+            CompletableFuture<String> ended = new CompletableFuture<>();
             ActorSystem<HostGuardian.Command> system = ClusterSettings.startSystem(
                     HostGuardian.createWorker(plan, byRank, transport, deployment, rank == 0, ended), deployment, rank);
             try {
@@ -195,7 +201,7 @@ public final class PipelineRuntime implements AutoCloseable {
      * every {@code warnAfter} while it lasts; with {@code stepTimeout} > 0 a step that takes longer fails
      * with that diagnosis.
      */
-    public void watchdog(Duration warnAfter, Duration stepTimeout, java.util.function.Consumer<String> warn) {
+    public void watchdog(Duration warnAfter, Duration stepTimeout, Consumer<String> warn) {
         this.warnAfter = warnAfter;
         this.watchdogStepTimeout = stepTimeout;
         this.warn = warn;
@@ -203,7 +209,7 @@ public final class PipelineRuntime implements AutoCloseable {
 
     private Duration warnAfter;
     private Duration watchdogStepTimeout = Duration.ZERO;
-    private java.util.function.Consumer<String> warn;
+    private Consumer<String> warn;
 
     /** Runs one optimizer step; throws {@link PipelineFailure} naming where it failed. */
     public Coordinator.StepReport step(int step, List<Batch> batches) {
@@ -218,7 +224,7 @@ public final class PipelineRuntime implements AutoCloseable {
     }
 
     /** Waits for the step in one-second slices, asking every rank what it does when nothing has finished for a while. */
-    private void watch(int step, java.util.concurrent.CompletableFuture<Coordinator.StepReport> f) {
+    private void watch(int step, CompletableFuture<Coordinator.StepReport> f) {
         long start = System.nanoTime();
         long lastWarn = 0;
         while (!f.isDone()) {
@@ -237,7 +243,7 @@ public final class PipelineRuntime implements AutoCloseable {
             long stepMs = (now - start) / 1_000_000;
             boolean timedOut = !watchdogStepTimeout.isZero() && stepMs >= watchdogStepTimeout.toMillis();
             if (stepMs < warnAfter.toMillis() && !timedOut) continue;
-            List<StageStats> stats = new java.util.ArrayList<>();
+            List<StageStats> stats = new ArrayList<>();
             for (int r = 0; r < plan.ranks(); r++) {
                 try {
                     stats.add(stats(r, Duration.ofSeconds(2)));
@@ -246,13 +252,13 @@ public final class PipelineRuntime implements AutoCloseable {
                 }
             }
             if (f.isDone()) return;
-            long stalled = dev.ttpipe.actors.runtime.Watchdog.stalledMs(stats, stepMs);
+            long stalled = Watchdog.stalledMs(stats, stepMs);
             if (timedOut) {
                 throw new PipelineFailure("step " + (step + 1) + " took longer than training_config.step_timeout_s = "
-                        + watchdogStepTimeout.toSeconds() + "; " + dev.ttpipe.actors.runtime.Watchdog.diagnose(stats, stalled));
+                        + watchdogStepTimeout.toSeconds() + "; " + Watchdog.diagnose(stats, stalled));
             }
             if (stalled >= warnAfter.toMillis() && (lastWarn == 0 || now - lastWarn >= warnAfter.toNanos())) {
-                warn.accept(dev.ttpipe.actors.runtime.Watchdog.diagnose(stats, stalled));
+                warn.accept(Watchdog.diagnose(stats, stalled));
                 lastWarn = now;
             }
         }
@@ -286,10 +292,10 @@ public final class PipelineRuntime implements AutoCloseable {
      * Takes a checkpoint's host copy on every rank (between steps, on each device queue) and starts
      * the background writers on {@code dir}; returns when every copy is taken, before the files are written.
      */
-    public void saveState(int step, java.nio.file.Path dir) {
+    public void saveState(int step, Path dir) {
         for (int r = 0; r < plan.ranks(); r++) {
             ActorRef<StageActor.Command> ref = rank(r);
-            await(AskPattern.askWithStatus(ref, (ActorRef<org.apache.pekko.pattern.StatusReply<Integer>> reply) ->
+            await(AskPattern.askWithStatus(ref, (ActorRef<StatusReply<Integer>> reply) ->
                     new StageActor.SaveState(step, dir.toString(), reply), Duration.ofMinutes(10), system.scheduler()),
                     ref, Duration.ofMinutes(10));
         }
@@ -297,10 +303,10 @@ public final class PipelineRuntime implements AutoCloseable {
 
     /** Waits for every rank's files of step {@code step}'s {@link #saveState}. */
     public List<StageActor.SavedFiles> awaitSaved(int step) {
-        List<StageActor.SavedFiles> out = new java.util.ArrayList<>();
+        List<StageActor.SavedFiles> out = new ArrayList<>();
         for (int r = 0; r < plan.ranks(); r++) {
             ActorRef<StageActor.Command> ref = rank(r);
-            out.add(await(AskPattern.askWithStatus(ref, (ActorRef<org.apache.pekko.pattern.StatusReply<StageActor.SavedFiles>> reply) ->
+            out.add(await(AskPattern.askWithStatus(ref, (ActorRef<StatusReply<StageActor.SavedFiles>> reply) ->
                     new StageActor.AwaitSaved(step, reply), Duration.ofMinutes(30), system.scheduler()), ref, Duration.ofMinutes(30)));
         }
         return out;
@@ -311,7 +317,7 @@ public final class PipelineRuntime implements AutoCloseable {
      *
      * @throws dev.ttpipe.stages.checkpoint.CheckpointException when the checkpoint does not fit this model
      */
-    public void loadState(java.nio.file.Path dir, int optimizerSteps) {
+    public void loadState(Path dir, int optimizerSteps) {
         loadState(dir, -1, optimizerSteps);
     }
 
@@ -319,16 +325,16 @@ public final class PipelineRuntime implements AutoCloseable {
      * {@link #loadState(java.nio.file.Path, int)} of the checkpoint of step {@code step}: a rank that
      * still holds its host copy of that checkpoint restores from memory. Returns how many ranks did.
      */
-    public int loadState(java.nio.file.Path dir, int step, int optimizerSteps) {
+    public int loadState(Path dir, int step, int optimizerSteps) {
         int fromMemory = 0;
         for (int r = 0; r < plan.ranks(); r++) {
             ActorRef<StageActor.Command> ref = rank(r);
             try {
-                fromMemory += await(AskPattern.askWithStatus(ref, (ActorRef<org.apache.pekko.pattern.StatusReply<Integer>> reply) ->
+                fromMemory += await(AskPattern.askWithStatus(ref, (ActorRef<StatusReply<Integer>> reply) ->
                         new StageActor.LoadState(dir.toString(), step, optimizerSteps, reply), Duration.ofMinutes(30), system.scheduler()),
                         ref, Duration.ofMinutes(30));
             } catch (PipelineFailure e) {
-                if (e.getCause() instanceof dev.ttpipe.stages.checkpoint.CheckpointException c) throw c;
+                if (e.getCause() instanceof CheckpointException c) throw c;
                 throw e;
             }
         }
@@ -356,7 +362,7 @@ public final class PipelineRuntime implements AutoCloseable {
     public void reinitialize() {
         for (int r = 0; r < plan.ranks(); r++) {
             ActorRef<StageActor.Command> ref = rank(r);
-            await(AskPattern.askWithStatus(ref, (ActorRef<org.apache.pekko.pattern.StatusReply<Integer>> reply) ->
+            await(AskPattern.askWithStatus(ref, (ActorRef<StatusReply<Integer>> reply) ->
                     new StageActor.Reinitialize(reply), Duration.ofMinutes(10), system.scheduler()), ref, Duration.ofMinutes(10));
         }
     }
@@ -386,7 +392,7 @@ public final class PipelineRuntime implements AutoCloseable {
             return f.toCompletableFuture().get(timeout.toMillis() + 1000, TimeUnit.MILLISECONDS);
         } catch (ExecutionException e) {
             Throwable c = e.getCause();
-            if (c instanceof TimeoutException || c instanceof java.util.concurrent.TimeoutException
+            if (c instanceof TimeoutException || c instanceof TimeoutException
                     || (c != null && c.getClass().getSimpleName().contains("Timeout"))) {
                 throw new PipelineFailure("no answer from " + target.path().name() + " within " + timeout.toSeconds() + " s");
             }

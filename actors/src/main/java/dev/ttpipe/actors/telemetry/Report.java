@@ -1,6 +1,7 @@
 package dev.ttpipe.actors.telemetry;
 
 import dev.ttpipe.actors.config.ConfigLoader;
+import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.ActionKind;
@@ -19,9 +20,11 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.function.Function;
 
 /**
  * {@code ttpipe report}: one self-contained HTML page (inline SVG and CSS, no script, nothing fetched)
@@ -73,7 +76,7 @@ public final class Report {
         }
 
         /** Element-wise mean of the array {@code pick} finds in each step after the first (empty when none has one). */
-        private double[] meanOverSteps(java.util.function.Function<Map<?, ?>, Object> pick) {
+        private double[] meanOverSteps(Function<Map<?, ?>, Object> pick) {
             int from = steps.size() > 1 ? 1 : 0;
             double[] sum = null;
             int n = 0;
@@ -263,7 +266,7 @@ public final class Report {
         }
         List<TimedAction> shifted = new ArrayList<>();
         for (TimedAction t : measured) shifted.add(new TimedAction(t.rank(), t.action(), t.start() - t0, t.end() - t0));
-        shifted.sort(java.util.Comparator.comparingDouble(TimedAction::start));
+        shifted.sort(Comparator.comparingDouble(TimedAction::start));
         StringBuilder h = new StringBuilder("<h2>Timeline of step " + (stepIndex + 1) + (accumulation > 1 ? ", its first pass" : "")
                 + " (ms)</h2>\n<div id=\"timeline\">");
         h.append(SvgTimeline.render(SimResult.of(schedule, shifted), "measured"));
@@ -301,9 +304,9 @@ public final class Report {
             h.append(String.format(Locale.ROOT, "<tr><td>%d</td><td>%s</td><td>%.1f%%</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>",
                     k, k < busy.length ? String.format(Locale.ROOT, "%.1f ms", busy[k] * 1e3) : "",
                     100 * bubble[k], k < sim.length ? String.format(Locale.ROOT, "%.1f%%", 100 * sim[k]) : "n/a",
-                    k < mem.length ? dev.ttpipe.actors.config.Sizes.format((long) mem[k]) : "",
-                    k < sent.length ? dev.ttpipe.actors.config.Sizes.format((long) sent[k]) : "",
-                    k < received.length ? dev.ttpipe.actors.config.Sizes.format((long) received[k]) : "",
+                    k < mem.length ? Sizes.format((long) mem[k]) : "",
+                    k < sent.length ? Sizes.format((long) sent[k]) : "",
+                    k < received.length ? Sizes.format((long) received[k]) : "",
                     k < wait.length ? String.format(Locale.ROOT, "%.1f ms", wait[k] * 1e3) : ""));
         }
         return h.append("</table>\n").toString();

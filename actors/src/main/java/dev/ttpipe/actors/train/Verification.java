@@ -5,18 +5,22 @@ import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.Faults;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.device.Backends;
+import dev.ttpipe.device.DType;
 import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.stages.Parallelism;
 import dev.ttpipe.stages.ReferenceTrainer;
 import dev.ttpipe.stages.WeightDiff;
+import dev.ttpipe.stages.checkpoint.StageState;
 import dev.ttpipe.stages.data.Batch;
 
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 
@@ -79,20 +83,20 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
                         + " reference: all blocks on %s, no pipeline%n", configFile, plan.stages(), plan.ranks(),
                 plan.schedule().name(), plan.readyFirst() ? " (ready-first)" : "", plan.microbatches(),
                 plan.optimizer().kind().name().toLowerCase(Locale.ROOT),
-                plan.backend() + (plan.model().dtype() == dev.ttpipe.device.DType.BF16 ? " bf16" : ""), plan.rankMesh(),
+                plan.backend() + (plan.model().dtype() == DType.BF16 ? " bf16" : ""), plan.rankMesh(),
                 singleDevice ? "one cpu device" : "one " + plan.backend() + " submesh " + plan.rankMesh()
                         + (plan.parallelism().ddp() || plan.parallelism().tp() ? " with the same DDP/TP" : ""));
         Started started = start.start(job, out);
         PipelineRuntime runtime = started.runtime();
         boolean ok = true;
-        List<Step> compared = new java.util.ArrayList<>();
+        List<Step> compared = new ArrayList<>();
         String failure = null;
         job.watchdog(runtime, out);
-        dev.ttpipe.actors.telemetry.MetricsServer telemetry = null;
+        MetricsServer telemetry = null;
         var tc = job.config().telemetry;
         if (tc.port > 0) {
             try {
-                telemetry = dev.ttpipe.actors.telemetry.MetricsServer.start(runtime, tc.bindHost, tc.port);
+                telemetry = MetricsServer.start(runtime, tc.bindHost, tc.port);
                 out.println("telemetry: " + telemetry.url() + "/metrics, " + telemetry.url() + "/status");
             } catch (IOException e) {
                 out.println("telemetry: no endpoint (" + e.getMessage() + ")");
@@ -105,7 +109,7 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
                      plan.optimizer(), plan.lr(), plan.clipMaxNorm(), wholeBatch ? 1 : plan.microbatches())) {
             if (job.initFrom() != null) {
                 runtime.loadState(job.initFrom(), 0);
-                dev.ttpipe.stages.checkpoint.StageState.load(job.initFrom(), plan.model(), List.of(ref.stage()));
+                StageState.load(job.initFrom(), plan.model(), List.of(ref.stage()));
                 out.println("both initialised from " + job.initFrom());
             }
             out.printf("%5s %14s %14s %14s %14s %12s %14s  %s%n", "step", "pipeline loss", "reference loss",

@@ -1,7 +1,10 @@
 package dev.ttpipe.actors.tune;
 
+import dev.ttpipe.actors.UserInputException;
+import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.ConfigValidator;
+import dev.ttpipe.actors.config.PipelineMode;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
@@ -24,9 +27,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.TreeSet;
 
 /**
  * Fits {@link LayerCosts} to a model on a backend, three ways: from short measured runs of the config
@@ -74,7 +79,7 @@ public final class Calibration {
             c.pipeline().numMicrobatches = cfg.training.batchSize / mbs;
             c.pipeline().schedule = "zb-h1";
             c.pipeline().virtualStages = 1;
-            c.pipeline().mode = dev.ttpipe.actors.config.PipelineMode.STATIC;
+            c.pipeline().mode = PipelineMode.STATIC;
             c.transformer.runnerType = "default";
             configs.add(c);
         }
@@ -114,10 +119,10 @@ public final class Calibration {
         List<Integer> all = new ArrayList<>();
         for (int s = ddp; s <= batch; s++) if (batch % s == 0 && s % ddp == 0) all.add(s);
         if (all.size() <= MAX_SIZES) return all;
-        java.util.TreeSet<Integer> pick = new java.util.TreeSet<>(List.of(all.get(0), all.get(all.size() - 1), own));
+        TreeSet<Integer> pick = new TreeSet<>(List.of(all.get(0), all.get(all.size() - 1), own));
         for (int k = 1; pick.size() < MAX_SIZES && k < MAX_SIZES; k++) {
             double target = Math.exp(Math.log(all.get(0)) + k * (Math.log(all.get(all.size() - 1)) - Math.log(all.get(0))) / (MAX_SIZES - 1));
-            int nearest = all.stream().min(java.util.Comparator.comparingDouble(x -> Math.abs(Math.log(x) - Math.log(target)))).orElseThrow();
+            int nearest = all.stream().min(Comparator.comparingDouble(x -> Math.abs(Math.log(x) - Math.log(target)))).orElseThrow();
             pick.add(nearest);
         }
         return new ArrayList<>(pick);
@@ -139,7 +144,7 @@ public final class Calibration {
         JobPlan plan = r.job().plan();
         int stages = plan.stages();
         int threads = plan.meshOptions().threads() > 0 ? plan.meshOptions().threads() : 1;
-        int processors = plan.backend() == dev.ttpipe.actors.config.Backend.CPU ? Math.max(1, cores / threads) : 0;
+        int processors = plan.backend() == Backend.CPU ? Math.max(1, cores / threads) : 0;
         List<List<List<Double>>> works = new ArrayList<>();      // [kind][stage] -> each action's work
         for (int k = 0; k < 3; k++) {
             List<List<Double>> perStage = new ArrayList<>();
@@ -282,11 +287,11 @@ public final class Calibration {
                     if (MiniJson.parse(line) instanceof Map<?, ?> m && m.get("stage_ms") instanceof Map<?, ?>) steps.add(m);
                 }
             } catch (IOException | IllegalArgumentException e) {
-                throw new dev.ttpipe.actors.UserInputException("--costs-from: " + metrics + " cannot be read (" + e.getMessage()
+                throw new UserInputException("--costs-from: " + metrics + " cannot be read (" + e.getMessage()
                         + "), expected the run directory of a `ttpipe train` run");
             }
             if (steps.isEmpty()) {
-                throw new dev.ttpipe.actors.UserInputException("--costs-from: " + metrics
+                throw new UserInputException("--costs-from: " + metrics
                         + " has no step with per-stage costs (stage_ms), expected a run of this ttpipe version");
             }
             List<Map<?, ?>> used = steps.size() > Trial.WARMUP_STEPS ? steps.subList(Trial.WARMUP_STEPS, steps.size()) : steps;
@@ -374,7 +379,7 @@ public final class Calibration {
         double opt = runs.stream().mapToDouble(Measurement::optimizerSecondsPerParam).filter(x -> !Double.isNaN(x)).average().orElse(0);
         double hop = runs.stream().mapToDouble(Measurement::hopSeconds).average().orElse(0);
         double processors = 0;
-        if (sharedCores && cfg.device.backend == dev.ttpipe.actors.config.Backend.CPU) {
+        if (sharedCores && cfg.device.backend == Backend.CPU) {
             int ranks = cfg.pipeline().ranks();
             int threads = cfg.device.threads > 0 ? cfg.device.threads : Math.max(1, Runtime.getRuntime().availableProcessors() / ranks);
             processors = Math.max(1, Runtime.getRuntime().availableProcessors() / threads);
@@ -479,7 +484,7 @@ public final class Calibration {
 
     private static LayerCosts.Curve[] lines(int[] sizes, double[][] byKind) {
         LayerCosts.Curve[] out = new LayerCosts.Curve[3];
-        double[] x = java.util.Arrays.stream(sizes).asDoubleStream().toArray();
+        double[] x = Arrays.stream(sizes).asDoubleStream().toArray();
         for (int kind = 0; kind < 3; kind++) {
             double[] ab = line(x, byKind[kind]);
             out[kind] = sizes.length == 1 ? new LayerCosts.Curve(sizes, byKind[kind]) : LayerCosts.Curve.affine(ab[0], ab[1]);

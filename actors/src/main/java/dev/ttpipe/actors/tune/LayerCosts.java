@@ -2,6 +2,7 @@ package dev.ttpipe.actors.tune;
 
 import dev.ttpipe.stages.StageSlice;
 
+import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 
@@ -146,7 +147,7 @@ public record LayerCosts(Curve[] blockF, Curve[] blockI, Curve[] blockW, Curve[]
     /** When independent jobs started together on {@code processors} shared processors all end (0: one each). */
     static double sharedMakespan(double[] work, double processors) {
         double[] w = work.clone();
-        java.util.Arrays.sort(w);
+        Arrays.sort(w);
         if (processors <= 0) return w.length == 0 ? 0 : w[w.length - 1];
         double t = 0, done = 0;
         for (int k = 0; k < w.length; k++) {

@@ -8,9 +8,14 @@ import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.TrainingJob;
 
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadInfo;
+import java.lang.management.ThreadMXBean;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * A few real training steps of a config through {@link TrainingJob} and {@link PipelineRuntime},
@@ -94,21 +99,21 @@ public final class Trial {
         return out;
     }
 
-    private static final java.util.regex.Pattern DEVICE_THREAD = java.util.regex.Pattern.compile("ttpipe-rank(\\d+)-device");
+    private static final Pattern DEVICE_THREAD = Pattern.compile("ttpipe-rank(\\d+)-device");
 
     /**
      * CPU time so far of each rank's device thread (the stage's command queue, where its kernels run when
      * a rank computes on one thread), summed over the runtimes of this JVM; 0 where the JVM cannot tell.
      */
     static long[] deviceCpuNs(int ranks) {
-        java.lang.management.ThreadMXBean mx = java.lang.management.ManagementFactory.getThreadMXBean();
+        ThreadMXBean mx = ManagementFactory.getThreadMXBean();
         long[] out = new long[ranks];
         if (!mx.isThreadCpuTimeSupported()) return out;
         long[] ids = mx.getAllThreadIds();
-        java.lang.management.ThreadInfo[] infos = mx.getThreadInfo(ids, 0);
+        ThreadInfo[] infos = mx.getThreadInfo(ids, 0);
         for (int i = 0; i < ids.length; i++) {
             if (infos[i] == null) continue;
-            java.util.regex.Matcher m = DEVICE_THREAD.matcher(infos[i].getThreadName());
+            Matcher m = DEVICE_THREAD.matcher(infos[i].getThreadName());
             if (!m.matches()) continue;
             int r = Integer.parseInt(m.group(1));
             long t = mx.getThreadCpuTime(ids[i]);

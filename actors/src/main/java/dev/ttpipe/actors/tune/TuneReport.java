@@ -7,8 +7,10 @@ import dev.ttpipe.actors.telemetry.TextTable;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 
 /**
  * What {@code ttpipe tune} prints: the costs, the search's figures, the ranking (with the measured columns after
@@ -32,7 +34,7 @@ final class TuneReport {
         List<String[]> rows = new ArrayList<>();
         boolean verified = !measured.isEmpty();
         // a P column when the ranking holds more than one rank count (tune --ranks)
-        java.util.Set<Integer> counts = new java.util.HashSet<>();
+        Set<Integer> counts = new HashSet<>();
         for (Prediction p : ranked) counts.add(p.candidate().ranks());
         if (shipped != null) counts.add(shipped.candidate().ranks());
         boolean ranks = counts.size() > 1;

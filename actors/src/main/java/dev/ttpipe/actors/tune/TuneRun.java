@@ -14,6 +14,7 @@ import dev.ttpipe.device.SimProfile;
 
 import java.io.IOException;
 import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -370,7 +371,7 @@ public final class TuneRun {
 
     /** The host's one-minute load average (NaN where the JVM cannot tell): a shared machine's noise, for the record. */
     private static double loadAverage() {
-        double l = java.lang.management.ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
+        double l = ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
         return l < 0 ? Double.NaN : l;
     }
 }

@@ -5,11 +5,13 @@ import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.train.TrainingData;
 import dev.ttpipe.schedules.Schedules;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.StageSlice;
 
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Set;
 
@@ -44,7 +46,7 @@ public final class Tuning {
     /** The vocabulary the job trains with: the config's vocab_size, else its data's (as `ttpipe train` builds it). */
     public static int vocab(TtpipeConfig cfg) {
         return cfg.transformer.vocabSize > 0 ? cfg.transformer.vocabSize
-                : dev.ttpipe.actors.train.TrainingData.load(cfg).dataset().tokenizer().vocabSize();
+                : TrainingData.load(cfg).dataset().tokenizer().vocabSize();
     }
 
     /** The config's own candidate: its schedule, V, M, split (the automatic one resolved) and runner type. */
@@ -107,7 +109,7 @@ public final class Tuning {
     public void checkMemory(String given) {
         ModelSpec m = plan.model();
         double params = m.numBlocks() * (double) m.blockParameters() + Calibration.embedParams(m) + Calibration.headParams(m);
-        int most = java.util.Collections.max(ranks);
+        int most = Collections.max(ranks);
         double perRank = params * Calibration.stateBytesPerParam(cfg) / most / ConfigValidator.tpSize(cfg.device);
         if (cfg.device.memoryPerDevice < perRank) {
             throw new UserInputException(given + " per device is below the parameters' share of one rank: "

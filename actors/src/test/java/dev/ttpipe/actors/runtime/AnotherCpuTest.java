@@ -16,6 +16,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -59,7 +60,7 @@ class AnotherCpuTest {
         pb.environment().remove("OPENBLAS_CORETYPE");
         if (coretype != null) pb.environment().put("OPENBLAS_CORETYPE", coretype);
         Process p = pb.start();
-        assertTrue(p.waitFor(300, java.util.concurrent.TimeUnit.SECONDS), name + " did not finish in 300 s");
+        assertTrue(p.waitFor(300, TimeUnit.SECONDS), name + " did not finish in 300 s");
         assertEquals(0, p.exitValue(), name + " failed: " + Files.readString(dir.resolve(name + ".log")));
         Map<String, float[]> w = new LinkedHashMap<>();
         try (DataInputStream in = new DataInputStream(Files.newInputStream(file))) {

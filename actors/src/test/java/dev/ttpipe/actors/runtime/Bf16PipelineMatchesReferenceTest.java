@@ -4,7 +4,9 @@ import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.DType;
+import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.MeshDevice;
+import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.stages.ModelSpec;
@@ -41,9 +43,9 @@ class Bf16PipelineMatchesReferenceTest {
             "gpt2, fabric, 1, false, ttnn"})
     void bf16PipelineMatchesTheBf16ReferenceExactly(String type, String transport, int cols, boolean ddp, String backend) {
         if (backend.equals("ttnn")) {
-            try (MeshDevice probe = Backends.open("ttnn", new MeshShape(1, 1), dev.ttpipe.device.MeshOptions.defaults())) {
+            try (MeshDevice probe = Backends.open("ttnn", new MeshShape(1, 1), MeshOptions.defaults())) {
                 probe.shape();
-            } catch (dev.ttpipe.device.DeviceException e) {
+            } catch (DeviceException e) {
                 Assumptions.abort("skipped: the reference bridge library is not available: " + e.getMessage());
             }
         }

@@ -4,12 +4,14 @@ import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.cpu.CpuKernels;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.OptimizerSpec;
 import dev.ttpipe.stages.Parallelism;
 import dev.ttpipe.stages.ReferenceTrainer;
 import dev.ttpipe.stages.data.Batch;
 import dev.ttpipe.stages.data.TextDataset;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -49,8 +51,8 @@ class BitIdentityTest {
     static void referenceOnOneThread() {
         String level = System.getProperty("ttpipe.test.cpu.level", "");
         if (!level.isEmpty()) {                           // a run with the cpu kernels built for one x86-64 level alone
-            String kernels = dev.ttpipe.device.cpu.CpuKernels.elementwise();
-            org.junit.jupiter.api.Assumptions.assumeTrue(kernels.equals("native " + level + " (libttpipe_cpu.so)"),
+            String kernels = CpuKernels.elementwise();
+            Assumptions.assumeTrue(kernels.equals("native " + level + " (libttpipe_cpu.so)"),
                     "skipped: the " + level + " kernels do not run here: " + kernels);
         }
         setUp();

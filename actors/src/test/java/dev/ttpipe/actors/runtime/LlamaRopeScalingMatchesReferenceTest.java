@@ -16,7 +16,9 @@ import dev.ttpipe.stages.data.Batch;
 import dev.ttpipe.stages.data.TextDataset;
 import org.junit.jupiter.api.Test;
 
+import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -51,7 +53,7 @@ class LlamaRopeScalingMatchesReferenceTest {
             "");
 
     /** The pipelined run's losses and final weights. */
-    record Run(double[] losses, java.util.Map<String, float[]> weights) {
+    record Run(double[] losses, Map<String, float[]> weights) {
     }
 
     static Run trainAndCompare(TtpipeConfig cfg, TextDataset data) {
@@ -90,8 +92,8 @@ class LlamaRopeScalingMatchesReferenceTest {
         assertEquals(null, JobPlan.model(plain, data.tokenizer().vocabSize()).ropeScaling());
         Run without = trainAndCompare(plain, data);
         WeightDiff apart = WeightDiff.compare(withScaling.weights(), without.weights());
-        System.out.println("losses with rope_scaling " + java.util.Arrays.toString(withScaling.losses()) + ", without "
-                + java.util.Arrays.toString(without.losses()) + "; weights apart by " + apart.maxRelative());
+        System.out.println("losses with rope_scaling " + Arrays.toString(withScaling.losses()) + ", without "
+                + Arrays.toString(without.losses()) + "; weights apart by " + apart.maxRelative());
         assertTrue(apart.maxRelative() > 100 * 1e-5, "the scaled frequencies move the weights far beyond the tolerance: "
                 + apart.maxRelative() + " in " + apart.worstParam());
     }

@@ -2,6 +2,7 @@ package dev.ttpipe.actors.runtime;
 
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.ConfigException;
+import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.OptimizerSpec;
@@ -31,7 +32,7 @@ class MemoryPlanTest {
                 0.1f, false, 10000f, recompute);
         return JobPlan.builder(model).ranks(2).schedule(schedule).microbatches(8).microbatchSize(4).seqLen(32)
                 .blocksPerRank(2, 2).backend(Backend.CPU).rankMesh(new MeshShape(rows, cols), ddp, tp)
-                .meshOptions(dev.ttpipe.device.MeshOptions.defaults().withMemoryPerDevice(capacity))
+                .meshOptions(MeshOptions.defaults().withMemoryPerDevice(capacity))
                 .optimizer(OptimizerSpec.adamw(3e-3, 0.1)).seed(11).build();
     }
 

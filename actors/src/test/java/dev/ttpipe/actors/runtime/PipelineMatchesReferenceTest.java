@@ -11,10 +11,12 @@ import dev.ttpipe.stages.ReferenceTrainer;
 import dev.ttpipe.stages.WeightDiff;
 import dev.ttpipe.stages.data.Batch;
 import dev.ttpipe.stages.data.TextDataset;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.Stream;
 
@@ -50,7 +52,7 @@ class PipelineMatchesReferenceTest {
                 Arguments.of("zb-h1", true, 2 * RANKS, new Integer[]{3, 2, 1}));
     }
 
-    @org.junit.jupiter.api.Test
+    @Test
     void gradientAccumulationOverTwoPassesMatchesTheReference() {
         check("1f1b", false, RANKS, new Integer[]{1, 3, 2}, 2);
     }
@@ -73,7 +75,7 @@ class PipelineMatchesReferenceTest {
              ReferenceTrainer ref = new ReferenceTrainer(model, refMesh.asSubmesh(), Parallelism.NONE, 7, plan.optimizer(),
                      plan.lr(), plan.clipMaxNorm(), plan.microbatches())) {
             for (int step = 0; step < STEPS; step++) {
-                List<Batch> b = new java.util.ArrayList<>();
+                List<Batch> b = new ArrayList<>();
                 for (int a = 0; a < accumulation; a++) b.add(data.trainBatch(7, step * accumulation + a, plan.batchSize(), SEQ));
                 double pipelined = runtime.step(step, b).loss();
                 double reference = ref.step(step, b).loss();

@@ -1,13 +1,19 @@
 package dev.ttpipe.actors.runtime;
 
+import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.actors.telemetry.StepAnalysis;
 import dev.ttpipe.device.Backends;
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.SimCosts;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
 import dev.ttpipe.device.sim.SimMeshDevice;
+import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.CostModel;
 import dev.ttpipe.schedules.Simulator;
 import dev.ttpipe.stages.Inputs;
@@ -17,6 +23,7 @@ import dev.ttpipe.stages.StageSlice;
 import dev.ttpipe.stages.data.Batch;
 import org.junit.jupiter.api.Test;
 
+import java.util.Comparator;
 import java.util.List;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -37,7 +44,7 @@ class SimPipelineTimingTest {
         // Slow modeled devices so an action takes milliseconds and thread wake-ups stay small beside it.
         MeshOptions opts = MeshOptions.defaults().withThreads(1).withSimCosts(new SimCosts(20.0, 20.0, 5.0, 25.0, 1.0));
         JobPlan plan = JobPlan.builder(model).ranks(RANKS).microbatches(MICROBATCHES).microbatchSize(MB).seqLen(SEQ)
-                .backend(dev.ttpipe.actors.config.Backend.SIM).meshOptions(opts).build();
+                .backend(Backend.SIM).meshOptions(opts).build();
         CostModel known = knownCosts(plan, opts);
         double predicted = Simulator.simulate(plan.schedule(), known).makespan();
         int[] in = new int[plan.batchSize() * SEQ];
@@ -46,20 +53,20 @@ class SimPipelineTimingTest {
             runtime.step(0, List.of(batch));                              // warm-up
             Coordinator.StepReport r = runtime.step(1, List.of(batch));
             for (int rank = 0; rank < RANKS; rank++) {
-                List<dev.ttpipe.schedules.Action> row = plan.schedule().row(rank).stream()
+                List<Action> row = plan.schedule().row(rank).stream()
                         .filter(a -> a.kind().isCompute()).toList();
                 int rk = rank;
-                List<dev.ttpipe.schedules.Action> ran = r.events().stream()
+                List<Action> ran = r.events().stream()
                         .filter(e -> e.rank() == rk && e.pass() >= 0 && e.kind().isCompute())
-                        .sorted(java.util.Comparator.comparingLong(dev.ttpipe.actors.runtime.ActionEvent::startNs))
-                        .map(dev.ttpipe.actors.runtime.ActionEvent::action).toList();
+                        .sorted(Comparator.comparingLong(ActionEvent::startNs))
+                        .map(ActionEvent::action).toList();
                 assertEquals(row, ran, "rank " + rank + " ran its compute actions out of the row's order");
                 long recvs = r.events().stream().filter(e -> e.rank() == rk && e.kind().name().startsWith("RECV")).count();
                 long rowRecvs = plan.schedule().row(rank).stream().filter(a -> a.kind().name().startsWith("RECV")).count();
                 assertEquals(rowRecvs, recvs, "rank " + rank + ": one RECV event per RECV of the row");
             }
             double pass = (r.passEndNs()[0] - r.passStartNs()[0]) / 1e9;
-            var analysis = dev.ttpipe.actors.telemetry.StepAnalysis.of(plan.schedule(), r);
+            var analysis = StepAnalysis.of(plan.schedule(), r);
             System.out.printf("16 stages x 64 microbatches on sim: measured %.3f s, simulator %.3f s (%+.2f%%); %s%n",
                     pass, predicted, 100 * (pass / predicted - 1), analysis.overhead().describe());
         }
@@ -74,8 +81,8 @@ class SimPipelineTimingTest {
                 try (Stage stage = new Stage(plan.model(), s, sub, plan.parallelism(), plan.seed())) {
                     int[] ids = new int[plan.microbatchSize() * plan.seqLen()];
                     Tensor x = stage.isFirst() ? Inputs.ids(sub.ops(), plan.parallelism(), ids, plan.microbatchSize(), plan.seqLen())
-                            : sub.ops().zeros(dev.ttpipe.device.Shape.of(plan.microbatchSize(), plan.seqLen(),
-                            plan.model().embeddingDim()), dev.ttpipe.device.Layout.REPLICATED, dev.ttpipe.device.DType.FP32);
+                            : sub.ops().zeros(Shape.of(plan.microbatchSize(), plan.seqLen(),
+                            plan.model().embeddingDim()), Layout.REPLICATED, DType.FP32);
                     if (stage.isLast()) {
                         stage.setTargets(0, Inputs.ids(sub.ops(), plan.parallelism(), ids, plan.microbatchSize(), plan.seqLen()), 1f);
                     }

@@ -1,5 +1,7 @@
 package dev.ttpipe.actors.runtime;
 
+import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.data.Batch;
 import dev.ttpipe.stages.data.TextDataset;
@@ -7,6 +9,7 @@ import org.junit.jupiter.api.Test;
 
 import java.time.Duration;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -20,14 +23,14 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 class StageActorTest {
     static final String TEXT = "abcdefghijklmnopqrstuvwxyz ".repeat(40);
 
-    static JobPlan tiny(dev.ttpipe.actors.config.Backend backend) {
+    static JobPlan tiny(Backend backend) {
         ModelSpec model = ModelSpec.gpt2(TextDataset.of(TEXT, 0.1).tokenizer().vocabSize(), 16, 2, 2, 8);
         return JobPlan.builder(model).ranks(2).microbatches(2).microbatchSize(2).seqLen(8).backend(backend).build();
     }
 
     @Test
     void answersAStatsQueryWhileItsDeviceQueueRunsAKernel() throws Exception {
-        try (PipelineRuntime runtime = PipelineRuntime.start(tiny(dev.ttpipe.actors.config.Backend.CPU))) {
+        try (PipelineRuntime runtime = PipelineRuntime.start(tiny(Backend.CPU))) {
             CountDownLatch inside = new CountDownLatch(1);
             CountDownLatch release = new CountDownLatch(1);
             CompletableFuture<Object> kernel = CompletableFuture.supplyAsync(() -> runtime.onDevice(0, stages -> {
@@ -51,7 +54,7 @@ class StageActorTest {
 
     @Test
     void keepsTheNextComputeActionOnTheDeviceQueueBehindTheRunningOne() throws Exception {
-        JobPlan plan = tiny(dev.ttpipe.actors.config.Backend.CPU);
+        JobPlan plan = tiny(Backend.CPU);
         Batch batch = TextDataset.of(TEXT, 0.1).trainBatch(1, 0, plan.batchSize(), 8);
         try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
             CountDownLatch inside = new CountDownLatch(1);
@@ -87,10 +90,10 @@ class StageActorTest {
         ModelSpec model = ModelSpec.gpt2(TextDataset.of(TEXT, 0.1).tokenizer().vocabSize(), 16, 2, 2, 8);
         // 1 MiB per device: the weights fit, the activations of the second microbatch on rank 1 do not... or earlier.
         JobPlan plan = JobPlan.builder(model).ranks(2).microbatches(2).microbatchSize(64).seqLen(8)
-                .meshOptions(dev.ttpipe.device.MeshOptions.defaults().withThreads(1).withMemoryPerDevice(400_000)).build();
+                .meshOptions(MeshOptions.defaults().withThreads(1).withMemoryPerDevice(400_000)).build();
         TextDataset data = TextDataset.of(TEXT, 0.1);
         Batch b = data.trainBatch(1, 0, plan.batchSize(), 8);
-        java.util.Set<Thread> before = java.util.Set.copyOf(Thread.getAllStackTraces().keySet());
+        Set<Thread> before = Set.copyOf(Thread.getAllStackTraces().keySet());
         PipelineFailure f;
         try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
             f = assertThrows(PipelineFailure.class, () -> runtime.step(0, List.of(b)));
@@ -100,7 +103,7 @@ class StageActorTest {
         waitForThreadsToEnd(before);
     }
 
-    static void waitForThreadsToEnd(java.util.Set<Thread> before) {
+    static void waitForThreadsToEnd(Set<Thread> before) {
         List<Thread> left = Thread.getAllStackTraces().keySet().stream()
                 .filter(t -> !before.contains(t) && t.getName().startsWith("ttpipe-")).toList();
         for (Thread t : left) {

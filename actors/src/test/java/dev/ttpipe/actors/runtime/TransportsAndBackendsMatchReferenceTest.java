@@ -1,5 +1,7 @@
 package dev.ttpipe.actors.runtime;
 
+import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.MeshDevice;
@@ -17,6 +19,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 import java.util.List;
+import java.util.Locale;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -47,8 +50,8 @@ class TransportsAndBackendsMatchReferenceTest {
         ModelSpec model = new ModelSpec(ModelSpec.ModelType.GPT2, data.tokenizer().vocabSize(), 32, 4, 4, 4, 64, 16,
                 0.1f, false, 10000f, false);
         JobPlan plan = JobPlan.builder(model).ranks(2).schedule("1f1b").microbatches(4).microbatchSize(2).seqLen(16)
-                .blocksPerRank(1, 3).backend(dev.ttpipe.actors.config.Backend.valueOf(backend.toUpperCase(java.util.Locale.ROOT)))
-                .transport(dev.ttpipe.actors.config.SocketType.valueOf(transport.toUpperCase(java.util.Locale.ROOT))).rankMesh(new MeshShape(rows, cols), ddp, tp)
+                .blocksPerRank(1, 3).backend(Backend.valueOf(backend.toUpperCase(Locale.ROOT)))
+                .transport(SocketType.valueOf(transport.toUpperCase(Locale.ROOT))).rankMesh(new MeshShape(rows, cols), ddp, tp)
                 .optimizer(OptimizerSpec.adamw(3e-3, 0.1)).seed(11).build();
         try (PipelineRuntime runtime = PipelineRuntime.start(plan);
              MeshDevice refMesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults().withThreads(1));

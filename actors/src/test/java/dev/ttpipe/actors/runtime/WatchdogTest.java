@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.runtime;
 
+import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.stages.data.Batch;
@@ -21,7 +22,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class WatchdogTest {
     static JobPlan plan() {
-        return StageActorTest.tiny(dev.ttpipe.actors.config.Backend.CPU);   // 2 ranks, 1F1B, 2 microbatches
+        return StageActorTest.tiny(Backend.CPU);   // 2 ranks, 1F1B, 2 microbatches
     }
 
     static Batch batch(JobPlan plan) {

@@ -17,6 +17,7 @@ import org.junit.jupiter.api.io.TempDir;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Map;
@@ -72,7 +73,7 @@ class FaultRecoveryTest {
         Map<String, float[]> whole;
         TrainingJob clean = job(6);
         try (PipelineRuntime runtime = PipelineRuntime.start(clean.plan())) {
-            clean.run(runtime, java.nio.file.Files.createDirectories(dir.resolve("whole")), null);
+            clean.run(runtime, Files.createDirectories(dir.resolve("whole")), null);
             whole = runtime.weights();
         }
         TrainingJob faulty = job(6);
@@ -81,7 +82,7 @@ class FaultRecoveryTest {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         Map<String, float[]> recovered;
         try (PipelineRuntime runtime = PipelineRuntime.start(faulty.plan(), corrupt)) {
-            faulty.run(runtime, java.nio.file.Files.createDirectories(dir.resolve("faulty")), new PrintStream(out, true, StandardCharsets.UTF_8));
+            faulty.run(runtime, Files.createDirectories(dir.resolve("faulty")), new PrintStream(out, true, StandardCharsets.UTF_8));
             recovered = runtime.weights();
         }
         String text = out.toString(StandardCharsets.UTF_8);
