@@ -23,6 +23,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noFields;
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noMethods;
 import static com.tngtech.archunit.library.Architectures.layeredArchitecture;
 
 /**
@@ -71,6 +73,21 @@ class ArchitectureTest {
         noClasses().that().resideOutsideOfPackage("dev.ttpipe.actors.cli..")
                 .should().dependOnClassesThat().resideInAPackage("picocli..")
                 .check(classes);
+    }
+
+    /** A rank's row interpreter and its state are plain Java: they are tested without actors. */
+    @Test
+    void theRankExecutorAndRankStateDoNotDependOnPekko() {
+        noClasses().that().haveNameMatching("dev\\.ttpipe\\.actors\\.runtime\\.(RankExecutor|RankState)(\\$.*)?")
+                .should().dependOnClassesThat().resideInAPackage("org.apache.pekko..")
+                .check(classes);
+    }
+
+    /** Faults are injected by the test that wants them ({@code runtime.Faults}, {@code transport.FrameFault}), not switched on in production classes. */
+    @Test
+    void noTestHooksInProductionClasses() {
+        noMethods().should().haveNameMatching("(?i).*for_?tests?").check(classes);
+        noFields().should().haveNameMatching("(?i).*for_?tests?|test[A-Z].*").check(classes);
     }
 
     /**
