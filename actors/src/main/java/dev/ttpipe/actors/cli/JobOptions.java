@@ -98,6 +98,10 @@ public final class JobOptions {
             pc.numRanks = stages;
             cfg.origins.recordFlag(pp + "num_ranks", "--stages");
             cfg.origins.recordFlag(pp + "blocks_per_rank", "--stages");
+            if (cfg.multihost.numWorkers > 0) {                 // one worker process per rank: it follows the ranks
+                cfg.multihost.numWorkers = stages;
+                cfg.origins.recordFlag("multihost_config.num_workers", "--stages");
+            }
         }
         if (microbatches != null) {
             positive("--microbatches", microbatches);

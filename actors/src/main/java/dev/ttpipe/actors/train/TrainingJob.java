@@ -147,7 +147,7 @@ public final class TrainingJob {
         }
         if (checkpoint.step() >= steps()) {
             throw new CheckpointException("--resume: the checkpoint " + checkpoint.dir() + " is at step "
-                    + checkpoint.step() + ", expected fewer than max_steps " + steps() + " (raise --max-steps to train further)");
+                    + checkpoint.step() + ", expected fewer than max_steps " + steps() + " (raise --max-steps, with --allow-config-change, to train further)");
         }
         this.resumeFrom = checkpoint;
     }

@@ -97,6 +97,15 @@ class CliTest {
         assertEquals(3, r.out().lines().filter(l -> l.matches("\\s+\\d+\\s+\\d+\\.\\d+\\s+\\d+\\.\\d+\\s+.*")).count(), r.out());
     }
 
+    /** {@code --stages} re-splits the model; a config's {@code num_workers} (one process per rank) follows it. */
+    @Test
+    void stagesOnTheCommandLineAlsoSetTheWorkerCount(@TempDir Path dir) throws Exception {
+        Path cfg = config(dir, SMALL.replace("RUNS", dir.toString()).replace("multihost_config:", "multihost_config:\n  num_workers: 2"));
+        Result r = run("train", cfg.toString(), "--stages", "3", "--max-steps", "1");
+        assertEquals(0, r.code(), r.err());
+        assertTrue(r.out().contains("3 stages on 3 ranks"), r.out());
+    }
+
     @Test
     void badInputIsOneLineWithExitCodeTwo(@TempDir Path dir) throws Exception {
         Path cfg = config(dir, SMALL.replace("RUNS", dir.toString()));

@@ -104,9 +104,7 @@ class DocsTest {
         String l = line.replaceAll("\\s+#.*$", "").replaceAll("\\s*\\\\$", "").strip();
         if (l.contains("...") || l.contains("|") || l.contains("[")) return null;
         if (Pattern.compile("(^|[ =])[A-Z][A-Z0-9_]*($|[ ,])").matcher(l).find()) return null;
-        List<String> args = new ArrayList<>();
-        Matcher m = Pattern.compile("\"([^\"]*)\"|'([^']*)'|(\\S+)").matcher(l);
-        while (m.find()) args.add(m.group(1) != null ? m.group(1) : m.group(2) != null ? m.group(2) : m.group(3));
+        List<String> args = parseArgs(l);
         if (args.isEmpty() || args.stream().anyMatch(a -> a.equals(">") || a.equals("&&") || a.equals(";"))) {
             return args.isEmpty() ? "empty" : null;
         }
@@ -120,5 +118,14 @@ class DocsTest {
         } catch (CommandLine.ParameterException e) {
             return e.getMessage();
         }
+    }
+
+    /** A command line's words after {@code ttpipe}, as a shell splits them (quotes kept together, then dropped). */
+    static List<String> parseArgs(String line) {
+        String l = line.strip().replaceFirst("^(\\./)?ttpipe ", "");
+        List<String> args = new ArrayList<>();
+        Matcher m = Pattern.compile("\"([^\"]*)\"|'([^']*)'|(\\S+)").matcher(l);
+        while (m.find()) args.add(m.group(1) != null ? m.group(1) : m.group(2) != null ? m.group(2) : m.group(3));
+        return args;
     }
 }
