@@ -27,7 +27,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * lines. An example that needs what the scratch directory cannot give (hardware, a running job, a run of
  * the reader's own) says so in its comment, {@code # ... (needs ...)}, and is listed, not run.
  *
- * <p>Tagged {@code docs-examples}: {@code mvn -B test -pl actors -am -Pdocs-examples} (about 20 minutes on 2
+ * <p>Tagged {@code docs-examples}: {@code mvn -B test -pl actors -am -Pdocs-examples} (about 6 minutes on 2
  * cores). {@link DocsTest} parses the same lines in the default run.
  */
 @Tag("docs-examples")

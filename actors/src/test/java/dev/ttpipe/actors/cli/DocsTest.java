@@ -21,8 +21,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * The docs say what the code does: every config key that docs/configuration.md lists is one the loader
  * accepts, and every {@code ttpipe} command line in README.md and docs/ (in code blocks and in backticks) is
- * one the CLI parses: the command exists and takes every option written. (A parse, not a run: the examples
- * that train take minutes; what they do is the other tests' business.)
+ * one the CLI parses: the command exists and takes every option written. (A parse, not a run: {@link DocsExamplesTest},
+ * behind {@code -Pdocs-examples}, runs them.)
  */
 class DocsTest {
     static final Path ROOT = Path.of("..").toAbsolutePath().normalize();
