@@ -8,6 +8,7 @@ import org.slf4j.LoggerFactory;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.UnaryOperator;
@@ -17,61 +18,98 @@ import java.util.function.UnaryOperator;
  * operands are taken at bf16 precision (an fp32 operand is first rounded to nearest even), every
  * product of two bf16 values is exact in fp32, and the products are summed in fp32.
  *
- * <p>What runs today, with the OpenBLAS bundled with ttpipe ({@code org.bytedeco:openblas} 0.3.31,
- * built without BUILD_BFLOAT16: it exports no {@code cblas_sbgemm}): always {@code sgemm}, the fp32
- * kernel ({@link Gemm}) on operands rounded to bf16 and widened back to fp32 (see
- * {@link Fp32Staging#bf16Operand}). No bf16 arithmetic runs; the fp32 FMA units do the work.
- *
- * <p>The {@code sbgemm} branch ({@code cblas_sbgemm} on bf16 buffers) is bound only where the loaded
- * OpenBLAS exports the symbol and the CPU has {@code avx512_bf16}. The bundled library is the one loaded
- * on linux x86_64, so there it never runs; it can only run with a system OpenBLAS built with
- * BUILD_BFLOAT16 on another OS (see {@link OpenBlas}). Its products are the same as sgemm's; the order of
- * the fp32 sums differs, so the two agree to fp32 rounding of the sums, not bit for bit. A pipeline and
- * its reference trainer in one process use one kernel, so {@code verify} compares like with like.
- * {@code -Dttpipe.sbgemm=off} (or {@code TTPIPE_SBGEMM=off}) forces sgemm. {@link #describe} says which
- * runs and why. Thread-safe.
+ * <p>Three engines, the first that applies:
+ * <ul>
+ *   <li>{@code dnnl}: oneDNN's {@code dnnl_gemm_bf16bf16f32} on bf16 buffers ({@link Dnnl}), on CPUs with
+ *   {@code avx512_bf16} (the {@code vdpbf16ps} dot product: twice the fp32 FMA rate) when oneDNN loads.
+ *   Threaded as {@link BlasGemm} is: one single-threaded call per tile of C, the tiles a function of the
+ *   shape alone.</li>
+ *   <li>{@code sbgemm}: OpenBLAS's {@code cblas_sbgemm}, where the loaded OpenBLAS exports it and the CPU
+ *   has {@code avx512_bf16}. The bundled OpenBLAS ({@code org.bytedeco:openblas} 0.3.31) is built without
+ *   BUILD_BFLOAT16 and exports none, so this runs only with a system OpenBLAS on another OS.</li>
+ *   <li>{@code sgemm}: the fp32 kernel ({@link Gemm}) on operands rounded to bf16 and widened back to fp32
+ *   ({@link Fp32Staging#bf16Operand}): the same products, no bf16 arithmetic.</li>
+ * </ul>
+ * The engines' products are the same; the order of the fp32 sums differs, so they agree to fp32
+ * rounding of the sums, not bit for bit. A pipeline and its reference trainer in one process use one
+ * engine, so {@code verify} compares like with like. {@code -Dttpipe.bf16.gemm=dnnl|sbgemm|sgemm} (or
+ * {@code TTPIPE_BF16_GEMM}) forces one; {@code -Dttpipe.sbgemm=off} ({@code TTPIPE_SBGEMM=off}) means
+ * {@code sgemm}. {@link #describe} says which runs and why not the others. Thread-safe.
  */
 final class Bf16Gemm {
     private static final Logger LOG = LoggerFactory.getLogger(Bf16Gemm.class);
     private static Boolean sbgemmBound;
     private static final Set<String> LOGGED = ConcurrentHashMap.newKeySet();
 
+    /** Which engine multiplies. */
+    enum Engine { DNNL, SBGEMM, SGEMM }
+
     private final Gemm fp32;
-    private final boolean sbgemm;
-    /** Why sbgemm does not run (null when it does): every reason that holds, for {@link #describe}. */
-    private final String whyNotSbgemm;
+    private final Parallel parallel;
+    private final Engine engine;
+    /** Why the faster engines do not run (null when dnnl does): every reason that holds, for {@link #describe}. */
+    private final String whyNot;
 
-    private Bf16Gemm(Gemm fp32, boolean sbgemm, String whyNotSbgemm) {
+    private Bf16Gemm(Gemm fp32, Parallel parallel, Engine engine, String whyNot) {
         this.fp32 = fp32;
-        this.sbgemm = sbgemm;
-        this.whyNotSbgemm = whyNotSbgemm;
+        this.parallel = parallel;
+        this.engine = engine;
+        this.whyNot = whyNot;
     }
 
-    /** The bf16 kernel next to the fp32 kernel {@code fp32} (its thread count and library). */
-    static Bf16Gemm choose(Gemm fp32) {
-        return choose(fp32, System::getenv);
+    /** The bf16 kernel next to the fp32 kernel {@code fp32}, threaded over {@code parallel}. */
+    static Bf16Gemm choose(Gemm fp32, Parallel parallel) {
+        return choose(fp32, parallel, System::getenv);
     }
 
-    /** {@code getenv} reads TTPIPE_SBGEMM (a mesh's {@link dev.ttpipe.device.MeshOptions#getenv}). */
-    static Bf16Gemm choose(Gemm fp32, UnaryOperator<String> getenv) {
-        List<String> why = new ArrayList<>();
-        if ("off".equals(requested(getenv))) why.add("turned off by ttpipe.sbgemm / TTPIPE_SBGEMM");
-        if (!(fp32 instanceof BlasGemm)) {
-            why.add("the fp32 kernel is " + fp32.kind() + ", not OpenBLAS");
-        } else if (!bindSbgemm()) {
-            why.add("the loaded OpenBLAS (" + OpenBlas.loadedFrom() + ") does not export cblas_sbgemm"
-                    + (OpenBlas.isBundled() ? ": the bundled org.bytedeco build is compiled without BUILD_BFLOAT16" : ""));
+    /** {@code getenv} reads TTPIPE_BF16_GEMM and TTPIPE_SBGEMM (a mesh's {@link dev.ttpipe.device.MeshOptions#getenv}). */
+    static Bf16Gemm choose(Gemm fp32, Parallel parallel, UnaryOperator<String> getenv) {
+        String asked = requested(getenv);
+        if (!List.of("auto", "dnnl", "sbgemm", "sgemm").contains(asked)) {
+            throw new DeviceException("bf16 matmul engine '" + asked + "' (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM) unknown,"
+                    + " expected auto, dnnl, sbgemm or sgemm");
         }
-        if (!MachinePeak.hasBf16Dot()) why.add("this CPU has no avx512_bf16");
-        Bf16Gemm g = new Bf16Gemm(fp32, why.isEmpty(), why.isEmpty() ? null : String.join("; ", why));
+        boolean bf16Dot = MachinePeak.hasBf16Dot();
+        List<String> whyNot = new ArrayList<>();
+        Engine engine = Engine.SGEMM;
+        if (asked.equals("sgemm")) {
+            whyNot.add("sgemm asked for (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM, or TTPIPE_SBGEMM=off)");
+        } else {
+            if (!bf16Dot) whyNot.add("this CPU has no avx512_bf16");
+            boolean dnnlOk = false;
+            if (!asked.equals("sbgemm")) {
+                if (!Dnnl.load()) whyNot.add("oneDNN does not load (" + Dnnl.failure() + ")");
+                else dnnlOk = true;
+            }
+            boolean sbgemmOk = false;
+            if (!asked.equals("dnnl")) {
+                if (!(fp32 instanceof BlasGemm)) {
+                    whyNot.add("the fp32 kernel is " + fp32.kind() + ", not OpenBLAS, so no cblas_sbgemm");
+                } else if (!bindSbgemm()) {
+                    whyNot.add("the loaded OpenBLAS (" + OpenBlas.loadedFrom() + ") does not export cblas_sbgemm"
+                            + (OpenBlas.isBundled() ? ": the bundled org.bytedeco build is compiled without BUILD_BFLOAT16" : ""));
+                } else {
+                    sbgemmOk = true;
+                }
+            }
+            if (bf16Dot && dnnlOk) engine = Engine.DNNL;
+            else if (bf16Dot && sbgemmOk) engine = Engine.SBGEMM;
+            if (engine == Engine.SGEMM && !asked.equals("auto")) {
+                throw new DeviceException("bf16 matmul engine " + asked + " asked for, but it cannot run: " + String.join("; ", whyNot));
+            }
+        }
+        Bf16Gemm g = new Bf16Gemm(fp32, parallel, engine, whyNot.isEmpty() ? null : String.join("; ", whyNot));
         if (LOGGED.add(g.describe())) LOG.info("cpu bf16 matmuls: {}", g.describe());
         return g;
     }
 
     private static String requested(UnaryOperator<String> getenv) {
-        String p = System.getProperty("ttpipe.sbgemm");
-        if (p == null || p.isBlank()) p = getenv.apply("TTPIPE_SBGEMM");
-        return p == null ? "auto" : p.trim();
+        String p = System.getProperty("ttpipe.bf16.gemm");
+        if (p == null || p.isBlank()) p = getenv.apply("TTPIPE_BF16_GEMM");
+        if (p != null && !p.isBlank()) return p.trim().toLowerCase(Locale.ROOT);
+        String off = System.getProperty("ttpipe.sbgemm");
+        if (off == null || off.isBlank()) off = getenv.apply("TTPIPE_SBGEMM");
+        return "off".equals(off == null ? null : off.trim()) ? "sgemm" : "auto";
     }
 
     /** Binds {@code cblas_sbgemm} from the OpenBLAS already loaded; false where it does not export it. */
@@ -95,19 +133,32 @@ final class Bf16Gemm {
 
     /** True: operands are passed as bf16 buffers (2 bytes an element); false: as fp32 buffers holding bf16 values. */
     boolean packedOperands() {
-        return sbgemm;
+        return engine != Engine.SGEMM;
     }
 
-    /** {@code sbgemm} or {@code sgemm on bf16 operands widened to fp32} (what runs today). */
+    Engine engine() {
+        return engine;
+    }
+
+    /** {@code dnnl}, {@code sbgemm} or {@code sgemm on bf16 operands widened to fp32}. */
     String kind() {
-        return sbgemm ? "sbgemm" : "sgemm on bf16 operands widened to fp32";
+        return switch (engine) {
+            case DNNL -> "dnnl";
+            case SBGEMM -> "sbgemm";
+            case SGEMM -> "sgemm on bf16 operands widened to fp32";
+        };
     }
 
-    /** What a matmul with a BF16 operand runs, in words, and why not sbgemm. */
+    /** What a matmul with a BF16 operand runs, in words, and why not the faster engines. */
     String describe() {
-        return sbgemm ? "OpenBLAS cblas_sbgemm on bf16 operands (avx512_bf16), fp32 accumulation"
-                : "bf16 operands widened to fp32, then the fp32 sgemm (" + fp32.kind() + " kernel), fp32 accumulation; no bf16"
-                + " GEMM runs (" + whyNotSbgemm + ")";
+        return switch (engine) {
+            case DNNL -> Dnnl.describe() + ", dnnl_gemm_bf16bf16f32 on bf16 operands (avx512_bf16), fp32 accumulation;"
+                    + " single-threaded calls on tiles of C up to " + BlasGemm.TILE_M + "x" + BlasGemm.TILE_N + " over "
+                    + parallel.threads() + " threads";
+            case SBGEMM -> "OpenBLAS cblas_sbgemm on bf16 operands (avx512_bf16), fp32 accumulation";
+            case SGEMM -> "bf16 operands widened to fp32, then the fp32 sgemm (" + fp32.kind() + " kernel), fp32 accumulation;"
+                    + " no bf16 GEMM runs (" + whyNot + ")";
+        };
     }
 
     /**
@@ -116,17 +167,24 @@ final class Bf16Gemm {
      */
     void gemm(boolean transA, boolean transB, int m, int n, int k, float alpha, NativeBuffer a, int aOff, int lda,
               NativeBuffer b, int bOff, int ldb, float beta, NativeBuffer c, int cOff, int ldc) {
-        if (!sbgemm) {
+        if (engine == Engine.SGEMM) {
             fp32.sgemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc);
             return;
         }
-        if (m < 0 || n < 0 || k < 0) throw new DeviceException("sbgemm: negative size m=" + m + " n=" + n + " k=" + k);
+        if (m < 0 || n < 0 || k < 0) throw new DeviceException("bf16 gemm: negative size m=" + m + " n=" + n + " k=" + k);
         checkBf16Bounds("A", a, aOff, transA ? k : m, transA ? m : k, lda);
         checkBf16Bounds("B", b, bOff, transB ? n : k, transB ? k : n, ldb);
         Gemm.checkBounds("C", c, cOff, m, n, ldc);
         if (m == 0 || n == 0) return;
         if (k == 0) {
             Gemm.scaleC(m, n, beta, c, cOff, ldc);
+            return;
+        }
+        if (engine == Engine.DNNL) {
+            byte ta = (byte) (transA ? 'T' : 'N'), tb = (byte) (transB ? 'T' : 'N');
+            BlasGemm.tiles(parallel, transA, transB, m, n, k, a.address + 2L * aOff, lda, 2, b.address + 2L * bOff, ldb, 2,
+                    c.address + 4L * cOff, ldc, (rows, cols, at, bt, ct) -> Dnnl.check(Dnnl.dnnl_gemm_bf16bf16f32(ta, tb, rows,
+                            cols, k, alpha, at, lda, bt, ldb, beta, ct, ldc), "dnnl_gemm_bf16bf16f32"));
             return;
         }
         cblas_sbgemm(OpenBlas.ROW_MAJOR, transA ? OpenBlas.TRANS : OpenBlas.NO_TRANS,
@@ -138,7 +196,7 @@ final class Bf16Gemm {
         if (rows == 0 || cols == 0) return;
         long last = off + (long) (rows - 1) * ld + cols - 1;
         if (off < 0 || ld < cols || last >= buf.capacity / 2) {
-            throw new DeviceException("sbgemm: matrix " + what + " [" + rows + " x " + cols + "] (ld " + ld + ", offset "
+            throw new DeviceException("bf16 gemm: matrix " + what + " [" + rows + " x " + cols + "] (ld " + ld + ", offset "
                     + off + ") lies outside its buffer of " + buf.capacity / 2 + " bf16 values");
         }
     }

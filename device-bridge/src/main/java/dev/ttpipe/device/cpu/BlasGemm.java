@@ -73,22 +73,37 @@ final class BlasGemm implements Gemm {
             Gemm.scaleC(m, n, beta, c, cOff, ldc);
             return;
         }
+        tiles(parallel, transA, transB, m, n, k, a.address + 4L * aOff, lda, 4, b.address + 4L * bOff, ldb, 4,
+                c.address + 4L * cOff, ldc, (rows, cols, at, bt, ct) -> call(transA, transB, rows, cols, k, alpha, at, lda,
+                        bt, ldb, beta, ct, ldc));
+    }
+
+    /** One single-threaded call on a tile: {@code rows} x {@code cols} of C at {@code c}, op(A)'s rows from {@code a}, op(B)'s columns from {@code b}. */
+    interface TileCall {
+        void call(int rows, int cols, long a, long b, long c);
+    }
+
+    /**
+     * Cuts C [m, n] into the tiles of {@link #tileRows} x {@link #tileCols} (a function of the shape alone)
+     * and runs {@code call} on each over {@code parallel}'s threads; one tile runs on the calling thread.
+     * {@code aBytes}, {@code bBytes}: bytes per element of A and B (4 for fp32, 2 for bf16); C is fp32.
+     */
+    static void tiles(Parallel parallel, boolean transA, boolean transB, int m, int n, int k, long a, int lda, int aBytes,
+                      long b, int ldb, int bBytes, long c, int ldc, TileCall call) {
         int tm = tileRows(m, n, k), tn = tileCols(m, n, k);
         int tilesM = (m + tm - 1) / tm, tilesN = (n + tn - 1) / tn;
         if (tilesM * tilesN == 1) {
-            call(transA, transB, m, n, k, alpha, a.address + 4L * aOff, lda, b.address + 4L * bOff, ldb, beta,
-                    c.address + 4L * cOff, ldc);
+            call.call(m, n, a, b, c);
             return;
         }
         parallel.range(tilesM * tilesN, 1, (lo, hi) -> {
             for (int t = lo; t < hi; t++) {
                 int i0 = (t / tilesN) * tm, j0 = (t % tilesN) * tn;
                 // op(A) rows i0.., op(B) columns j0..: A [m, k] row-major (or [k, m] when transposed), B likewise
-                long aTile = a.address + 4L * (aOff + (transA ? i0 : (long) i0 * lda));
-                long bTile = b.address + 4L * (bOff + (transB ? (long) j0 * ldb : j0));
-                long cTile = c.address + 4L * (cOff + (long) i0 * ldc + j0);
-                call(transA, transB, Math.min(tm, m - i0), Math.min(tn, n - j0), k, alpha, aTile, lda, bTile, ldb,
-                        beta, cTile, ldc);
+                long aTile = a + (long) aBytes * (transA ? i0 : (long) i0 * lda);
+                long bTile = b + (long) bBytes * (transB ? (long) j0 * ldb : j0);
+                long cTile = c + 4L * ((long) i0 * ldc + j0);
+                call.call(Math.min(tm, m - i0), Math.min(tn, n - j0), aTile, bTile, cTile);
             }
         });
     }

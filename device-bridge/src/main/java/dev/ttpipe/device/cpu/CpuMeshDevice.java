@@ -51,7 +51,7 @@ public final class CpuMeshDevice extends MeshDeviceBase {
         int threads = options.threads() == 0 ? Runtime.getRuntime().availableProcessors() : options.threads();
         this.parallel = new Parallel(threads);
         this.gemm = GemmChoice.choose(kernel, threads, parallel, options::getenv);
-        this.bf16Gemm = Bf16Gemm.choose(gemm, options::getenv);
+        this.bf16Gemm = Bf16Gemm.choose(gemm, parallel, options::getenv);
     }
 
     /** Opens a mesh of emulated devices ({@code options} null: defaults). */

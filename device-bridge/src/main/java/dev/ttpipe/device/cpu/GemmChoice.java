@@ -10,8 +10,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.UnaryOperator;
 
 /**
- * Picks the matmul kernel: {@code blas} (OpenBLAS, fails if it does not load), {@code java}
- * (pure JVM), or {@code auto}: OpenBLAS unless {@code -Dttpipe.blas=java} or
+ * Picks the fp32 matmul kernel: {@code blas} (OpenBLAS, fails if it does not load), {@code dnnl}
+ * (oneDNN's sgemm, fails if it does not load), {@code java} (pure JVM), or {@code auto}: OpenBLAS unless {@code -Dttpipe.blas=java} or
  * {@code TTPIPE_BLAS=java} says otherwise, the JVM kernel if OpenBLAS does not load. Logs the
  * kernel in use once per process and kind (INFO).
  */
@@ -51,6 +51,11 @@ final class GemmChoice {
                     throw new DeviceException("OpenBLAS does not load: " + OpenBlas.failure());
                 }
                 break;
+            case "dnnl":
+            case "onednn":
+                g = DnnlGemm.tryLoad(parallel);
+                if (g == null) throw new DeviceException("oneDNN does not load: " + Dnnl.failure());
+                break;
             case "auto":
                 g = BlasGemm.tryLoad(parallel);
                 if (g == null) {
@@ -61,7 +66,7 @@ final class GemmChoice {
                 }
                 break;
             default:
-                throw new DeviceException("matmul kernel '" + kind + "' unknown, expected auto, blas or java");
+                throw new DeviceException("matmul kernel '" + kind + "' unknown, expected auto, blas, dnnl or java");
         }
         if (LOGGED.add(g.kind())) LOG.info("cpu matmul kernel: {}", g.describe());
         CpuKernels.chose(g.describe());

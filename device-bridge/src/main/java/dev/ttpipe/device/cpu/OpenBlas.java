@@ -6,22 +6,14 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.io.IOException;
-import java.io.InputStream;
-import java.net.URL;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.Paths;
-import java.nio.file.StandardCopyOption;
 import java.util.List;
-import java.util.Locale;
-import java.util.Properties;
 
 /**
  * OpenBLAS bound with JNA direct mapping. The library comes from the
  * {@code org.bytedeco:openblas:linux-x86_64} jar: {@code libopenblas.so.0} and the runtime
- * libraries next to it (it has RUNPATH $ORIGIN) are extracted once into a versioned directory
- * under {@code java.io.tmpdir} (written under a temporary name, then moved atomically, so
- * concurrent JVMs are safe), then loaded by absolute path. Elsewhere the system's
+ * libraries next to it (it has RUNPATH $ORIGIN) are extracted once ({@link NativeBundle}), then
+ * loaded by absolute path. Elsewhere the system's
  * {@code libopenblas} is tried. Pointers are passed as {@code long} addresses, so a call
  * allocates nothing. OpenBLAS runs single-threaded (set once here, never changed): ttpipe splits the work
  * itself ({@link BlasGemm}), so the bits do not depend on a thread count.
@@ -87,47 +79,11 @@ final class OpenBlas {
     }
 
     private static NativeLibrary open() throws IOException {
-        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
-        String arch = System.getProperty("os.arch", "");
-        URL main = OpenBlas.class.getClassLoader().getResource(RESOURCE_DIR + "libopenblas.so.0");
-        if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64")) || main == null) {
-            return NativeLibrary.getInstance("openblas");
-        }
-        Path dir = Paths.get(System.getProperty("java.io.tmpdir"), "ttpipe-native",
-                "openblas-" + version() + "-" + main.openConnection().getContentLengthLong());
-        Files.createDirectories(dir);
-        for (String name : FILES) extract(RESOURCE_DIR + name, dir.resolve(name));
+        Path dir = NativeBundle.supportedPlatform() ? NativeBundle.extract("openblas",
+                "META-INF/maven/org.bytedeco/openblas/pom.properties", FILES.stream().map(f -> RESOURCE_DIR + f).toList()) : null;
+        if (dir == null) return NativeLibrary.getInstance("openblas");
         NativeLibrary lib = NativeLibrary.getInstance(dir.resolve("libopenblas.so.0").toAbsolutePath().toString());
         bundled = true;
         return lib;
-    }
-
-    private static String version() {
-        try (InputStream in = OpenBlas.class.getClassLoader()
-                .getResourceAsStream("META-INF/maven/org.bytedeco/openblas/pom.properties")) {
-            if (in == null) return "unknown";
-            Properties p = new Properties();
-            p.load(in);
-            return p.getProperty("version", "unknown");
-        } catch (IOException e) {
-            return "unknown";
-        }
-    }
-
-    /** Copies a resource to {@code target} unless a file of the same size is already there. */
-    private static void extract(String resource, Path target) throws IOException {
-        URL url = OpenBlas.class.getClassLoader().getResource(resource);
-        if (url == null) throw new IOException("resource " + resource + " not found");
-        long size = url.openConnection().getContentLengthLong();
-        if (Files.isRegularFile(target) && Files.size(target) == size) return;
-        Path tmp = Files.createTempFile(target.getParent(), target.getFileName().toString(), ".tmp");
-        try {
-            try (InputStream in = url.openStream()) {
-                Files.copy(in, tmp, StandardCopyOption.REPLACE_EXISTING);
-            }
-            Files.move(tmp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-        } finally {
-            Files.deleteIfExists(tmp);
-        }
     }
 }

@@ -1,37 +1,156 @@
 package dev.ttpipe.device.cpu;
 
+import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import java.util.Map;
+import java.util.Random;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** What a bf16 matmul runs on the cpu backend, and that it says so (docs/backends-bf16.md). */
+/**
+ * What a bf16 matmul runs on the cpu backend and that it says so (docs/backends-bf16.md): oneDNN's bf16
+ * GEMM on a CPU with avx512_bf16, else the fp32 sgemm on operands rounded to bf16; the engine asked for
+ * by name or refused with why; and oneDNN's products: the same bits on any number of threads, and the
+ * exact bf16 products summed in fp32 (against a double reference).
+ */
 class Bf16GemmTest {
+    private static Parallel par;
+    private static Gemm blas;
+
+    @BeforeAll
+    static void kernels() {
+        par = new Parallel(2);
+        blas = BlasGemm.tryLoad(par);
+    }
+
+    @AfterAll
+    static void close() {
+        par.close();
+    }
+
+    private static Bf16Gemm choose(Map<String, String> env) {
+        return Bf16Gemm.choose(blas, par, env::get);
+    }
+
     @Test
-    void withTheBundledOpenBlasBf16MatmulsWidenTheirOperandsToFp32AndRunSgemm() {
-        try (CpuMeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(1), "blas")) {
-            Assumptions.assumeTrue(OpenBlas.isBundled(), "the bundled OpenBLAS is not the one loaded here: " + OpenBlas.loadedFrom());
-            Bf16Gemm g = mesh.bf16Gemm();
-            assertFalse(g.packedOperands(), "cblas_sbgemm was bound from a library that does not export it");
-            assertEquals("sgemm on bf16 operands widened to fp32", g.kind());
-            String d = mesh.bf16MatmulKernel();
-            assertTrue(d.startsWith("bf16 operands widened to fp32, then the fp32 sgemm (blas kernel), fp32 accumulation;"
-                    + " no bf16 GEMM runs ("), d);
-            assertTrue(d.contains("does not export cblas_sbgemm: the bundled org.bytedeco build is compiled without"
-                    + " BUILD_BFLOAT16"), d);
-            assertEquals(MachinePeak.hasBf16Dot(), !d.contains("this CPU has no avx512_bf16"), d);
+    void byDefaultOneDnnMultipliesInBf16WhereTheCpuHasAvx512Bf16() {
+        Assumptions.assumeTrue(blas != null, "OpenBLAS does not load here");
+        Bf16Gemm g = choose(Map.of());
+        if (MachinePeak.hasBf16Dot() && Dnnl.load()) {
+            assertEquals(Bf16Gemm.Engine.DNNL, g.engine());
+            assertTrue(g.packedOperands());
+            assertTrue(g.describe().startsWith("oneDNN "), g.describe());
+            assertTrue(g.describe().contains("dnnl_gemm_bf16bf16f32 on bf16 operands (avx512_bf16)"), g.describe());
+        } else {
+            assertEquals(Bf16Gemm.Engine.SGEMM, g.engine());
+            assertFalse(g.packedOperands());
+            assertTrue(g.describe().startsWith("bf16 operands widened to fp32, then the fp32 sgemm (blas kernel)"), g.describe());
+            assertEquals(MachinePeak.hasBf16Dot(), !g.describe().contains("this CPU has no avx512_bf16"), g.describe());
         }
+    }
+
+    @Test
+    void sgemmCanBeAskedForAndTheOldSwitchStillTurnsBf16GemmsOff() {
+        Assumptions.assumeTrue(blas != null, "OpenBLAS does not load here");
+        for (Map<String, String> env : java.util.List.of(Map.of("TTPIPE_BF16_GEMM", "sgemm"), Map.of("TTPIPE_SBGEMM", "off"))) {
+            Bf16Gemm g = choose(env);
+            assertEquals(Bf16Gemm.Engine.SGEMM, g.engine(), env.toString());
+            assertTrue(g.describe().contains("sgemm asked for"), g.describe());
+        }
+    }
+
+    @Test
+    void anEngineThatCannotRunIsRefusedWithWhy() {
+        Assumptions.assumeTrue(blas != null, "OpenBLAS does not load here");
+        DeviceException unknown = assertThrows(DeviceException.class, () -> choose(Map.of("TTPIPE_BF16_GEMM", "amx")));
+        assertTrue(unknown.getMessage().contains("'amx'") && unknown.getMessage().contains("expected auto, dnnl, sbgemm or sgemm"),
+                unknown.getMessage());
+        // The bundled OpenBLAS exports no cblas_sbgemm: asking for it names that.
+        Assumptions.assumeTrue(OpenBlas.isBundled(), "the bundled OpenBLAS is not the one loaded here");
+        DeviceException sbgemm = assertThrows(DeviceException.class, () -> choose(Map.of("TTPIPE_BF16_GEMM", "sbgemm")));
+        assertTrue(sbgemm.getMessage().contains("does not export cblas_sbgemm"), sbgemm.getMessage());
     }
 
     @Test
     void withTheJvmKernelTheDescriptionNamesIt() {
         try (CpuMeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(1), "java")) {
-            assertFalse(mesh.bf16Gemm().packedOperands());
-            assertTrue(mesh.bf16MatmulKernel().contains("the fp32 kernel is java, not OpenBLAS"), mesh.bf16MatmulKernel());
+            assertTrue(mesh.bf16MatmulKernel().contains("the fp32 kernel is java, not OpenBLAS")
+                    || mesh.bf16Gemm().engine() == Bf16Gemm.Engine.DNNL, mesh.bf16MatmulKernel());
         }
+    }
+
+    /** oneDNN's bf16 GEMM, tiled by ttpipe: the same bits on 1, 2 and 3 threads, and within fp32 rounding of the exact sums. */
+    @ParameterizedTest(name = "{0}x{1}x{2} transA={3} transB={4}")
+    @CsvSource({"512,384,384,false,false", "384,1536,512,false,true", "700,1100,300,true,false", "33,5000,100,true,true",
+            "1,7,3,false,false"})
+    void oneDnnBf16ProductsAreExactProductsSummedInFp32OnAnyNumberOfThreads(int m, int n, int k, boolean ta, boolean tb) {
+        Assumptions.assumeTrue(MachinePeak.hasBf16Dot() && Dnnl.load(), "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());
+        Random rnd = new Random(m * 31L + n * 7L + k);
+        int off = 3, pad = 5;
+        int aRows = ta ? k : m, aCols = ta ? m : k, lda = aCols + pad;
+        int bRows = tb ? n : k, bCols = tb ? k : n, ldb = bCols + pad;
+        int ldc = n + pad;
+        NativeBuffer a = bf16(rnd, off + aRows * lda), b = bf16(rnd, off + bRows * ldb);
+        NativeBuffer c = NativeBuffer.malloc(4 * (off + m * ldc));
+        try {
+            int[] first = null;
+            for (int threads : new int[]{1, 2, 3}) {
+                try (Parallel p = new Parallel(threads)) {
+                    Bf16Gemm g = Bf16Gemm.choose(blas == null ? new JavaGemm(p) : blas, p, Map.<String, String>of()::get);
+                    assertEquals(Bf16Gemm.Engine.DNNL, g.engine());
+                    for (int i = 0; i < off + m * ldc; i++) c.floats.put(i, 0.25f);
+                    g.gemm(ta, tb, m, n, k, -0.5f, a, off, lda, b, off, ldb, 2f, c, off, ldc);
+                    int[] bits = new int[m * n];
+                    for (int i = 0; i < m; i++) for (int j = 0; j < n; j++) bits[i * n + j] = Float.floatToRawIntBits(c.floats.get(off + i * ldc + j));
+                    if (first == null) {
+                        first = bits;
+                        for (int i = 0; i < m; i += Math.max(1, m / 7)) {
+                            for (int j = 0; j < n; j += Math.max(1, n / 7)) {
+                                double s = 0, mag = 0;
+                                for (int q = 0; q < k; q++) {
+                                    double av = value(a, off + (ta ? q * lda + i : i * lda + q));
+                                    double bv = value(b, off + (tb ? j * ldb + q : q * ldb + j));
+                                    s += av * bv;
+                                    mag += Math.abs(av * bv);
+                                }
+                                double e = -0.5 * s + 2 * 0.25;
+                                assertEquals(e, Float.intBitsToFloat(bits[i * n + j]), 1e-6 * (1 + mag) * k,
+                                        "element (" + i + ", " + j + ")");
+                            }
+                        }
+                        assertEquals(0.25f, c.floats.get(off + n), "the padding is left alone");
+                    } else {
+                        for (int i = 0; i < bits.length; i++) {
+                            if (bits[i] != first[i]) throw new AssertionError("element " + i + " differs on " + threads + " threads");
+                        }
+                    }
+                }
+            }
+        } finally {
+            a.free();
+            b.free();
+            c.free();
+        }
+    }
+
+    private static NativeBuffer bf16(Random rnd, int n) {
+        NativeBuffer buf = NativeBuffer.malloc(Math.max(4, 2 * n));
+        for (int i = 0; i < n; i++) buf.bytes.putShort(2 * i, (short) (Float.floatToRawIntBits(rnd.nextFloat() * 2 - 1) >>> 16));
+        return buf;
+    }
+
+    private static double value(NativeBuffer bf16, int i) {
+        return Float.intBitsToFloat((bf16.bytes.getShort(2 * i) & 0xffff) << 16);
     }
 }

@@ -15,17 +15,20 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** Both matmul kernels against a double reference: odd shapes, all transposes, offsets, leading dims, alpha, beta. */
+/** The matmul kernels (OpenBLAS, oneDNN, pure JVM) against a double reference: odd shapes, all transposes, offsets, leading dims, alpha, beta. */
 class GemmTest {
     private static Parallel par;
     private static Gemm blas;
     private static Gemm java;
+    /** oneDNN's sgemm, or null where it does not load (not linux x86_64). */
+    private static Gemm dnnl;
 
     @BeforeAll
     static void kernels() {
         par = new Parallel(2);
         blas = BlasGemm.tryLoad(par);
         java = new JavaGemm(par);
+        dnnl = DnnlGemm.tryLoad(par);
     }
 
     @AfterAll
@@ -54,12 +57,12 @@ class GemmTest {
             "512,13,384,true,true", "700,1100,300,false,false", "1100,700,2048,true,false", "33,5000,100,false,true"})
     void eachKernelGivesTheSameBitsOnAnyNumberOfThreads(int m, int n, int k, boolean ta, boolean tb) {
         int[] counts = {1, 2, 3, 5};
-        for (String kind : new String[]{"blas", "java"}) {
-            if (kind.equals("blas") && blas == null) continue;
+        for (String kind : new String[]{"blas", "dnnl", "java"}) {
+            if (kind.equals("blas") && blas == null || kind.equals("dnnl") && dnnl == null) continue;
             int[] first = null;
             for (int threads : counts) {
                 try (Parallel p = new Parallel(threads)) {
-                    Gemm g = kind.equals("blas") ? BlasGemm.tryLoad(p) : new JavaGemm(p);
+                    Gemm g = kind.equals("blas") ? BlasGemm.tryLoad(p) : kind.equals("dnnl") ? DnnlGemm.tryLoad(p) : new JavaGemm(p);
                     int[] bits = product(g, m, n, k, ta, tb);
                     if (first == null) {
                         first = bits;
@@ -119,7 +122,7 @@ class GemmTest {
             "129,3,300,true,false", "300,600,20,true,true", "300,600,20,false,false", "257,1025,17,true,false",
             "520,530,9,false,true", "1100,1100,3,false,true", "1100,1100,3,true,false"})
     void bothKernelsMatchTheReference(int m, int n, int k, boolean ta, boolean tb) {
-        for (Gemm g : new Gemm[]{blas, java}) {
+        for (Gemm g : new Gemm[]{blas, dnnl, java}) {
             if (g == null) continue;
             check(g, m, n, k, ta, tb, 1f, 0f, 0, 0);
             check(g, m, n, k, ta, tb, -0.5f, 2f, 3, 5);
@@ -175,7 +178,7 @@ class GemmTest {
 
     @Test
     void emptyAndZeroDepthProducts() {
-        for (Gemm g : new Gemm[]{blas, java}) {
+        for (Gemm g : new Gemm[]{blas, dnnl, java}) {
             if (g == null) continue;
             NativeBuffer c = NativeBuffer.malloc(64);
             try {
@@ -193,7 +196,7 @@ class GemmTest {
     void outOfBoundsOperandsThrowBeforeAnyNativeCall() {
         NativeBuffer small = NativeBuffer.malloc(64); // 16 floats
         try {
-            for (Gemm g : new Gemm[]{blas, java}) {
+            for (Gemm g : new Gemm[]{blas, dnnl, java}) {
                 if (g == null) continue;
                 DeviceException e = assertThrows(DeviceException.class,
                         () -> g.sgemm(false, false, 8, 8, 8, 1f, small, 0, 8, small, 0, 8, 0f, small, 0, 8));

@@ -1,0 +1,46 @@
+package dev.ttpipe.device.cpu;
+
+/**
+ * {@link Gemm} through oneDNN's {@code dnnl_sgemm} ({@link Dnnl}), threaded as {@link BlasGemm} is: one
+ * single-threaded call per tile of C, the tiles a function of the shape alone, so the bits do not depend
+ * on the thread count. Chosen with {@code -Dttpipe.blas=dnnl} (or {@code TTPIPE_BLAS=dnnl}); compare it
+ * with OpenBLAS per shape with {@code ttpipe bench matmul --kernel dnnl}.
+ */
+final class DnnlGemm implements Gemm {
+    private final Parallel parallel;
+
+    private DnnlGemm(Parallel parallel) {
+        this.parallel = parallel;
+    }
+
+    /** oneDNN tiled over {@code parallel}'s threads, or null if the library does not load. */
+    static DnnlGemm tryLoad(Parallel parallel) {
+        return Dnnl.load() ? new DnnlGemm(parallel) : null;
+    }
+
+    @Override
+    public String kind() {
+        return "dnnl";
+    }
+
+    @Override
+    public String describe() {
+        return Dnnl.describe() + ", dnnl_sgemm: single-threaded calls on tiles of C up to " + BlasGemm.TILE_M + "x"
+                + BlasGemm.TILE_N + " over " + parallel.threads() + " threads";
+    }
+
+    @Override
+    public void sgemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
+                      NativeBuffer a, int aOff, int lda, NativeBuffer b, int bOff, int ldb,
+                      float beta, NativeBuffer c, int cOff, int ldc) {
+        if (!Gemm.check(transA, transB, m, n, k, a, aOff, lda, b, bOff, ldb, c, cOff, ldc)) return;
+        if (k == 0) {
+            Gemm.scaleC(m, n, beta, c, cOff, ldc);
+            return;
+        }
+        byte ta = (byte) (transA ? 'T' : 'N'), tb = (byte) (transB ? 'T' : 'N');
+        BlasGemm.tiles(parallel, transA, transB, m, n, k, a.address + 4L * aOff, lda, 4, b.address + 4L * bOff, ldb, 4,
+                c.address + 4L * cOff, ldc, (rows, cols, at, bt, ct) -> Dnnl.check(Dnnl.dnnl_sgemm(ta, tb, rows, cols, k, alpha,
+                        at, lda, bt, ldb, beta, ct, ldc), "dnnl_sgemm"));
+    }
+}
