@@ -33,15 +33,16 @@ import java.util.concurrent.Callable;
                 "  ttpipe bench matmul --size 2048 --json",
                 "  ttpipe bench matmul --dtype bf16",
                 "",
-                "Kernels: blas is OpenBLAS (from the org.bytedeco:openblas jar) through JNA; java is the pure-JVM "
-                        + "fallback the cpu backend uses where OpenBLAS does not load (or with TTPIPE_BLAS=java).",
+                "Kernels: blas is OpenBLAS (from the org.bytedeco:openblas jar) through JNA; dnnl is oneDNN's sgemm (from"
+                        + " org.bytedeco:dnnl); java is the pure-JVM fallback the cpu backend uses where OpenBLAS does not load"
+                        + " (or with TTPIPE_BLAS=java).",
                 "--dtype bf16 times the backend's bf16 matmul (BF16 operands, fp32 accumulation, operand staging included):"
-                        + " with the bundled OpenBLAS (no cblas_sbgemm) that is the fp32 sgemm on bf16 operands widened to fp32,"
-                        + " the line 'kernel' says so; its peak is the fp32 FMA peak without avx512_bf16, twice it with (which"
-                        + " the fp32 sgemm cannot reach). See docs/backends-bf16.md."})
+                        + " oneDNN's bf16 GEMM on a CPU with avx512_bf16, else the fp32 sgemm on bf16 operands widened to fp32;"
+                        + " the line 'kernel' says which; its peak is the fp32 FMA peak without avx512_bf16, twice it with."
+                        + " See docs/backends-bf16.md."})
 public final class BenchMatmulCommand implements Callable<Integer> {
     static final int MAX_SIZE = 8192;
-    static final Set<String> KERNELS = Set.of("auto", "blas", "java");
+    static final Set<String> KERNELS = Set.of("auto", "blas", "dnnl", "java");
 
     @Option(names = "--size", paramLabel = "N", defaultValue = "1024",
             description = "Matrix size: an N x N by N x N product (default: ${DEFAULT-VALUE}).")
@@ -52,7 +53,9 @@ public final class BenchMatmulCommand implements Callable<Integer> {
     int threads;
 
     @Option(names = "--kernel", paramLabel = "KERNEL", defaultValue = "auto",
-            description = "auto, blas or java (default: ${DEFAULT-VALUE}: OpenBLAS where it loads).")
+            description = {"auto, blas, dnnl or java (default: ${DEFAULT-VALUE}: OpenBLAS for fp32 where it loads; for bf16,",
+                    "oneDNN's bf16 GEMM where the CPU has avx512_bf16). With --dtype bf16: blas is the fp32 sgemm on",
+                    "widened operands, dnnl oneDNN's bf16 GEMM."})
     String kernel;
 
     @Option(names = "--dtype", paramLabel = "DTYPE", defaultValue = "fp32",
@@ -75,7 +78,7 @@ public final class BenchMatmulCommand implements Callable<Integer> {
         }
         String k = kernel.toLowerCase(Locale.ROOT);
         if (!KERNELS.contains(k)) {
-            throw new UserInputException("--kernel " + kernel + ": expected auto, blas or java");
+            throw new UserInputException("--kernel " + kernel + ": expected auto, blas, dnnl or java");
         }
         String d = dtype.toLowerCase(Locale.ROOT);
         if (!d.equals("fp32") && !d.equals("bf16")) {

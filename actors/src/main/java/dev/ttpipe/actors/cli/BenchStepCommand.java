@@ -84,6 +84,7 @@ public final class BenchStepCommand implements Callable<Integer> {
                     cfg.device.dtype);
             System.out.printf(Locale.ROOT, "machine peak: %.1f GFLOP/s (%s)%n", peak.gflops(), peak.how());
             System.out.println("elementwise kernels: " + CpuKernels.elementwise());
+            System.out.println("matmul kernels: fp32 " + CpuKernels.matmul() + "; bf16 " + CpuKernels.bf16Matmul());
         }
         List<Figure> figures = new ArrayList<>();
         String refName = "reference trainer (all blocks on one " + plan.rankMesh() + " submesh, no pipeline)";
@@ -131,7 +132,9 @@ public final class BenchStepCommand implements Callable<Integer> {
             StringBuilder sb = new StringBuilder("{\"config\":" + Json.str(config.toString()) + ",\"model_gflop_per_step\":"
                     + Json.num(flops / 1e9) + ",\"tokens_per_step\":" + tokensPerStep + ",\"peak_gflops\":" + Json.num(peak.gflops())
                     + ",\"peak\":" + Json.str(peak.how()) + ",\"parameters\":" + parameters(plan) + ",\"steps\":" + steps
-                    + ",\"dtype\":" + Json.str(cfg.device.dtype) + ",\"elementwise_kernels\":" + Json.str(CpuKernels.elementwise()));
+                    + ",\"dtype\":" + Json.str(cfg.device.dtype) + ",\"elementwise_kernels\":" + Json.str(CpuKernels.elementwise())
+                    + ",\"matmul_kernel\":" + Json.str(String.valueOf(CpuKernels.matmul()))
+                    + ",\"bf16_matmul_kernel\":" + Json.str(String.valueOf(CpuKernels.bf16Matmul())));
             for (Figure f : figures) {
                 double median = f.median();
                 sb.append(",\"").append(f.key()).append("\":{\"what\":").append(Json.str(f.what()))

@@ -68,6 +68,8 @@ public final class RunRecord {
         }
         String kernel = CpuKernels.matmul();
         sb.append("  \"matmul_kernel\": ").append(kernel == null ? "null" : Json.str(kernel)).append(",\n");
+        String bf16 = CpuKernels.bf16Matmul();
+        sb.append("  \"bf16_matmul_kernel\": ").append(bf16 == null ? "null" : Json.str(bf16)).append(",\n");
         sb.append("  \"elementwise_kernels\": ").append(kernel == null ? "null" : Json.str(CpuKernels.elementwise())).append(",\n");
         sb.append("  \"status\": ").append(Json.str(status)).append(",\n");
         sb.append("  \"steps_done\": ").append(stepsDone).append(",\n");

@@ -8,6 +8,7 @@ import dev.ttpipe.device.Ops;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Tensor;
 
+import java.util.Map;
 import java.util.Random;
 
 /**
@@ -56,7 +57,10 @@ public final class Bf16MatmulBenchmark {
                 + "not measured); fp32: " + peak.how()
                 : "no bf16 arithmetic on this CPU (no avx512_bf16): bf16 runs on the fp32 FMA units, so the measured fp32 "
                 + "FMA peak: " + peak.how();
-        try (CpuMeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(t), kernel)) {
+        // --kernel names the bf16 engine too: blas the fp32 sgemm on widened operands, dnnl oneDNN's bf16 GEMM.
+        String engine = "blas".equals(kernel) || "java".equals(kernel) ? "sgemm" : "dnnl".equals(kernel) ? "dnnl" : "auto";
+        MeshOptions options = MeshOptions.defaults().withThreads(t).withEnvironment(Map.of("TTPIPE_BF16_GEMM", engine));
+        try (CpuMeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), options, "dnnl".equals(kernel) ? "auto" : kernel)) {
             if (bf16Dot && !mesh.bf16Gemm().packedOperands()) {
                 how += "; the kernel that runs is the fp32 sgemm, which cannot use vdpbf16ps: it reaches at most half of this";
             }
