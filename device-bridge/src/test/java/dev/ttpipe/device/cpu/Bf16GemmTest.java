@@ -10,6 +10,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+import java.util.List;
 import java.util.Map;
 import java.util.Random;
 
@@ -63,7 +64,7 @@ class Bf16GemmTest {
     @Test
     void sgemmCanBeAskedForAndTheOldSwitchStillTurnsBf16GemmsOff() {
         Assumptions.assumeTrue(blas != null, "OpenBLAS does not load here");
-        for (Map<String, String> env : java.util.List.of(Map.of("TTPIPE_BF16_GEMM", "sgemm"), Map.of("TTPIPE_SBGEMM", "off"))) {
+        for (Map<String, String> env : List.of(Map.of("TTPIPE_BF16_GEMM", "sgemm"), Map.of("TTPIPE_SBGEMM", "off"))) {
             Bf16Gemm g = choose(env);
             assertEquals(Bf16Gemm.Engine.SGEMM, g.engine(), env.toString());
             assertTrue(g.describe().contains("sgemm asked for"), g.describe());
