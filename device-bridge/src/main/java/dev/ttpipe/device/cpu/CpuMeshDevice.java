@@ -17,6 +17,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.UnaryOperator;
 
 /**
  * The cpu backend: a mesh of emulated devices in this JVM. Each device has its own memory
@@ -33,7 +34,9 @@ public final class CpuMeshDevice extends MeshDeviceBase {
     private final List<CpuDevice> devices;
     private final Parallel parallel;
     private final Gemm gemm;
-    private final Bf16Gemm bf16Gemm;
+    private final UnaryOperator<String> getenv;
+    /** Chosen on the first bf16 matmul (or question about it): an fp32 job never loads oneDNN. */
+    private volatile Bf16Gemm bf16Gemm;
     private final Rope rope = new Rope();
     private final AtomicInteger inFlight = new AtomicInteger();
 
@@ -51,7 +54,7 @@ public final class CpuMeshDevice extends MeshDeviceBase {
         int threads = options.threads() == 0 ? Runtime.getRuntime().availableProcessors() : options.threads();
         this.parallel = new Parallel(threads);
         this.gemm = GemmChoice.choose(kernel, threads, parallel, options::getenv);
-        this.bf16Gemm = Bf16Gemm.choose(gemm, parallel, options::getenv);
+        this.getenv = options::getenv;
     }
 
     /** Opens a mesh of emulated devices ({@code options} null: defaults). */
@@ -113,15 +116,22 @@ public final class CpuMeshDevice extends MeshDeviceBase {
 
     /** The kernel of matmuls with a BF16 operand. */
     Bf16Gemm bf16Gemm() {
-        return bf16Gemm;
+        Bf16Gemm g = bf16Gemm;
+        if (g == null) {
+            synchronized (this) {
+                if (bf16Gemm == null) bf16Gemm = Bf16Gemm.choose(gemm, parallel, getenv);
+                g = bf16Gemm;
+            }
+        }
+        return g;
     }
 
     /**
-     * How matmuls with a BF16 operand run, in words: with the bundled OpenBLAS always the fp32 sgemm on
-     * operands widened to fp32 (it exports no {@code cblas_sbgemm}), and why not {@code sbgemm}.
+     * How matmuls with a BF16 operand run, in words: oneDNN's bf16 GEMM on a CPU with avx512_bf16, else
+     * the fp32 sgemm on operands widened to fp32, and why not the faster engines.
      */
     public String bf16MatmulKernel() {
-        return bf16Gemm.describe();
+        return bf16Gemm().describe();
     }
 
     Rope rope() {
