@@ -84,7 +84,6 @@ public final class BenchStepCommand implements Callable<Integer> {
                     cfg.device.dtype);
             System.out.printf(Locale.ROOT, "machine peak: %.1f GFLOP/s (%s)%n", peak.gflops(), peak.how());
             System.out.println("elementwise kernels: " + CpuKernels.elementwise());
-            System.out.println("matmul kernels: fp32 " + CpuKernels.matmul() + "; bf16 " + CpuKernels.bf16Matmul());
         }
         List<Figure> figures = new ArrayList<>();
         String refName = "reference trainer (all blocks on one " + plan.rankMesh() + " submesh, no pipeline)";
@@ -104,6 +103,10 @@ public final class BenchStepCommand implements Callable<Integer> {
                 if (!json) System.out.printf(Locale.ROOT, "  step %d: %.1f ms, loss %.4f%n", s + 1, ref[s] * 1e3, loss);
             }
             figures.add(new Figure("reference", refName, ref, loss));
+        }
+        if (!json) {
+            System.out.println("matmul kernels: fp32 " + CpuKernels.matmul()
+                    + (CpuKernels.bf16Matmul() == null ? "" : "; bf16 " + CpuKernels.bf16Matmul()));
         }
         if (profile && !json) {
             double total = Arrays.stream(ref).sum();
@@ -134,7 +137,7 @@ public final class BenchStepCommand implements Callable<Integer> {
                     + ",\"peak\":" + Json.str(peak.how()) + ",\"parameters\":" + parameters(plan) + ",\"steps\":" + steps
                     + ",\"dtype\":" + Json.str(cfg.device.dtype) + ",\"elementwise_kernels\":" + Json.str(CpuKernels.elementwise())
                     + ",\"matmul_kernel\":" + Json.str(String.valueOf(CpuKernels.matmul()))
-                    + ",\"bf16_matmul_kernel\":" + Json.str(String.valueOf(CpuKernels.bf16Matmul())));
+                    + ",\"bf16_matmul_kernel\":" + (CpuKernels.bf16Matmul() == null ? "null" : Json.str(CpuKernels.bf16Matmul())));
             for (Figure f : figures) {
                 double median = f.median();
                 sb.append(",\"").append(f.key()).append("\":{\"what\":").append(Json.str(f.what()))
