@@ -11,7 +11,8 @@ package dev.ttpipe.device.cpu;
  * element of C is computed by the same single-threaded call on the same operands whatever the
  * thread count: the bits cannot depend on how many threads a rank has, nor on which thread ran a
  * tile. (OpenBLAS's own threading gives no such promise: on some CPUs a product has other bits on
- * one thread than on two.) Products of fewer than {@value #SMALL_FLOPS} multiply-adds are one call.
+ * one thread than on two.) Products of fewer than {@value #SMALL_FLOPS} multiply-adds are one call;
+ * those of {@value #SPLIT_FLOPS} or more are at least {@value #MIN_TILES} tiles where their sides allow.
  * Calls from inside the pool (FlashAttention's per-head products) run their tiles inline.
  * Thread-safe: concurrent calls from several meshes' pools each run on their own threads.
  */
@@ -47,14 +48,45 @@ final class BlasGemm implements Gemm {
                 + OpenBlas.openblas_get_config().trim() + ") from " + OpenBlas.loadedFrom();
     }
 
+    /**
+     * A product of at least this many multiply-adds is cut into at least {@value #MIN_TILES} tiles when its
+     * sides allow (tiles of 64 or more), so that a product with a small C and a long k (a weight gradient,
+     * {@code dy^T x}) does not run on one thread.
+     */
+    static final long SPLIT_FLOPS = 1L << 25;
+    static final int MIN_TILES = 4;
+
     /** Rows of C per tile (the tiles depend on the shape only, never on threads): all of them for a small product, else at most {@value #TILE_M}, even. */
     static int tileRows(int m, int n, int k) {
-        return (long) m * n * k < SMALL_FLOPS ? m : even(m, TILE_M);
+        return (long) m * n * k < SMALL_FLOPS ? m : even(m, (m + rowPieces(m, n, k) - 1) / rowPieces(m, n, k));
     }
 
     /** Columns of C per tile: all of them for a small product, else at most {@value #TILE_N}, even. */
     static int tileCols(int m, int n, int k) {
-        return (long) m * n * k < SMALL_FLOPS ? n : even(n, TILE_N);
+        return (long) m * n * k < SMALL_FLOPS ? n : even(n, (n + colPieces(m, n, k) - 1) / colPieces(m, n, k));
+    }
+
+    /** How many pieces the rows are cut into: by {@value #TILE_M}, then more for {@link #MIN_TILES}. */
+    private static int rowPieces(int m, int n, int k) {
+        return (int) (pieces(m, n, k) >>> 32);
+    }
+
+    private static int colPieces(int m, int n, int k) {
+        return (int) pieces(m, n, k);
+    }
+
+    /** Row pieces (high 32 bits) and column pieces (low): the longer tile side is cut first, never below 64. */
+    private static long pieces(int m, int n, int k) {
+        int rp = (m + TILE_M - 1) / TILE_M, cp = (n + TILE_N - 1) / TILE_N;
+        if ((long) m * n * k >= SPLIT_FLOPS) {
+            while ((long) rp * cp < MIN_TILES) {
+                boolean rowsCan = m / (rp + 1) >= 64, colsCan = n / (cp + 1) >= 64;
+                if (rowsCan && (!colsCan || m / rp >= n / cp)) rp++;
+                else if (colsCan) cp++;
+                else break;
+            }
+        }
+        return ((long) rp << 32) | cp;
     }
 
     /** {@code length} cut into as few pieces of at most {@code most} as can be, of equal length (a multiple of 16). */

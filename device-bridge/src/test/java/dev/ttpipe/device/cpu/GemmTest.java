@@ -86,6 +86,11 @@ class GemmTest {
         assertArrayEquals(new int[]{64, 64}, tiles(64, 64, 64));
         assertArrayEquals(new int[]{512, 768}, tiles(2048, 1536, 384));
         assertArrayEquals(new int[]{100, 1008}, tiles(100, 50257, 384));
+        // A weight gradient (small C, long k) is cut into 4 tiles so that it does not run on one thread.
+        assertArrayEquals(new int[]{192, 192}, tiles(384, 384, 2048));
+        assertArrayEquals(new int[]{384, 384}, tiles(384, 1536, 2048));
+        assertArrayEquals(new int[]{256, 256}, tiles(512, 512, 512));
+        assertArrayEquals(new int[]{64, 64}, tiles(64, 64, 65536), "never below 64 a side");
         assertArrayEquals(new int[]{368, 560}, tiles(1100, 1100, 3));
     }
 
