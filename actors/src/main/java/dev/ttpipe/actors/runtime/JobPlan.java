@@ -180,16 +180,24 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
      */
     public int[] inFlightLimits() {
         int[] limit = new int[stages()];
-        int[] live = new int[stages()];
-        for (List<Action> row : schedule.rows()) {
-            for (Action a : row) {
-                int s = a.stage();
-                if (a.kind() == ActionKind.F) {
-                    live[s]++;
-                    limit[s] = Math.max(limit[s], live[s]);
-                } else if (a.kind() == ActionKind.B || a.kind() == ActionKind.W) {
-                    live[s]--;
-                }
+        for (List<Action> row : schedule.rows()) inFlightLimits(row, limit);
+        return limit;
+    }
+
+    /**
+     * The in-flight limits of the stages whose actions are in {@code row} (a rank's row holds all of
+     * its stages' actions), into {@code limit}; other stages' entries are left alone. One row's walk
+     * instead of the whole schedule's, for a rank.
+     */
+    static int[] inFlightLimits(List<Action> row, int[] limit) {
+        int[] live = new int[limit.length];
+        for (Action a : row) {
+            int s = a.stage();
+            if (a.kind() == ActionKind.F) {
+                live[s]++;
+                limit[s] = Math.max(limit[s], live[s]);
+            } else if (a.kind() == ActionKind.B || a.kind() == ActionKind.W) {
+                live[s]--;
             }
         }
         return limit;

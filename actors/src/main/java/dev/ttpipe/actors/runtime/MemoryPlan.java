@@ -18,10 +18,13 @@ import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.StageSlice;
 
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 
 /**
@@ -138,7 +141,8 @@ public final class MemoryPlan {
                 long received = 2 * activationBytes(plan, sub);     // one inbound activation and one gradient in flight
                 long peak = sub.maxPeak() + received;
                 int inFlight = 0;
-                for (StageSlice s : plan.slicesOfRank(rank)) inFlight = Math.max(inFlight, plan.inFlightLimits()[s.index()]);
+                int[] limits = JobPlan.inFlightLimits(plan.schedule().row(rank), new int[plan.stages()]);
+                for (StageSlice s : plan.slicesOfRank(rank)) inFlight = Math.max(inFlight, limits[s.index()]);
                 return new Rank(rank, parameters, before - parameters, sub.maxPeak() - before, received, peak, inFlight);
             } finally {
                 stages.values().forEach(Stage::close);
@@ -163,15 +167,25 @@ public final class MemoryPlan {
             live.putIfAbsent(a.stage(), 0);
             states.add(new ArrayList<>(live.values()));
         }
+        // Which distinct states no other state dominates (a long row has few distinct states).
+        List<List<Integer>> distinct = new ArrayList<>(new LinkedHashSet<>(states));
+        Set<List<Integer>> maximal = new HashSet<>();
+        for (List<Integer> v : distinct) {
+            boolean dominated = false;
+            for (List<Integer> u : distinct) {
+                if (dominates(u, v)) {
+                    dominated = true;
+                    break;
+                }
+            }
+            if (!dominated) maximal.add(v);
+        }
+        Set<List<Integer>> seen = new HashSet<>();
         int end = -1;
         for (int i = 0; i < states.size(); i++) {
             List<Integer> v = states.get(i);
-            boolean maximal = true, firstTime = true;
-            for (int j = 0; j < states.size() && maximal; j++) {
-                if (j < i && states.get(j).equals(v)) firstTime = false;
-                if (dominates(states.get(j), v)) maximal = false;
-            }
-            if (!maximal || !firstTime) continue;
+            boolean firstTime = seen.add(v);
+            if (!maximal.contains(v) || !firstTime) continue;
             int k = i + 1;
             while (k < row.size() && row.get(k).kind() != ActionKind.B
                     && row.get(k).kind() != ActionKind.I) k++;

@@ -133,8 +133,9 @@ final class RankExecutor {
 
     /** Rank {@code rank}'s executor of {@code plan}. */
     static RankExecutor of(JobPlan plan, int rank, Port port) {
-        return new RankExecutor(rank, plan.schedule().row(rank), plan.stages(), plan.schedule()::rankOfStage,
-                plan.inFlightLimits(), plan.readyFirst(), plan.jobId(), port);
+        List<Action> row = plan.schedule().row(rank);
+        return new RankExecutor(rank, row, plan.stages(), plan.schedule()::rankOfStage,
+                JobPlan.inFlightLimits(row, new int[plan.stages()]), plan.readyFirst(), plan.jobId(), port);
     }
 
     long jobId() {

@@ -136,11 +136,15 @@ public final class StepAnalysis {
     private static Overhead overhead(List<ActionEvent> events, int ranks) {
         List<Double> gaps = new ArrayList<>();
         int waited = 0;
+        List<List<ActionEvent>> byRank = new ArrayList<>();
+        for (int r = 0; r < ranks; r++) byRank.add(new ArrayList<>());
+        for (ActionEvent e : events) {
+            if (e.rank() >= 0 && e.rank() < ranks && e.pass() >= 0) byRank.get(e.rank()).add(e);
+        }
         for (int r = 0; r < ranks; r++) {
             List<ActionEvent> compute = new ArrayList<>();
             Map<String, ActionEvent> byLabel = new HashMap<>();
-            for (ActionEvent e : events) {
-                if (e.rank() != r || e.pass() < 0) continue;
+            for (ActionEvent e : byRank.get(r)) {
                 byLabel.put(e.pass() + ":" + e.label(), e);
                 if (kindIndex(e.kind()) >= 0) compute.add(e);
             }
