@@ -14,7 +14,6 @@ import java.util.Locale;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -38,12 +37,8 @@ class DocsExamplesTest {
     }
 
     static List<Example> examples() throws IOException {
-        List<Path> pages = new ArrayList<>(List.of(DocsTest.ROOT.resolve("README.md")));
-        try (Stream<Path> s = Files.list(DocsTest.ROOT.resolve("docs"))) {
-            s.filter(p -> p.toString().endsWith(".md")).sorted().forEach(pages::add);
-        }
         List<Example> out = new ArrayList<>();
-        for (Path page : pages) {
+        for (Path page : DocsTest.pages()) {
             boolean code = false;
             for (String line : Files.readAllLines(page)) {
                 if (line.startsWith("```")) {

@@ -77,7 +77,7 @@ final class Bf16Gemm {
         } else {
             if (!bf16Dot) whyNot.add("this CPU has no avx512_bf16");
             boolean dnnlOk = false;
-            if (!asked.equals("sbgemm")) {
+            if (!asked.equals("sbgemm") && bf16Dot) {         // without avx512_bf16 it is never used: not loaded
                 if (!Dnnl.load()) whyNot.add("oneDNN does not load (" + Dnnl.failure() + ")");
                 else dnnlOk = true;
             }
@@ -182,10 +182,8 @@ final class Bf16Gemm {
             return;
         }
         if (engine == Engine.DNNL) {
-            byte ta = (byte) (transA ? 'T' : 'N'), tb = (byte) (transB ? 'T' : 'N');
-            BlasGemm.tiles(parallel, transA, transB, m, n, k, a.address + 2L * aOff, lda, 2, b.address + 2L * bOff, ldb, 2,
-                    c.address + 4L * cOff, ldc, (rows, cols, at, bt, ct) -> Dnnl.check(Dnnl.dnnl_gemm_bf16bf16f32(ta, tb, rows,
-                            cols, k, alpha, at, lda, bt, ldb, beta, ct, ldc), "dnnl_gemm_bf16bf16f32"));
+            BlasGemm.tiles(parallel, transA, transB, m, n, k, alpha, a.address + 2L * aOff, lda, 2, b.address + 2L * bOff, ldb, 2,
+                    beta, c.address + 4L * cOff, ldc, Dnnl::gemmBf16);
             return;
         }
         cblas_sbgemm(OpenBlas.ROW_MAJOR, transA ? OpenBlas.TRANS : OpenBlas.NO_TRANS,

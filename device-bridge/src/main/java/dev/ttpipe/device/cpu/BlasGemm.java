@@ -100,32 +100,40 @@ final class BlasGemm implements Gemm {
     public void sgemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
                       NativeBuffer a, int aOff, int lda, NativeBuffer b, int bOff, int ldb,
                       float beta, NativeBuffer c, int cOff, int ldc) {
+        tiledSgemm(parallel, transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc, BlasGemm::call);
+    }
+
+    /** One single-threaded GEMM call on addresses, row-major, as the engines' C functions take it. */
+    interface TileCall {
+        void call(boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda, long b, int ldb,
+                  float beta, long c, int ldc);
+    }
+
+    /** An fp32 product through {@code call}: the bounds checked, k = 0 handled, then {@link #tiles}. */
+    static void tiledSgemm(Parallel parallel, boolean transA, boolean transB, int m, int n, int k, float alpha,
+                           NativeBuffer a, int aOff, int lda, NativeBuffer b, int bOff, int ldb,
+                           float beta, NativeBuffer c, int cOff, int ldc, TileCall call) {
         if (!Gemm.check(transA, transB, m, n, k, a, aOff, lda, b, bOff, ldb, c, cOff, ldc)) return;
         if (k == 0) {
             Gemm.scaleC(m, n, beta, c, cOff, ldc);
             return;
         }
-        tiles(parallel, transA, transB, m, n, k, a.address + 4L * aOff, lda, 4, b.address + 4L * bOff, ldb, 4,
-                c.address + 4L * cOff, ldc, (rows, cols, at, bt, ct) -> call(transA, transB, rows, cols, k, alpha, at, lda,
-                        bt, ldb, beta, ct, ldc));
-    }
-
-    /** One single-threaded call on a tile: {@code rows} x {@code cols} of C at {@code c}, op(A)'s rows from {@code a}, op(B)'s columns from {@code b}. */
-    interface TileCall {
-        void call(int rows, int cols, long a, long b, long c);
+        tiles(parallel, transA, transB, m, n, k, alpha, a.address + 4L * aOff, lda, 4, b.address + 4L * bOff, ldb, 4, beta,
+                c.address + 4L * cOff, ldc, call);
     }
 
     /**
      * Cuts C [m, n] into the tiles of {@link #tileRows} x {@link #tileCols} (a function of the shape alone)
-     * and runs {@code call} on each over {@code parallel}'s threads; one tile runs on the calling thread.
-     * {@code aBytes}, {@code bBytes}: bytes per element of A and B (4 for fp32, 2 for bf16); C is fp32.
+     * and makes one {@code call} per tile over {@code parallel}'s threads; a single tile runs on the calling
+     * thread (and allocates nothing). {@code aBytes}, {@code bBytes}: bytes per element of A and B (4 for
+     * fp32, 2 for bf16); C is fp32.
      */
-    static void tiles(Parallel parallel, boolean transA, boolean transB, int m, int n, int k, long a, int lda, int aBytes,
-                      long b, int ldb, int bBytes, long c, int ldc, TileCall call) {
+    static void tiles(Parallel parallel, boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda,
+                      int aBytes, long b, int ldb, int bBytes, float beta, long c, int ldc, TileCall call) {
         int tm = tileRows(m, n, k), tn = tileCols(m, n, k);
         int tilesM = (m + tm - 1) / tm, tilesN = (n + tn - 1) / tn;
         if (tilesM * tilesN == 1) {
-            call.call(m, n, a, b, c);
+            call.call(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
             return;
         }
         parallel.range(tilesM * tilesN, 1, (lo, hi) -> {
@@ -135,7 +143,8 @@ final class BlasGemm implements Gemm {
                 long aTile = a + (long) aBytes * (transA ? i0 : (long) i0 * lda);
                 long bTile = b + (long) bBytes * (transB ? (long) j0 * ldb : j0);
                 long cTile = c + 4L * ((long) i0 * ldc + j0);
-                call.call(Math.min(tm, m - i0), Math.min(tn, n - j0), aTile, bTile, cTile);
+                call.call(transA, transB, Math.min(tm, m - i0), Math.min(tn, n - j0), k, alpha, aTile, lda, bTile, ldb, beta,
+                        cTile, ldc);
             }
         });
     }

@@ -107,6 +107,23 @@ final class Dnnl {
         };
     }
 
+    /** {@link BlasGemm.TileCall} of {@code dnnl_sgemm}. */
+    static void sgemm(boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda, long b, int ldb,
+                      float beta, long c, int ldc) {
+        check(dnnl_sgemm(op(transA), op(transB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), "dnnl_sgemm");
+    }
+
+    /** {@link BlasGemm.TileCall} of {@code dnnl_gemm_bf16bf16f32}: A and B are bf16. */
+    static void gemmBf16(boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda, long b, int ldb,
+                         float beta, long c, int ldc) {
+        check(dnnl_gemm_bf16bf16f32(op(transA), op(transB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc),
+                "dnnl_gemm_bf16bf16f32");
+    }
+
+    private static byte op(boolean trans) {
+        return (byte) (trans ? 'T' : 'N');
+    }
+
     /** Throws when a oneDNN call did not succeed ({@code dnnl_success} is 0). */
     static void check(int status, String call) {
         if (status != 0) {

@@ -33,14 +33,6 @@ final class DnnlGemm implements Gemm {
     public void sgemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
                       NativeBuffer a, int aOff, int lda, NativeBuffer b, int bOff, int ldb,
                       float beta, NativeBuffer c, int cOff, int ldc) {
-        if (!Gemm.check(transA, transB, m, n, k, a, aOff, lda, b, bOff, ldb, c, cOff, ldc)) return;
-        if (k == 0) {
-            Gemm.scaleC(m, n, beta, c, cOff, ldc);
-            return;
-        }
-        byte ta = (byte) (transA ? 'T' : 'N'), tb = (byte) (transB ? 'T' : 'N');
-        BlasGemm.tiles(parallel, transA, transB, m, n, k, a.address + 4L * aOff, lda, 4, b.address + 4L * bOff, ldb, 4,
-                c.address + 4L * cOff, ldc, (rows, cols, at, bt, ct) -> Dnnl.check(Dnnl.dnnl_sgemm(ta, tb, rows, cols, k, alpha,
-                        at, lda, bt, ldb, beta, ct, ldc), "dnnl_sgemm"));
+        BlasGemm.tiledSgemm(parallel, transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc, Dnnl::sgemm);
     }
 }
