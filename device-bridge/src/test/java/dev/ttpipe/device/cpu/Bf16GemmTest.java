@@ -86,8 +86,13 @@ class Bf16GemmTest {
     @Test
     void withTheJvmKernelTheDescriptionNamesIt() {
         try (CpuMeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(1), "java")) {
-            assertTrue(mesh.bf16MatmulKernel().contains("the fp32 kernel is java, not OpenBLAS")
-                    || mesh.bf16Gemm().engine() == Bf16Gemm.Engine.DNNL, mesh.bf16MatmulKernel());
+            String d = mesh.bf16MatmulKernel();
+            if (mesh.bf16Gemm().engine() == Bf16Gemm.Engine.DNNL) {
+                assertTrue(d.startsWith("oneDNN "), d);          // oneDNN does not need OpenBLAS
+            } else {
+                assertEquals(Bf16Gemm.Engine.SGEMM, mesh.bf16Gemm().engine());
+                assertTrue(d.startsWith("bf16 operands widened to fp32, then the fp32 sgemm (java kernel)"), d);
+            }
         }
     }
 
