@@ -12,6 +12,7 @@ import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.time.Duration;
+import java.util.function.BooleanSupplier;
 
 /**
  * Pekko settings for one worker of a multi-process job: Cluster over Artery TCP (TLS with
@@ -82,14 +83,19 @@ public final class ClusterSettings {
     }
 
     /**
-     * Waits until this node is Up in the cluster (it reached the seed); else a one-line error naming the
-     * seed and, over TLS, why a handshake with it fails (which store to look at).
+     * Waits until this node is Up in the cluster (it reached the seed), already leaving it after being Up,
+     * or {@code jobEnded} says rank 0 ended the job with it (a short job can end between two looks);
+     * else a one-line error naming the seed and, over TLS, why a handshake with it fails (which store to look at).
      */
-    public static void awaitJoined(ActorSystem<?> system, Deployment d, Duration timeout) {
+    public static void awaitJoined(ActorSystem<?> system, Deployment d, Duration timeout, BooleanSupplier jobEnded) {
         Cluster cluster = Cluster.get(system);
         long deadline = System.nanoTime() + timeout.toNanos();
         while (System.nanoTime() < deadline) {
-            if (cluster.selfMember().status() == MemberStatus.up()) return;
+            // Up, or already on its way out after being up: a short job can end between two looks.
+            MemberStatus s = cluster.selfMember().status();
+            if (s == MemberStatus.up() || s == MemberStatus.leaving() || s == MemberStatus.exiting() || jobEnded.getAsBoolean()) {
+                return;
+            }
             try {
                 Thread.sleep(50);
             } catch (InterruptedException e) {

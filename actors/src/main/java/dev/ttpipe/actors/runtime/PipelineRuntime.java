@@ -160,7 +160,7 @@ public final class PipelineRuntime implements AutoCloseable {
             ActorSystem<HostGuardian.Command> system = ClusterSettings.startSystem(
                     HostGuardian.createWorker(plan, byRank, transport, deployment, rank == 0, ended), deployment, rank);
             try {
-                if (rank != 0) ClusterSettings.awaitJoined(system, deployment, joinTimeout);
+                if (rank != 0) ClusterSettings.awaitJoined(system, deployment, joinTimeout, ended::isDone);
                 return new PipelineRuntime(plan, mesh, transport, system, Duration.ofMinutes(30), deployment, ended,
                         joinTimeout, rank == 0);
             } catch (RuntimeException e) {
