@@ -46,7 +46,7 @@ static inline float sigmoid(float x) {
 }
 
 EXPORT int ttpipe_cpu_abi_version(void) {
-    return 1;
+    return 2;
 }
 
 /*
@@ -82,6 +82,54 @@ EXPORT const char *ttpipe_cpu_variant(void) {
 #else
     return "generic";
 #endif
+}
+
+/*
+ * bf16 <-> fp32 (Convert, BFloat16): widening is a shift; narrowing rounds to nearest even, and a NaN keeps its
+ * sign and top payload bits and is forced quiet, as BFloat16.fromFloat does.
+ */
+static inline uint16_t to_bf16(uint32_t bits) {
+    if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0) return (uint16_t) ((bits >> 16) | 0x0040u);
+    return (uint16_t) ((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+CLONES EXPORT void ttpipe_cpu_bf16_to_float(uint32_t *restrict out, const uint16_t *restrict x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = (uint32_t) x[i] << 16;
+}
+
+CLONES EXPORT void ttpipe_cpu_float_to_bf16(uint16_t *restrict out, const uint32_t *restrict x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = to_bf16(x[i]);
+}
+
+/* fp32 to the nearest bf16-representable fp32 value; out may be x. */
+CLONES EXPORT void ttpipe_cpu_round_to_bf16(uint32_t *out, const uint32_t *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) out[i] = (uint32_t) to_bf16(x[i]) << 16;
+}
+
+/*
+ * A tile of fp32 sums, rows x cols (row stride ld, the same in both), plus bias[j] if bias is not null, rounded once
+ * to bf16 (Convert.sumsToBf16).
+ */
+CLONES EXPORT void ttpipe_cpu_sums_to_bf16(uint16_t *restrict out, const float *restrict c, int64_t ld, int64_t rows,
+                                           int64_t cols, const float *restrict bias) {
+    for (int64_t i = 0; i < rows; i++) {
+        const float *ci = c + i * ld;
+        uint16_t *oi = out + i * ld;
+        if (bias) {
+            for (int64_t j = 0; j < cols; j++) {
+                float v = ci[j] + bias[j];
+                uint32_t b;
+                memcpy(&b, &v, sizeof b);
+                oi[j] = to_bf16(b);
+            }
+        } else {
+            for (int64_t j = 0; j < cols; j++) {
+                uint32_t b;
+                memcpy(&b, &ci[j], sizeof b);
+                oi[j] = to_bf16(b);
+            }
+        }
+    }
 }
 
 CLONES EXPORT void ttpipe_cpu_gelu(float *restrict out, const float *restrict x, int64_t n) {
@@ -331,6 +379,26 @@ CLONES EXPORT void ttpipe_cpu_permute4(int32_t *restrict out, const int32_t *res
         }
         int32_t *o = out + r * len;
         const int32_t *src = x + ib;
+        if (step == 1) {
+            memcpy(o, src, (size_t) len * sizeof *o);
+        } else {
+            for (int j = 0; j < len; j++) o[j] = src[(int64_t) j * step];
+        }
+    }
+}
+
+/* The same for 2-byte elements (bf16). */
+CLONES EXPORT void ttpipe_cpu_permute2(int16_t *restrict out, const int16_t *restrict x, int rank,
+                                       const int32_t *out_dims, const int32_t *in_stride, int64_t lo, int64_t hi,
+                                       int len, int step) {
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t ib = 0, rem = r;
+        for (int i = rank - 2; i >= 0; i--) {
+            ib += (rem % out_dims[i]) * in_stride[i];
+            rem /= out_dims[i];
+        }
+        int16_t *o = out + r * len;
+        const int16_t *src = x + ib;
         if (step == 1) {
             memcpy(o, src, (size_t) len * sizeof *o);
         } else {

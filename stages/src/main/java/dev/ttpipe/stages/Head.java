@@ -43,7 +43,7 @@ final class Head {
     LossOutput forward(Micro m, Tensor x) {
         Ops ops = c.ops;
         Tensor h = norm.forward(m, x);
-        Tensor lg = ops.linear(h, lm.value(), null);                 // [b, T, V]
+        Tensor lg = ops.linear(h, lm.matmulValue(h.dtype()), null);                      // [b, T, V]
         LossOutput loss;
         try {
             loss = ops.crossEntropy(lg, targets.get(m.mb()).ids(), IGNORE_INDEX);
@@ -67,7 +67,7 @@ final class Head {
     /** Logits [b, T, V] without keeping anything (inference). */
     Tensor logits(Micro m, Tensor x) {
         try (Tensor h = norm.forward(m, x)) {
-            return c.ops.linear(h, lm.value(), null);
+            return c.ops.linear(h, lm.matmulValue(h.dtype()), null);
         }
     }
 
@@ -83,7 +83,7 @@ final class Head {
             dl = ops.crossEntropyBackward(lg, ids, IGNORE_INDEX, t.scale());
         }
         dLogits.put(m.mb(), dl);
-        try (Tensor dh = ops.matmul(dl, lm.value(), false, false)) {  // [b, T, D]
+        try (Tensor dh = ops.matmul(dl, lm.matmulValue(dl.dtype()), false, false)) {  // [b, T, D]
             return norm.backwardInput(m, dh);
         }
     }

@@ -33,11 +33,16 @@ final class Linear {
         this.b = bias ? c.constant(name + ".bias", Shape.of(out), bl, 0f) : null;
     }
 
+    /** W as a matmul with {@code other} takes it (rounded to bf16 once per optimizer step when other is BF16). */
+    private Tensor weight(Tensor other) {
+        return w.matmulValue(other.dtype());
+    }
+
     Tensor forward(Micro m, Tensor x) {
         Ops ops = c.ops;
         Tensor y;
         if (split == Split.ROW) {
-            try (Tensor partial = ops.linear(x, w.value(), null)) {
+            try (Tensor partial = ops.linear(x, weight(x), null)) {
                 y = ops.allReduce(partial, c.par.tpAxis(), ReduceOp.SUM);
             }
             if (b != null) {
@@ -46,7 +51,7 @@ final class Linear {
                 y = yb;
             }
         } else {
-            y = ops.linear(x, w.value(), b == null ? null : b.value());
+            y = ops.linear(x, weight(x), b == null ? null : b.value());
         }
         if (m.stash()) xs.put(m.mb(), c.keep(x));
         return y;
@@ -55,13 +60,13 @@ final class Linear {
     /** dx = dy W; saves dy for {@link #backwardWeight}. A column-parallel dx is left as a partial sum. */
     Tensor backwardInputPartial(Micro m, Tensor dy) {
         dys.put(m.mb(), c.keep(dy));
-        return c.ops.matmul(dy, w.value(), false, false);
+        return c.ops.matmul(dy, weight(dy), false, false);
     }
 
     /** Adds dy W into {@code dxAcc} (for linears that share an input, such as q, k and v). */
     void backwardInputInto(Micro m, Tensor dy, Tensor dxAcc) {
         dys.put(m.mb(), c.keep(dy));
-        c.ops.matmulInto(dxAcc, dy, w.value(), false, false, 1f, 1f);
+        c.ops.matmulInto(dxAcc, dy, weight(dy), false, false, 1f, 1f);
     }
 
     /** dx = dy W, complete (all-reduced over TP for a column-parallel linear). */

@@ -59,6 +59,7 @@ public final class Optimizer {
         for (Param p : params) {
             Tensor g = p.fullGrad();
             if (g == null) continue;
+            p.changed();
             Ops ops = stageOps != null ? stageOps : p.value().submesh().ops();
             float wd = p.decays() ? (float) spec.weightDecay() : 0f;
             if (spec.kind() == OptimizerSpec.Kind.ADAMW) {

@@ -22,6 +22,7 @@ public final class Param implements AutoCloseable {
     private final boolean decay;
     private Tensor grad;
     private Tensor reducedGrad;
+    private Tensor bf16Value;
     private boolean gradWritten;
     Tensor expAvg;
     Tensor expAvgSq;
@@ -45,6 +46,25 @@ public final class Param implements AutoCloseable {
         return value.shape();
     }
 
+    /**
+     * The value as the operand of a matmul whose other operand is of {@code other}: the value itself for FP32; for BF16
+     * the value rounded to bf16 once after each change (as a device keeps bf16 weights), the bits the matmul would
+     * round it to on every call. Whoever writes the value calls {@link #changed()}.
+     */
+    public Tensor matmulValue(DType other) {
+        if (other != DType.BF16) return value;
+        if (bf16Value == null) bf16Value = value.submesh().ops().typecast(value, DType.BF16);
+        return bf16Value;
+    }
+
+    /** The value was written (an optimizer step, a load): drops its bf16 copy. */
+    public void changed() {
+        if (bf16Value != null) {
+            bf16Value.close();
+            bf16Value = null;
+        }
+    }
+
     /** The first AdamW moment (SGD: the momentum buffer) on the host, or null before the optimizer's first step. */
     public float[] expAvgToHost() {
         return expAvg == null ? null : expAvg.toHost();
@@ -65,6 +85,7 @@ public final class Param implements AutoCloseable {
         try (Tensor t = ops.fromHost(newValue, value.shape(), value.layout(), DType.FP32)) {
             ops.copyInto(value, t);
         }
+        changed();
         expAvg = loadMoment(expAvg, newExpAvg, dropMissingMoments);
         expAvgSq = loadMoment(expAvgSq, newExpAvgSq, dropMissingMoments);
     }
@@ -146,6 +167,7 @@ public final class Param implements AutoCloseable {
 
     @Override
     public void close() {
+        changed();
         value.close();
         if (grad != null) grad.close();
         if (reducedGrad != null) reducedGrad.close();

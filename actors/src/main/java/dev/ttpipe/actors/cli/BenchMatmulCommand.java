@@ -10,6 +10,8 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 import java.io.PrintWriter;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.Set;
 import java.util.concurrent.Callable;
@@ -21,8 +23,8 @@ import java.util.concurrent.Callable;
  */
 @Command(name = "matmul",
         mixinStandardHelpOptions = true,
-        description = {"Measure fp32 matmul throughput (N x N x N) of the cpu backend's kernel and compare it with "
-                + "this machine's peak.",
+        description = {"Measure matmul throughput (N x N x N, or the shapes given) of the cpu backend's kernel and "
+                + "compare it with this machine's peak.",
                 "The peak is measured, never looked up: one thread per physical core runs independent fused "
                         + "multiply-add chains at the JIT's widest vectors; the core clock is measured too.",
                 "Reports the median of about a second of timed runs after warmup."},
@@ -32,6 +34,7 @@ import java.util.concurrent.Callable;
                 "  ttpipe bench matmul --kernel java",
                 "  ttpipe bench matmul --size 2048 --json",
                 "  ttpipe bench matmul --dtype bf16",
+                "  ttpipe bench matmul --dtype bf16 --kernel dnnl --shape 2048x384x1152,2048x1536x384",
                 "",
                 "Kernels: blas is OpenBLAS (from the org.bytedeco:openblas jar) through JNA; dnnl is oneDNN's sgemm (from"
                         + " org.bytedeco:dnnl); java is the pure-JVM fallback the cpu backend uses where OpenBLAS does not load"
@@ -47,6 +50,12 @@ public final class BenchMatmulCommand implements Callable<Integer> {
     @Option(names = "--size", paramLabel = "N", defaultValue = "1024",
             description = "Matrix size: an N x N by N x N product (default: ${DEFAULT-VALUE}).")
     int size;
+
+    @Option(names = "--shape", paramLabel = "MxKxN", split = ",",
+            description = {"An M x K by K x N product instead of --size (repeatable, or comma-separated): a model's",
+                    "linears are (batch x seq) x in x out forward, x out x in for the input gradient, out x rows x in for",
+                    "the weight gradient."})
+    List<String> shapes = new ArrayList<>();
 
     @Option(names = "--threads", paramLabel = "T", defaultValue = "0",
             description = "Compute threads; 0 uses every available processor (default: ${DEFAULT-VALUE}).")
@@ -73,6 +82,12 @@ public final class BenchMatmulCommand implements Callable<Integer> {
         if (size < 1 || size > MAX_SIZE) {
             throw new UserInputException("--size " + size + ": expected an integer from 1 to " + MAX_SIZE);
         }
+        if (!shapes.isEmpty() && spec.commandLine().getParseResult().hasMatchedOption("--size")) {
+            throw new UserInputException("--size and --shape: give one of them");
+        }
+        List<int[]> products = new ArrayList<>();
+        for (String shape : shapes) products.add(shape(shape));
+        if (products.isEmpty()) products.add(new int[]{size, size, size});
         if (threads < 0 || threads > 4096) {
             throw new UserInputException("--threads " + threads + ": expected 0 (all processors) or a positive count");
         }
@@ -86,25 +101,46 @@ public final class BenchMatmulCommand implements Callable<Integer> {
         }
         PrintWriter out = spec.commandLine().getOut();
         if (!json) {
-            spec.commandLine().getErr().println("measuring the clock, then " + size + "^3 matmuls for about a second...");
+            spec.commandLine().getErr().println("measuring the clock, then each product for about a second...");
             spec.commandLine().getErr().flush();
         }
-        if (d.equals("bf16")) {
-            Bf16MatmulBenchmark.Result r = Bf16MatmulBenchmark.run(size, threads, k);
-            if (json) out.println(json(r));
-            else table(out, r);
+        for (int[] p : products) {
+            if (d.equals("bf16")) {
+                Bf16MatmulBenchmark.Result r = Bf16MatmulBenchmark.run(p[0], p[1], p[2], threads, k);
+                if (json) out.println(json(r));
+                else table(out, r);
+            } else {
+                MatmulBenchmark.Result r = MatmulBenchmark.run(p[0], p[1], p[2], threads, k);
+                if (json) out.println(json(r));
+                else table(out, r);
+            }
             out.flush();
-            return Main.EXIT_OK;
         }
-        MatmulBenchmark.Result r = MatmulBenchmark.run(size, threads, k);
-        if (json) out.println(json(r));
-        else table(out, r);
-        out.flush();
         return Main.EXIT_OK;
     }
 
+    /** "MxKxN" as {m, k, n}, each from 1 to MAX_SIZE. */
+    static int[] shape(String text) {
+        String[] parts = text.trim().toLowerCase(Locale.ROOT).split("x", -1);
+        int[] mkn = new int[3];
+        boolean ok = parts.length == 3;
+        for (int i = 0; ok && i < 3; i++) {
+            try {
+                mkn[i] = Integer.parseInt(parts[i].trim());
+                ok = mkn[i] >= 1 && mkn[i] <= MAX_SIZE;
+            } catch (NumberFormatException e) {
+                ok = false;
+            }
+        }
+        if (!ok) {
+            throw new UserInputException("--shape " + text + ": expected MxKxN, three integers from 1 to " + MAX_SIZE
+                    + " (an M x K by K x N product), such as 2048x384x1152");
+        }
+        return mkn;
+    }
+
     private static void table(PrintWriter out, MatmulBenchmark.Result r) {
-        out.printf(Locale.ROOT, "matmul %d x %d x %d fp32, %d thread%s%n", r.size(), r.size(), r.size(), r.threads(),
+        out.printf(Locale.ROOT, "matmul %d x %d x %d fp32, %d thread%s%n", r.m(), r.k(), r.n(), r.threads(),
                 r.threads() == 1 ? "" : "s");
         out.printf(Locale.ROOT, "  kernel      %s: %s%n", r.kernel(), r.kernelDetail());
         out.printf(Locale.ROOT, "  throughput  %.1f GFLOP/s (median of %d runs, %.3f ms each; best run %.1f GFLOP/s)%n",
@@ -114,7 +150,7 @@ public final class BenchMatmulCommand implements Callable<Integer> {
     }
 
     private static void table(PrintWriter out, Bf16MatmulBenchmark.Result r) {
-        out.printf(Locale.ROOT, "matmul %d x %d x %d bf16 (fp32 accumulation), %d thread%s%n", r.size(), r.size(), r.size(),
+        out.printf(Locale.ROOT, "matmul %d x %d x %d bf16 (fp32 accumulation), %d thread%s%n", r.m(), r.k(), r.n(),
                 r.threads(), r.threads() == 1 ? "" : "s");
         out.printf(Locale.ROOT, "  kernel      %s%n", r.kernel());
         out.printf(Locale.ROOT, "  throughput  %.1f GFLOP/s (median of %d runs, %.3f ms each; best run %.1f GFLOP/s)%n",
@@ -125,24 +161,28 @@ public final class BenchMatmulCommand implements Callable<Integer> {
 
     static String json(Bf16MatmulBenchmark.Result r) {
         return String.format(Locale.ROOT,
-                "{\"size\": %d, \"threads\": %d, \"dtype\": \"bf16\", \"kernel\": %s, \"gflops\": %.3f, "
+                "{%s, \"threads\": %d, \"dtype\": \"bf16\", \"kernel\": %s, \"gflops\": %.3f, "
                         + "\"peak_gflops\": %.3f, \"fraction_of_peak\": %.4f, \"peak_how\": %s, "
                         + "\"fp32_peak_gflops\": %.3f, \"median_seconds\": %.6g, \"best_gflops\": %.3f, \"repetitions\": %d}",
-                r.size(), r.threads(), Json.str(r.kernel()), r.gflops(), r.peakGflops(), r.fractionOfPeak(),
+                shapeJson(r.m(), r.k(), r.n()), r.threads(), Json.str(r.kernel()), r.gflops(), r.peakGflops(), r.fractionOfPeak(),
                 Json.str(r.peakHow()), r.fp32Peak().gflops(), r.medianSeconds(), r.bestGflops(), r.repetitions());
     }
 
     static String json(MatmulBenchmark.Result r) {
         return String.format(Locale.ROOT,
-                "{\"size\": %d, \"threads\": %d, \"kernel\": %s, \"kernel_detail\": %s, \"gflops\": %.3f, "
+                "{%s, \"threads\": %d, \"kernel\": %s, \"kernel_detail\": %s, \"gflops\": %.3f, "
                         + "\"peak_gflops\": %.3f, \"fraction_of_peak\": %.4f, \"peak_how\": %s, \"cores\": %d, "
                         + "\"ghz\": %.3f, \"flops_per_cycle\": %.3f, \"isa\": %s, \"median_seconds\": %.6g, "
                         + "\"best_gflops\": %.3f, \"repetitions\": %d}",
-                r.size(), r.threads(), Json.str(r.kernel()), Json.str(r.kernelDetail()), r.gflops(), r.peakGflops(),
+                shapeJson(r.m(), r.k(), r.n()), r.threads(), Json.str(r.kernel()), Json.str(r.kernelDetail()), r.gflops(),
+                r.peakGflops(),
                 r.fractionOfPeak(), Json.str(r.peakHow()), r.peak().cores(), r.peak().ghz(), r.peak().flopsPerCyclePerCore(),
                 Json.str(r.peak().isa()), r.medianSeconds(), r.bestGflops(), r.repetitions());
     }
 
-    /** A JSON string literal. */
-
+    /** "size" for a square product (as before shapes), with "m", "k" and "n" always. */
+    private static String shapeJson(int m, int k, int n) {
+        String mkn = String.format(Locale.ROOT, "\"m\": %d, \"k\": %d, \"n\": %d", m, k, n);
+        return m == k && k == n ? "\"size\": " + m + ", " + mkn : mkn;
+    }
 }

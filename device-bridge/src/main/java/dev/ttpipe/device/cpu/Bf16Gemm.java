@@ -168,27 +168,40 @@ final class Bf16Gemm {
      */
     void gemm(boolean transA, boolean transB, int m, int n, int k, float alpha, NativeBuffer a, int aOff, int lda,
               NativeBuffer b, int bOff, int ldb, float beta, NativeBuffer c, int cOff, int ldc) {
+        gemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc, null);
+    }
+
+    /**
+     * {@link #gemm}, then {@code epilogue} on every part of C: with oneDNN tile by tile right after each tile's product
+     * (on the thread that computed it); with the other engines once the product is done, in pieces of rows over the
+     * threads. An epilogue that works element by element gives the same bits either way.
+     */
+    void gemm(boolean transA, boolean transB, int m, int n, int k, float alpha, NativeBuffer a, int aOff, int lda,
+              NativeBuffer b, int bOff, int ldb, float beta, NativeBuffer c, int cOff, int ldc,
+              BlasGemm.TileEpilogue epilogue) {
         if (engine == Engine.SGEMM) {
             fp32.sgemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc);
-            return;
+        } else {
+            if (m < 0 || n < 0 || k < 0) throw new DeviceException("bf16 gemm: negative size m=" + m + " n=" + n + " k=" + k);
+            checkBf16Bounds("A", a, aOff, transA ? k : m, transA ? m : k, lda);
+            checkBf16Bounds("B", b, bOff, transB ? n : k, transB ? k : n, ldb);
+            Gemm.checkBounds("C", c, cOff, m, n, ldc);
+            if (m == 0 || n == 0) return;
+            if (k == 0) {
+                Gemm.scaleC(m, n, beta, c, cOff, ldc);
+            } else if (engine == Engine.DNNL) {
+                BlasGemm.tiles(parallel, transA, transB, m, n, k, alpha, a.address + 2L * aOff, lda, 2, b.address + 2L * bOff,
+                        ldb, 2, beta, c.address + 4L * cOff, ldc, Dnnl::gemmBf16, epilogue);
+                return;
+            } else {
+                cblas_sbgemm(OpenBlas.ROW_MAJOR, transA ? OpenBlas.TRANS : OpenBlas.NO_TRANS,
+                        transB ? OpenBlas.TRANS : OpenBlas.NO_TRANS, m, n, k, alpha, a.address + 2L * aOff, lda,
+                        b.address + 2L * bOff, ldb, beta, c.address + 4L * cOff, ldc);
+            }
         }
-        if (m < 0 || n < 0 || k < 0) throw new DeviceException("bf16 gemm: negative size m=" + m + " n=" + n + " k=" + k);
-        checkBf16Bounds("A", a, aOff, transA ? k : m, transA ? m : k, lda);
-        checkBf16Bounds("B", b, bOff, transB ? n : k, transB ? k : n, ldb);
-        Gemm.checkBounds("C", c, cOff, m, n, ldc);
-        if (m == 0 || n == 0) return;
-        if (k == 0) {
-            Gemm.scaleC(m, n, beta, c, cOff, ldc);
-            return;
+        if (epilogue != null && m > 0 && n > 0) {
+            parallel.range(m, Math.max(1, Elementwise.GRAIN / n), (lo, hi) -> epilogue.tile(lo, 0, hi - lo, n));
         }
-        if (engine == Engine.DNNL) {
-            BlasGemm.tiles(parallel, transA, transB, m, n, k, alpha, a.address + 2L * aOff, lda, 2, b.address + 2L * bOff, ldb, 2,
-                    beta, c.address + 4L * cOff, ldc, Dnnl::gemmBf16);
-            return;
-        }
-        cblas_sbgemm(OpenBlas.ROW_MAJOR, transA ? OpenBlas.TRANS : OpenBlas.NO_TRANS,
-                transB ? OpenBlas.TRANS : OpenBlas.NO_TRANS, m, n, k, alpha, a.address + 2L * aOff, lda,
-                b.address + 2L * bOff, ldb, beta, c.address + 4L * cOff, ldc);
     }
 
     private static void checkBf16Bounds(String what, NativeBuffer buf, int off, int rows, int cols, int ld) {

@@ -12,8 +12,8 @@ import java.util.Map;
 import java.util.Random;
 
 /**
- * Measures the bf16 matmul as the cpu backend runs it ({@code C = A B}, A and B BF16 tensors of
- * n x n, C FP32, through {@link Ops#matmulInto} on a one-device mesh: operand staging included)
+ * Measures the bf16 matmul as the cpu backend runs it ({@code C = A B}, A [m, k] and B [k, n] BF16
+ * tensors, C FP32, through {@link Ops#matmulInto} on a one-device mesh: operand staging included)
  * against the machine's bf16 peak. The peak: without {@code avx512_bf16} the CPU has no bf16
  * arithmetic and bf16 matmuls run on the fp32 FMA units, so the bf16 peak is the measured fp32 FMA
  * peak ({@link MachinePeak}); with it, {@code vdpbf16ps} does two bf16 products per fp32 lane where
@@ -29,25 +29,33 @@ public final class Bf16MatmulBenchmark {
      * One measurement.
      *
      * @param kernel        the bf16 kernel ({@code sbgemm} or the fp32 kernel on bf16-rounded operands)
-     * @param gflops        2 n^3 / median seconds / 1e9
+     * @param gflops        2 m k n / median seconds / 1e9
      * @param peakGflops    the machine's bf16 peak for that many threads
      * @param peakHow       how the peak was obtained
      * @param fp32Peak      the measured fp32 FMA peak it rests on
      */
-    public record Result(int size, int threads, String kernel, double gflops, double medianSeconds, double bestSeconds,
-                         int repetitions, double peakGflops, String peakHow, MachinePeak fp32Peak) {
+    public record Result(int m, int k, int n, int threads, String kernel, double gflops, double medianSeconds,
+                         double bestSeconds, int repetitions, double peakGflops, String peakHow, MachinePeak fp32Peak) {
         public double fractionOfPeak() {
             return gflops / peakGflops;
         }
 
         public double bestGflops() {
-            return 2.0 * size * size * (double) size / bestSeconds / 1e9;
+            return MatmulBenchmark.flops(m, k, n) / bestSeconds / 1e9;
         }
     }
 
-    /** Measures an n x n x n bf16 product; threads 0: all processors; kernel: auto, blas or java (the fp32 kernel). */
+    /** An n x n x n product: {@link #run(int, int, int, int, String)}. */
     public static Result run(int size, int threads, String kernel) {
-        if (size < 1) throw new IllegalArgumentException("size " + size + " must be >= 1");
+        return run(size, size, size, threads, kernel);
+    }
+
+    /**
+     * Measures an m x k by k x n bf16 product; threads 0: all processors; kernel: auto, dnnl, or blas or java (the fp32
+     * kernel on widened operands).
+     */
+    public static Result run(int m, int k, int n, int threads, String kernel) {
+        MatmulBenchmark.checkShape(m, k, n);
         int t = threads <= 0 ? Runtime.getRuntime().availableProcessors() : threads;
         MachinePeak peak = MachinePeak.measure(t);
         boolean bf16Dot = MachinePeak.hasBf16Dot();
@@ -66,21 +74,24 @@ public final class Bf16MatmulBenchmark {
             }
             Ops ops = mesh.asSubmesh().ops();
             Random rnd = new Random(1);
-            float[] host = new float[size * size];
-            for (int i = 0; i < host.length; i++) host[i] = rnd.nextFloat() - 0.5f;
-            Shape s = Shape.of(size, size);
-            try (Tensor a = ops.fromHost(host, s, Layout.REPLICATED, DType.BF16);
-                 Tensor b = ops.fromHost(host, s, Layout.REPLICATED, DType.BF16);
-                 Tensor c = ops.zeros(s, Layout.REPLICATED, DType.FP32)) {
+            try (Tensor a = ops.fromHost(random(rnd, m * k), Shape.of(m, k), Layout.REPLICATED, DType.BF16);
+                 Tensor b = ops.fromHost(random(rnd, k * n), Shape.of(k, n), Layout.REPLICATED, DType.BF16);
+                 Tensor c = ops.zeros(Shape.of(m, n), Layout.REPLICATED, DType.FP32)) {
                 double[] secs = MatmulBenchmark.timeRuns(() -> {
                     long t0 = System.nanoTime();
                     ops.matmulInto(c, a, b, false, false, 1f, 0f);
                     return (System.nanoTime() - t0) / 1e9;
                 });
                 double median = MatmulBenchmark.median(secs);
-                return new Result(size, t, mesh.bf16MatmulKernel(), 2.0 * size * size * (double) size / median / 1e9,
+                return new Result(m, k, n, t, mesh.bf16MatmulKernel(), MatmulBenchmark.flops(m, k, n) / median / 1e9,
                         median, secs[0], secs.length, peakGflops, how, peak);
             }
         }
+    }
+
+    private static float[] random(Random rnd, int count) {
+        float[] v = new float[count];
+        for (int i = 0; i < count; i++) v[i] = rnd.nextFloat() - 0.5f;
+        return v;
     }
 }

@@ -109,6 +109,14 @@ final class BlasGemm implements Gemm {
                   float beta, long c, int ldc);
     }
 
+    /**
+     * Work on one tile of C right after its product, on the thread that computed it (the tile is still in cache):
+     * rows {@code i0..i0+rows} and columns {@code j0..j0+cols} of C.
+     */
+    interface TileEpilogue {
+        void tile(int i0, int j0, int rows, int cols);
+    }
+
     /** An fp32 product through {@code call}: the bounds checked, k = 0 handled, then {@link #tiles}. */
     static void tiledSgemm(Parallel parallel, boolean transA, boolean transB, int m, int n, int k, float alpha,
                            NativeBuffer a, int aOff, int lda, NativeBuffer b, int bOff, int ldb,
@@ -130,10 +138,18 @@ final class BlasGemm implements Gemm {
      */
     static void tiles(Parallel parallel, boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda,
                       int aBytes, long b, int ldb, int bBytes, float beta, long c, int ldc, TileCall call) {
+        tiles(parallel, transA, transB, m, n, k, alpha, a, lda, aBytes, b, ldb, bBytes, beta, c, ldc, call, null);
+    }
+
+    /** {@link #tiles}, then {@code epilogue} (if not null) on each tile right after its call. */
+    static void tiles(Parallel parallel, boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda,
+                      int aBytes, long b, int ldb, int bBytes, float beta, long c, int ldc, TileCall call,
+                      TileEpilogue epilogue) {
         int tm = tileRows(m, n, k), tn = tileCols(m, n, k);
         int tilesM = (m + tm - 1) / tm, tilesN = (n + tn - 1) / tn;
         if (tilesM * tilesN == 1) {
             call.call(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+            if (epilogue != null) epilogue.tile(0, 0, m, n);
             return;
         }
         parallel.range(tilesM * tilesN, 1, (lo, hi) -> {
@@ -143,8 +159,9 @@ final class BlasGemm implements Gemm {
                 long aTile = a + (long) aBytes * (transA ? i0 : (long) i0 * lda);
                 long bTile = b + (long) bBytes * (transB ? (long) j0 * ldb : j0);
                 long cTile = c + 4L * ((long) i0 * ldc + j0);
-                call.call(transA, transB, Math.min(tm, m - i0), Math.min(tn, n - j0), k, alpha, aTile, lda, bTile, ldb, beta,
-                        cTile, ldc);
+                int rows = Math.min(tm, m - i0), cols = Math.min(tn, n - j0);
+                call.call(transA, transB, rows, cols, k, alpha, aTile, lda, bTile, ldb, beta, cTile, ldc);
+                if (epilogue != null) epilogue.tile(i0, j0, rows, cols);
             }
         });
     }

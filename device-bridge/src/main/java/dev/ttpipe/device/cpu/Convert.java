@@ -16,9 +16,15 @@ final class Convert {
             if (dst != src) dst.bytes.put(0, src.bytes, 0, n * dstType.bytes());
             return;
         }
-        par.range(n, Elementwise.GRAIN, (lo, hi) -> {
-            for (int i = lo; i < hi; i++) write(dst, dstType, i, read(src, srcType, i));
-        });
+        if (srcType == DType.BF16 && dstType == DType.FP32) {
+            bf16ToFloat(par, dst, src, n);
+        } else if (srcType == DType.FP32 && dstType == DType.BF16) {
+            floatToBf16(par, dst, src, n);
+        } else {
+            par.range(n, Elementwise.GRAIN, (lo, hi) -> {
+                for (int i = lo; i < hi; i++) write(dst, dstType, i, read(src, srcType, i));
+            });
+        }
     }
 
     static float read(NativeBuffer b, DType type, int i) {
@@ -46,12 +52,22 @@ final class Convert {
     }
 
     static void bf16ToFloat(Parallel par, NativeBuffer dst, NativeBuffer src, int n) {
+        if (CpuNative.active()) {
+            long o = bounded(dst, 4L * n), x = bounded(src, 2L * n);
+            par.range(n, Elementwise.GRAIN, (lo, hi) -> CpuNative.ttpipe_cpu_bf16_to_float(o + 4L * lo, x + 2L * lo, hi - lo));
+            return;
+        }
         par.range(n, Elementwise.GRAIN, (lo, hi) -> {
             for (int i = lo; i < hi; i++) dst.floats.put(i, BFloat16.toFloat(src.shorts.get(i)));
         });
     }
 
     static void floatToBf16(Parallel par, NativeBuffer dst, NativeBuffer src, int n) {
+        if (CpuNative.active()) {
+            long o = bounded(dst, 2L * n), x = bounded(src, 4L * n);
+            par.range(n, Elementwise.GRAIN, (lo, hi) -> CpuNative.ttpipe_cpu_float_to_bf16(o + 2L * lo, x + 4L * lo, hi - lo));
+            return;
+        }
         par.range(n, Elementwise.GRAIN, (lo, hi) -> {
             for (int i = lo; i < hi; i++) dst.shorts.put(i, BFloat16.fromFloat(src.floats.get(i)));
         });
@@ -59,8 +75,45 @@ final class Convert {
 
     /** fp32 to fp32 rounded to the nearest bf16 value (ties to even). */
     static void roundToBf16(Parallel par, NativeBuffer dst, NativeBuffer src, int n) {
+        if (CpuNative.active()) {
+            long o = bounded(dst, 4L * n), x = bounded(src, 4L * n);
+            par.range(n, Elementwise.GRAIN, (lo, hi) -> CpuNative.ttpipe_cpu_round_to_bf16(o + 4L * lo, x + 4L * lo, hi - lo));
+            return;
+        }
         par.range(n, Elementwise.GRAIN, (lo, hi) -> {
             for (int i = lo; i < hi; i++) dst.floats.put(i, BFloat16.round(src.floats.get(i)));
         });
+    }
+
+    /**
+     * Rows x cols of fp32 sums at element {@code off} of {@code c} (row stride {@code ld}), plus {@code bias[biasOff + j]}
+     * when bias is not null, rounded once to bf16 into the same elements of {@code out}. One thread: a GEMM's tile
+     * epilogue.
+     */
+    static void sumsToBf16(NativeBuffer out, NativeBuffer c, int off, int ld, int rows, int cols, NativeBuffer bias,
+                           int biasOff) {
+        if (rows <= 0 || cols <= 0) return;
+        long last = (long) off + (long) (rows - 1) * ld + cols;
+        if (CpuNative.active()) {
+            long o = bounded(out, 2 * last), x = bounded(c, 4 * last);
+            long b = bias == null ? 0 : bounded(bias, 4L * (biasOff + cols)) + 4L * biasOff;
+            CpuNative.ttpipe_cpu_sums_to_bf16(o + 2L * off, x + 4L * off, ld, rows, cols, b);
+            return;
+        }
+        for (int i = 0; i < rows; i++) {
+            int r = off + i * ld;
+            for (int j = 0; j < cols; j++) {
+                float v = bias == null ? c.floats.get(r + j) : c.floats.get(r + j) + bias.floats.get(biasOff + j);
+                out.shorts.put(r + j, BFloat16.fromFloat(v));
+            }
+        }
+    }
+
+    /** The buffer's address after checking it holds {@code bytes}: the native kernels do not check bounds. */
+    private static long bounded(NativeBuffer b, long bytes) {
+        if (bytes < 0 || bytes > b.capacity) {
+            throw new IndexOutOfBoundsException(bytes + " bytes in a buffer of " + b.capacity);
+        }
+        return b.address;
     }
 }

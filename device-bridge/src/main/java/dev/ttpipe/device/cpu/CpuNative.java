@@ -44,7 +44,7 @@ final class CpuNative {
     static final String PROPERTY = "ttpipe.cpu.native";
     /** A libttpipe_cpu.so to load instead of the bundled one, e.g. one built for a single x86-64 level. */
     static final String LIBRARY_PROPERTY = "ttpipe.cpu.native.library";
-    static final int ABI_VERSION = 1;
+    static final int ABI_VERSION = 2;
 
     private static volatile boolean loaded;
     private static volatile String description = "not loaded yet";
@@ -56,6 +56,14 @@ final class CpuNative {
     }
 
     static native String ttpipe_cpu_variant();
+
+    static native void ttpipe_cpu_bf16_to_float(long out, long x, long n);
+
+    static native void ttpipe_cpu_float_to_bf16(long out, long x, long n);
+
+    static native void ttpipe_cpu_round_to_bf16(long out, long x, long n);
+
+    static native void ttpipe_cpu_sums_to_bf16(long out, long c, long ld, long rows, long cols, long bias);
 
     static native void ttpipe_cpu_gelu(long out, long x, long n);
 
@@ -89,6 +97,9 @@ final class CpuNative {
     static native double ttpipe_cpu_sum_squares(long x, long n);
 
     static native void ttpipe_cpu_permute4(long out, long x, int rank, int[] outDims, int[] inStride, long lo, long hi,
+                                           int len, int step);
+
+    static native void ttpipe_cpu_permute2(long out, long x, int rank, int[] outDims, int[] inStride, long lo, long hi,
                                            int len, int step);
 
     /**

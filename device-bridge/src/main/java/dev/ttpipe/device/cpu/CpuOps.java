@@ -236,11 +236,30 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
     }
 
     /**
-     * A matmul with a BF16 operand multiplies in bf16 ({@link Bf16Gemm}): the other operand, if FP32, is
-     * rounded to bf16; products are summed in fp32 and stored in {@code out}'s dtype.
+     * With a BF16 operand the bias is added to the fp32 sums before they are rounded to out's dtype (once, where a
+     * matmul then an add would round twice); otherwise the matmul, then the add.
      */
+    @Override
+    protected void linearKernel(MeshTensor out, MeshTensor x, MeshTensor w, MeshTensor bias) {
+        if (bias == null || (x.dtype() != DType.BF16 && w.dtype() != DType.BF16)) {
+            super.linearKernel(out, x, w, bias);
+            return;
+        }
+        matmulBf16Kernel(out, x, w, false, true, 1f, 0f, MatmulDims.of(x.localShape(), false, w.localShape(), true), bias);
+    }
+
     private void matmulBf16Kernel(MeshTensor out, MeshTensor a, MeshTensor b, boolean ta, boolean tb, float alpha,
                                   float beta, MatmulDims md) {
+        matmulBf16Kernel(out, a, b, ta, tb, alpha, beta, md, null);
+    }
+
+    /**
+     * A matmul with a BF16 operand multiplies in bf16 ({@link Bf16Gemm}): the other operand, if FP32, is
+     * rounded to bf16; products are summed in fp32, {@code bias} (if any) added to each row, and the result stored
+     * in {@code out}'s dtype.
+     */
+    private void matmulBf16Kernel(MeshTensor out, MeshTensor a, MeshTensor b, boolean ta, boolean tb, float alpha,
+                                  float beta, MatmulDims md, MeshTensor bias) {
         int m = md.m();
         int nn = md.n();
         int k = md.k();
@@ -248,14 +267,26 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
         int ldb = tb ? k : nn;
         Bf16Gemm gemm = mesh.bf16Gemm();
         boolean packed = gemm.packedOperands();
+        boolean toBf16 = out.dtype() == DType.BF16;
         each(d -> {
             NativeBuffer av = staging.bf16Operand((CpuTensor) a, d, packed);
             NativeBuffer bv = staging.bf16Operand((CpuTensor) b, d, packed);
-            NativeBuffer cv = beta == 0f ? staging.write((CpuTensor) out, d) : staging.update((CpuTensor) out, d);
+            // A BF16 result: fp32 sums in scratch, each tile (plus the bias) rounded to bf16 as soon as it is done
+            NativeBuffer cv = toBf16 ? staging.sums((CpuTensor) out, d, beta != 0f)
+                    : beta == 0f ? staging.write((CpuTensor) out, d) : staging.update((CpuTensor) out, d);
+            NativeBuffer ov = toBf16 ? ((CpuTensor) out).piece(d) : null;
+            NativeBuffer biasv = bias == null ? null : staging.read((CpuTensor) bias, d);
             for (int i = 0, calls = !md.batchedB() && !ta ? 1 : md.batch(); i < calls; i++) {
                 int rows = calls == 1 ? md.batch() * m : m;   // [batch * m, k] @ [k, n] in one call when B is shared
+                int cOff = i * m * nn;
+                BlasGemm.TileEpilogue epilogue = toBf16
+                        ? (i0, j0, r, c) -> Convert.sumsToBf16(ov, cv, cOff + i0 * nn + j0, nn, r, c, biasv, j0)
+                        : null;
                 gemm.gemm(ta, tb, rows, nn, k, alpha, av, i * m * k, lda, bv, md.batchedB() ? i * k * nn : 0, ldb,
-                        beta, cv, i * m * nn, nn);
+                        beta, cv, cOff, nn, epilogue);
+            }
+            if (!toBf16 && biasv != null) {
+                Elementwise.binary(par, cv.floats, cv.floats, biasv.floats, local(out), local(bias), false);
             }
         });
     }

@@ -6,7 +6,7 @@ import java.util.Random;
 import java.util.function.DoubleSupplier;
 
 /**
- * Measures fp32 matmul throughput of the cpu backend's kernel ({@code C = A B}, all n x n,
+ * Measures fp32 matmul throughput of the cpu backend's kernel ({@code C = A B}, A m x k and B k x n,
  * native buffers as the backend uses them) against the machine's measured fp32 FMA peak for as
  * many threads ({@link MachinePeak}). Runs warmups, then timed repetitions (about a second in all, at least 5),
  * and reports the median. A program that prints figures, not a test: see {@code ttpipe bench matmul}.
@@ -18,21 +18,23 @@ public final class MatmulBenchmark {
     /**
      * One measurement.
      *
-     * @param size          n of the n x n x n product
+     * @param m             rows of A and C
+     * @param k             columns of A, rows of B
+     * @param n             columns of B and C
      * @param threads       threads the kernel used
      * @param kernel        {@code blas} or {@code java}
      * @param kernelDetail  the kernel's description (library, version, threading)
-     * @param gflops        2 n^3 / median seconds / 1e9
+     * @param gflops        2 m k n / median seconds / 1e9
      * @param medianSeconds median time of one product
      * @param bestSeconds   fastest product (far from the median on a machine shared with other work)
      * @param repetitions   timed repetitions
      * @param peak          the machine's peak for that many threads, and how it was computed
      */
-    public record Result(int size, int threads, String kernel, String kernelDetail, double gflops, double medianSeconds,
-                         double bestSeconds, int repetitions, MachinePeak peak) {
+    public record Result(int m, int k, int n, int threads, String kernel, String kernelDetail, double gflops,
+                         double medianSeconds, double bestSeconds, int repetitions, MachinePeak peak) {
         /** GFLOP/s of the fastest repetition. */
         public double bestGflops() {
-            return 2.0 * size * size * (double) size / bestSeconds / 1e9;
+            return flops(m, k, n) / bestSeconds / 1e9;
         }
 
         public double peakGflops() {
@@ -48,32 +50,43 @@ public final class MatmulBenchmark {
         }
     }
 
+    /** 2 m k n: the multiply-adds of an m x k by k x n product, counted as two operations each. */
+    static double flops(int m, int k, int n) {
+        return 2.0 * m * k * (double) n;
+    }
+
+    /** An n x n x n product: {@link #run(int, int, int, int, String)}. */
+    public static Result run(int size, int threads, String kernel) {
+        return run(size, size, size, threads, kernel);
+    }
+
     /**
-     * Measures an n x n x n product.
+     * Measures an m x k by k x n product.
      *
      * @param threads 0: all available processors
-     * @param kernel  auto, blas or java
+     * @param kernel  auto, blas, dnnl or java
      */
-    public static Result run(int size, int threads, String kernel) {
-        if (size < 1) throw new IllegalArgumentException("size " + size + " must be >= 1");
+    public static Result run(int m, int k, int n, int threads, String kernel) {
+        checkShape(m, k, n);
         int t = threads <= 0 ? Runtime.getRuntime().availableProcessors() : threads;
         MachinePeak peak = MachinePeak.measure(t);
         try (Parallel par = new Parallel(t)) {
             Gemm gemm = GemmChoice.choose(kernel, t, par);
-            int bytes = Math.multiplyExact(Math.multiplyExact(size, size), 4);
-            NativeBuffer a = NativeBuffer.malloc(bytes);
-            NativeBuffer b = NativeBuffer.malloc(bytes);
-            NativeBuffer c = NativeBuffer.malloc(bytes);
+            NativeBuffer a = NativeBuffer.malloc(Math.multiplyExact(Math.multiplyExact(m, k), 4));
+            NativeBuffer b = NativeBuffer.malloc(Math.multiplyExact(Math.multiplyExact(k, n), 4));
+            NativeBuffer c = NativeBuffer.malloc(Math.multiplyExact(Math.multiplyExact(m, n), 4));
             try {
                 Random rnd = new Random(1);
-                for (int i = 0; i < size * size; i++) {
-                    a.floats.put(i, rnd.nextFloat() - 0.5f);
-                    b.floats.put(i, rnd.nextFloat() - 0.5f);
-                }
-                double[] s = timeRuns(() -> time(gemm, a, b, c, size));
+                for (int i = 0; i < m * k; i++) a.floats.put(i, rnd.nextFloat() - 0.5f);
+                for (int i = 0; i < k * n; i++) b.floats.put(i, rnd.nextFloat() - 0.5f);
+                double[] s = timeRuns(() -> {
+                    long t0 = System.nanoTime();
+                    gemm.sgemm(false, false, m, n, k, 1f, a, 0, k, b, 0, n, 0f, c, 0, n);
+                    return (System.nanoTime() - t0) / 1e9;
+                });
                 double median = median(s);
-                double gflops = 2.0 * size * size * (double) size / median / 1e9;
-                return new Result(size, t, gemm.kind(), gemm.describe(), gflops, median, s[0], s.length, peak);
+                return new Result(m, k, n, t, gemm.kind(), gemm.describe(), flops(m, k, n) / median / 1e9, median, s[0],
+                        s.length, peak);
             } finally {
                 a.free();
                 b.free();
@@ -100,10 +113,8 @@ public final class MatmulBenchmark {
         return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
     }
 
-    private static double time(Gemm gemm, NativeBuffer a, NativeBuffer b, NativeBuffer c, int n) {
-        long t0 = System.nanoTime();
-        gemm.sgemm(false, false, n, n, n, 1f, a, 0, n, b, 0, n, 0f, c, 0, n);
-        return (System.nanoTime() - t0) / 1e9;
+    static void checkShape(int m, int k, int n) {
+        if (m < 1 || k < 1 || n < 1) throw new IllegalArgumentException("shape " + m + " x " + k + " x " + n + ": each must be >= 1");
     }
 
     /** {@code java -cp ... dev.ttpipe.device.cpu.MatmulBenchmark [size [threads [auto|blas|java]]]}. */
@@ -113,7 +124,7 @@ public final class MatmulBenchmark {
         String kernel = args.length > 2 ? args[2] : "auto";
         Result r = run(size, threads, kernel);
         System.out.printf(Locale.ROOT, "matmul %d^3 fp32, %s kernel, %d threads: %.1f GFLOP/s (median of %d, %.3f ms; "
-                        + "best %.1f); peak %.1f GFLOP/s = %s; %.1f%% of peak%n", r.size(), r.kernel(), r.threads(),
+                        + "best %.1f); peak %.1f GFLOP/s = %s; %.1f%% of peak%n", r.m(), r.kernel(), r.threads(),
                 r.gflops(), r.repetitions(), r.medianSeconds() * 1e3, r.bestGflops(), r.peakGflops(), r.peakHow(),
                 100 * r.fractionOfPeak());
     }

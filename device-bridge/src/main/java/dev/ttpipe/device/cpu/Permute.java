@@ -36,12 +36,13 @@ final class Permute {
         int len = outDims[rank - 1];
         int step = outInStride[rank - 1];
         int rows = (int) (numel / len);
-        if (elemBytes == 4 && CpuNative.active()) {
-            if (4L * numel > out.capacity || 4L * numel > x.capacity) {
+        if ((elemBytes == 4 || elemBytes == 2) && CpuNative.active()) {
+            if ((long) elemBytes * numel > out.capacity || (long) elemBytes * numel > x.capacity) {
                 throw new IndexOutOfBoundsException(numel + " elements in buffers of " + out.capacity + " and " + x.capacity + " bytes");
             }
-            par.range(rows, Math.max(1, Elementwise.GRAIN / len), (lo, hi) ->
-                    CpuNative.ttpipe_cpu_permute4(out.address, x.address, rank, outDims, outInStride, lo, hi, len, step));
+            par.range(rows, Math.max(1, Elementwise.GRAIN / len), elemBytes == 4
+                    ? (lo, hi) -> CpuNative.ttpipe_cpu_permute4(out.address, x.address, rank, outDims, outInStride, lo, hi, len, step)
+                    : (lo, hi) -> CpuNative.ttpipe_cpu_permute2(out.address, x.address, rank, outDims, outInStride, lo, hi, len, step));
             return;
         }
         IntBuffer oi = out.ints;

@@ -415,10 +415,16 @@ public abstract class CheckedOps implements Ops {
         }
         MeshTensor out = allocate(outShape, l, tx.dtype());
         MeshTensor b = tbias;
-        return guard(out, () -> {
-            matmulKernel(out, tx, tw, false, true, 1f, 0f);
-            if (b != null) binaryKernel(out, out, b, Binary.ADD);
-        });
+        return guard(out, () -> linearKernel(out, tx, tw, b));
+    }
+
+    /**
+     * {@code out = x w^T (+ bias)}: the matmul, then the bias added to its result (both rounded to out's dtype). A
+     * backend may fuse the two.
+     */
+    protected void linearKernel(MeshTensor out, MeshTensor x, MeshTensor w, MeshTensor bias) {
+        matmulKernel(out, x, w, false, true, 1f, 0f);
+        if (bias != null) binaryKernel(out, out, bias, Binary.ADD);
     }
 
     // ---- embedding ---------------------------------------------------------------------------------

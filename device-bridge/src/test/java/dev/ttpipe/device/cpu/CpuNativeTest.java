@@ -122,6 +122,54 @@ class CpuNativeTest {
         }
     }
 
+    /**
+     * bf16 to fp32 and back, and rounding to bf16 in place: every bf16 bit pattern, random fp32 bits, and the ties,
+     * NaN payloads, infinities, subnormals and the largest finite values that round up to infinity.
+     */
+    @Test
+    void bf16ConversionsGiveTheJavaBits() {
+        int[] edges = {0x0000_8000, 0x0001_8000, 0x0000_7fff, 0x0001_7fff, 0x7f7f_ffff, 0xff7f_ffff, 0x7f80_0000,
+                0xff80_0000, 0x7f80_0001, 0xff80_0001, 0x7fc0_0000, 0x7fbf_ffff, 0x0000_0001, 0x8000_0000, 0x3f80_8000,
+                0x3f81_8000};
+        int n = 65_536 + 100_003;
+        NativeBuffer bits = NativeBuffer.malloc(4 * n);
+        NativeBuffer viaC = NativeBuffer.malloc(4 * n), viaJava = NativeBuffer.malloc(4 * n);
+        try (Parallel par = new Parallel(2)) {
+            for (int i = 0; i < 65_536; i++) bits.shorts.put(i, (short) i);
+            String[] what = {"bf16 -> fp32", "fp32 -> bf16", "fp32 rounded to bf16"};
+            for (int k = 0; k < 3; k++) {
+                if (k == 1) {
+                    for (int i = 0; i < n; i++) bits.ints.put(i, rnd.nextInt());
+                    bits.ints.put(0, edges);
+                }
+                int count = k == 0 ? 65_536 : n;
+                for (NativeBuffer out : new NativeBuffer[]{viaC, viaJava}) {
+                    CpuNative.enable(out == viaC);
+                    switch (k) {
+                        case 0 -> Convert.bf16ToFloat(par, out, bits, count);
+                        case 1 -> Convert.floatToBf16(par, out, bits, count);
+                        default -> {
+                            out.bytes.put(0, bits.bytes, 0, 4 * count);   // in place, as staging may
+                            Convert.roundToBf16(par, out, out, count);
+                        }
+                    }
+                }
+                CpuNative.enable(true);
+                for (int i = 0; i < count; i++) {
+                    int c = k == 1 ? viaC.shorts.get(i) : viaC.ints.get(i);
+                    int j = k == 1 ? viaJava.shorts.get(i) : viaJava.ints.get(i);
+                    int in = k == 0 ? bits.shorts.get(i) & 0xffff : bits.ints.get(i);
+                    if (c != j) Assertions.fail(what[k] + " of 0x" + Integer.toHexString(in) + ": native 0x"
+                            + Integer.toHexString(c) + ", Java 0x" + Integer.toHexString(j));
+                }
+            }
+        } finally {
+            bits.free();
+            viaC.free();
+            viaJava.free();
+        }
+    }
+
     @Test
     void nativeBoundsAreCheckedBeforeTheCall() {
         NativeBuffer small = NativeBuffer.malloc(4 * 10);
@@ -186,12 +234,12 @@ class CpuNativeTest {
     }
 
     @Test
-    void addMulAdamwAndPermuteGiveTheJavaBits() {
+    void addMulAdamwAndPermutesGiveTheJavaBits() {
         int rows = 300, d = 77;
         float[] a = gaussian(rows * d, 2), b = gaussian(rows * d, 2), bias = gaussian(d, 1);
         float[] p = gaussian(rows * d, 1), g = gaussian(rows * d, 1e-2), m = gaussian(rows * d, 1e-3), v = gaussian(rows * d, 1e-4);
         for (int i = 0; i < v.length; i++) v[i] = Math.abs(v[i]);
-        sameBits("add, mul, adamw, permute", ops -> {
+        sameBits("add, mul, adamw, fp32 and bf16 permutes", ops -> {
             try (Tensor ta = ops.fromHost(a, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
                  Tensor tb = ops.fromHost(b, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
                  Tensor tbias = ops.fromHost(bias, Shape.of(d), Layout.REPLICATED, DType.FP32);
@@ -202,10 +250,12 @@ class CpuNativeTest {
                  Tensor sum = ops.add(ta, tb); Tensor prod = ops.mul(ta, tb); Tensor biased = ops.add(ta, tbias);
                  Tensor scaled = ops.mul(ta, tbias);
                  Tensor x4 = ops.fromHost(a, Shape.of(5, 6, 10, 77), Layout.REPLICATED, DType.FP32);
-                 Tensor perm = ops.permute(x4, 0, 2, 1, 3); Tensor perm2 = ops.permute(x4, 3, 1, 0, 2)) {
+                 Tensor perm = ops.permute(x4, 0, 2, 1, 3); Tensor perm2 = ops.permute(x4, 3, 1, 0, 2);
+                 Tensor h4 = ops.fromHost(a, Shape.of(5, 6, 10, 77), Layout.REPLICATED, DType.BF16);
+                 Tensor hperm = ops.permute(h4, 0, 2, 1, 3); Tensor hperm2 = ops.permute(h4, 3, 1, 0, 2)) {
                 ops.adamw(tp, tg, tm, tv, new AdamWParams(3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 7, 0.5f));
                 return new float[][]{sum.toHost(), prod.toHost(), biased.toHost(), scaled.toHost(), tp.toHost(), tm.toHost(),
-                        tv.toHost(), perm.toHost(), perm2.toHost()};
+                        tv.toHost(), perm.toHost(), perm2.toHost(), hperm.toHost(), hperm2.toHost()};
             }
         });
     }
