@@ -19,11 +19,14 @@
  * level alone, build with -DTTPIPE_NO_CLONES -march=x86-64-v3 (or v2, x86-64) and run CpuNativeTest.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../fast_exp.h" /* fexp: FloatExp.exp, operation for operation */
 
 #define EXPORT __attribute__((visibility("default")))
+/* Inlined into each clone, so it is compiled for the clone's target. */
+#define INLINE static inline __attribute__((always_inline))
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(TTPIPE_NO_CLONES)
 #define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -46,7 +49,7 @@ static inline float sigmoid(float x) {
 }
 
 EXPORT int ttpipe_cpu_abi_version(void) {
-    return 2;
+    return 3;
 }
 
 /*
@@ -93,6 +96,50 @@ static inline uint16_t to_bf16(uint32_t bits) {
     return (uint16_t) ((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
+/*
+ * Kernels that take bf16 arrays: a kernel's `types` has bit i set when its i-th array operand (in the order its comment
+ * lists) holds bf16, else fp32. The kernel computes on fp32 as before, on pieces of at most STAGE elements: a bf16 input
+ * piece is widened into scratch first (exact), a bf16 output piece is computed in scratch and rounded once at the end,
+ * so the bits are those of widening the whole array, the fp32 kernel, then rounding the whole result (Fp32Staging),
+ * with only bf16 bytes moving through memory.
+ */
+enum { STAGE = 2048 };
+
+INLINE float widen(uint16_t h) {
+    return from_bits((int32_t) ((uint32_t) h << 16));
+}
+
+/* A piece of an input array as fp32: the array itself (fp32), or its widened copy in scratch (bf16). */
+INLINE const float *stage_in(const void *base, int64_t off, int64_t len, int bf16, float *scratch) {
+    if (!bf16) return (const float *) base + off;
+    const uint16_t *h = (const uint16_t *) base + off;
+    for (int64_t j = 0; j < len; j++) scratch[j] = widen(h[j]);
+    return scratch;
+}
+
+/* Where a kernel writes a piece of an output array: the array itself (fp32), or scratch to round afterwards (bf16). */
+INLINE float *stage_out(void *base, int64_t off, int bf16, float *scratch) {
+    return bf16 ? scratch : (float *) base + off;
+}
+
+/* A piece of an output array in read-modify-write: as stage_in, written back by stage_done. */
+
+/* Rounds a bf16 output piece computed in scratch into the array. */
+INLINE void stage_done(void *base, int64_t off, int64_t len, int bf16, const float *scratch) {
+    if (!bf16) return;
+    uint16_t *h = (uint16_t *) base + off;
+    for (int64_t j = 0; j < len; j++) {
+        uint32_t b;
+        memcpy(&b, &scratch[j], sizeof b);
+        h[j] = to_bf16(b);
+    }
+}
+
+/* Scratch for `count` staged rows of `len` floats when any of `types` is bf16 (NULL otherwise, or if malloc fails). */
+INLINE float *stage_scratch(int types, int count, int64_t len) {
+    return types ? (float *) malloc((size_t) count * (size_t) len * sizeof(float)) : NULL;
+}
+
 CLONES EXPORT void ttpipe_cpu_bf16_to_float(uint32_t *restrict out, const uint16_t *restrict x, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = (uint32_t) x[i] << 16;
 }
@@ -132,7 +179,7 @@ CLONES EXPORT void ttpipe_cpu_sums_to_bf16(uint16_t *restrict out, const float *
     }
 }
 
-CLONES EXPORT void ttpipe_cpu_gelu(float *restrict out, const float *restrict x, int64_t n) {
+INLINE void gelu_f32(float *restrict out, const float *restrict x, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         float u = GELU_C * (v + GELU_A * v * v * v);
@@ -140,8 +187,7 @@ CLONES EXPORT void ttpipe_cpu_gelu(float *restrict out, const float *restrict x,
     }
 }
 
-CLONES EXPORT void ttpipe_cpu_gelu_backward(float *restrict dx, const float *restrict dy, const float *restrict x,
-                                            int64_t n) {
+INLINE void gelu_backward_f32(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         float u = GELU_C * (v + GELU_A * v * v * v);
@@ -151,20 +197,70 @@ CLONES EXPORT void ttpipe_cpu_gelu_backward(float *restrict dx, const float *res
     }
 }
 
-CLONES EXPORT void ttpipe_cpu_silu(float *restrict out, const float *restrict x, int64_t n) {
+INLINE void silu_f32(float *restrict out, const float *restrict x, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         out[i] = v * sigmoid(v);
     }
 }
 
-CLONES EXPORT void ttpipe_cpu_silu_backward(float *restrict dx, const float *restrict dy, const float *restrict x,
-                                            int64_t n) {
+INLINE void silu_backward_f32(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         float s = sigmoid(v);
         dx[i] = dy[i] * s * (1.0f + v * (1.0f - s));
     }
+}
+
+/* out = f(x) over n elements; arrays: out, x. */
+INLINE void unary_typed(void (*f)(float *restrict, const float *restrict, int64_t), void *out, const void *x,
+                               int64_t n, int types) {
+    if (!types) {
+        f((float *) out, (const float *) x, n);
+        return;
+    }
+    float sx[STAGE], so[STAGE];
+    for (int64_t c = 0; c < n; c += STAGE) {
+        int64_t len = n - c < STAGE ? n - c : STAGE;
+        const float *xs = stage_in(x, c, len, types & 2, sx);
+        float *os = stage_out(out, c, types & 1, so);
+        f(os, xs, len);
+        stage_done(out, c, len, types & 1, os);
+    }
+}
+
+/* dx = f'(x) dy over n elements; arrays: dx, dy, x. */
+INLINE void backward_typed(void (*f)(float *restrict, const float *restrict, const float *restrict, int64_t),
+                                  void *dx, const void *dy, const void *x, int64_t n, int types) {
+    if (!types) {
+        f((float *) dx, (const float *) dy, (const float *) x, n);
+        return;
+    }
+    float sy[STAGE], sx[STAGE], so[STAGE];
+    for (int64_t c = 0; c < n; c += STAGE) {
+        int64_t len = n - c < STAGE ? n - c : STAGE;
+        const float *ys = stage_in(dy, c, len, types & 2, sy);
+        const float *xs = stage_in(x, c, len, types & 4, sx);
+        float *os = stage_out(dx, c, types & 1, so);
+        f(os, ys, xs, len);
+        stage_done(dx, c, len, types & 1, os);
+    }
+}
+
+CLONES EXPORT void ttpipe_cpu_gelu(void *out, const void *x, int64_t n, int types) {
+    unary_typed(gelu_f32, out, x, n, types);
+}
+
+CLONES EXPORT void ttpipe_cpu_gelu_backward(void *dx, const void *dy, const void *x, int64_t n, int types) {
+    backward_typed(gelu_backward_f32, dx, dy, x, n, types);
+}
+
+CLONES EXPORT void ttpipe_cpu_silu(void *out, const void *x, int64_t n, int types) {
+    unary_typed(silu_f32, out, x, n, types);
+}
+
+CLONES EXPORT void ttpipe_cpu_silu_backward(void *dx, const void *dy, const void *x, int64_t n, int types) {
+    backward_typed(silu_backward_f32, dx, dy, x, n, types);
 }
 
 /* The number of keys row r of a block sees: first + r clamped to [0, keys] when causal, else keys. */
@@ -249,14 +345,21 @@ CLONES EXPORT void ttpipe_cpu_attention_backward_rows(float *restrict p, float *
 }
 
 /* out[r * nb + j] = a[r * nb + j] + b[j] (or *) for r < rows (Elementwise.binary; nb == n is one row). */
-CLONES EXPORT void ttpipe_cpu_binary(float *out, const float *a, const float *b, int64_t rows, int64_t nb, int mul) {
+CLONES EXPORT void ttpipe_cpu_binary(void *out, const void *a, const void *b, int64_t rows, int64_t nb, int mul,
+                                     int types) {
+    float sa[STAGE], sb[STAGE], so[STAGE];
     for (int64_t r = 0; r < rows; r++) {
-        float *o = out + r * nb;
-        const float *x = a + r * nb;
-        if (mul) {
-            for (int64_t j = 0; j < nb; j++) o[j] = x[j] * b[j];
-        } else {
-            for (int64_t j = 0; j < nb; j++) o[j] = x[j] + b[j];
+        for (int64_t c = 0; c < nb; c += STAGE) {
+            int64_t len = nb - c < STAGE ? nb - c : STAGE;
+            const float *x = stage_in(a, r * nb + c, len, types & 2, sa);
+            const float *y = stage_in(b, c, len, types & 4, sb);
+            float *o = stage_out(out, r * nb + c, types & 1, so);
+            if (mul) {
+                for (int64_t j = 0; j < len; j++) o[j] = x[j] * y[j];
+            } else {
+                for (int64_t j = 0; j < len; j++) o[j] = x[j] + y[j];
+            }
+            stage_done(out, r * nb + c, len, types & 1, o);
         }
     }
 }
@@ -280,12 +383,15 @@ CLONES EXPORT void ttpipe_cpu_adamw(float *restrict param, const float *restrict
  * LayerNorm forward of rows [lo, hi) of x [rows, d] (Norms.layerNorm): mean and variance in double
  * with LANES partials, y = (x - mean) * rstd * gamma + beta (beta may be null).
  */
-CLONES EXPORT void ttpipe_cpu_layernorm(float *restrict y, float *restrict mean, float *restrict rstd,
-                                        const float *restrict x, const float *restrict gamma,
-                                        const float *restrict beta, int64_t lo, int64_t hi, int d, float eps) {
+/* Arrays: y, x (gamma, beta, mean and rstd are fp32). */
+CLONES EXPORT void ttpipe_cpu_layernorm(void *y, float *restrict mean, float *restrict rstd, const void *x,
+                                        const float *restrict gamma, const float *restrict beta, int64_t lo, int64_t hi,
+                                        int d, float eps, int types) {
+    float *scratch = stage_scratch(types, 2, d);
+    if (types && !scratch) abort();
     for (int64_t r = lo; r < hi; r++) {
-        const float *xr = x + r * d;
-        float *yr = y + r * d;
+        const float *xr = stage_in(x, r * d, d, types & 2, scratch);
+        float *yr = stage_out(y, r * d, types & 1, scratch ? scratch + d : NULL);
         double s[LANES], ss[LANES];
         for (int l = 0; l < LANES; l++) s[l] = ss[l] = 0.0;
         int j = 0;
@@ -317,21 +423,26 @@ CLONES EXPORT void ttpipe_cpu_layernorm(float *restrict y, float *restrict mean,
         }
         mean[r] = mf;
         rstd[r] = rs;
+        stage_done(y, r * d, d, types & 1, yr);
     }
+    free(scratch);
 }
 
 /*
  * LayerNorm's input gradient for rows [lo, hi) (Norms.layerNormBackwardInput):
  * dx = rstd (g - mean(g) - xhat mean(g xhat)), g = gamma dy, the means in double with LANES partials.
  */
-CLONES EXPORT void ttpipe_cpu_layernorm_backward_input(float *restrict dx, const float *restrict dy,
-                                                       const float *restrict x, const float *restrict gamma,
-                                                       const float *restrict mean, const float *restrict rstd,
-                                                       int64_t lo, int64_t hi, int d) {
+/* Arrays: dx, dy, x (gamma, mean and rstd are fp32). */
+CLONES EXPORT void ttpipe_cpu_layernorm_backward_input(void *dx, const void *dy, const void *x,
+                                                       const float *restrict gamma, const float *restrict mean,
+                                                       const float *restrict rstd, int64_t lo, int64_t hi, int d,
+                                                       int types) {
+    float *scratch = stage_scratch(types, 3, d);
+    if (types && !scratch) abort();
     for (int64_t r = lo; r < hi; r++) {
-        const float *dyr = dy + r * d;
-        const float *xr = x + r * d;
-        float *dxr = dx + r * d;
+        const float *dyr = stage_in(dy, r * d, d, types & 2, scratch);
+        const float *xr = stage_in(x, r * d, d, types & 4, scratch ? scratch + d : NULL);
+        float *dxr = stage_out(dx, r * d, types & 1, scratch ? scratch + 2 * (int64_t) d : NULL);
         float m = mean[r];
         float rs = rstd[r];
         double sg[LANES], sgx[LANES];
@@ -360,7 +471,9 @@ CLONES EXPORT void ttpipe_cpu_layernorm_backward_input(float *restrict dx, const
             float g = gamma[j] * dyr[j];
             dxr[j] = rs * (g - mg - xhat * mgx);
         }
+        stage_done(dx, r * d, d, types & 1, dxr);
     }
+    free(scratch);
 }
 
 /*
@@ -411,35 +524,46 @@ CLONES EXPORT void ttpipe_cpu_permute2(int16_t *restrict out, const int16_t *res
  * LayerNorm's weight gradients for columns [lo, hi) (Norms.layerNormBackwardWeight): dgamma[j] (+)= sum over
  * rows of dy (x - mean) rstd, dbeta[j] (+)= sum of dy, row by row in order.
  */
-CLONES EXPORT void ttpipe_cpu_layernorm_backward_weight(const float *restrict dy, const float *restrict x,
-                                                        const float *restrict mean, const float *restrict rstd,
-                                                        float *restrict dgamma, float *restrict dbeta, int64_t rows,
-                                                        int d, int lo, int hi, int accumulate) {
+/* Arrays: dy, x (mean, rstd, dgamma and dbeta are fp32). */
+CLONES EXPORT void ttpipe_cpu_layernorm_backward_weight(const void *dy, const void *x, const float *restrict mean,
+                                                        const float *restrict rstd, float *restrict dgamma,
+                                                        float *restrict dbeta, int64_t rows, int d, int lo, int hi,
+                                                        int accumulate, int types) {
     if (!accumulate) {
         for (int j = lo; j < hi; j++) dgamma[j] = dbeta[j] = 0.0f;
     }
+    int64_t len = hi - lo;
+    float *scratch = stage_scratch(types, 2, len);
+    if (types && !scratch) abort();
     for (int64_t r = 0; r < rows; r++) {
-        const float *g = dy + r * d;
-        const float *xr = x + r * d;
+        const float *g = stage_in(dy, r * d + lo, len, types & 1, scratch);
+        const float *xr = stage_in(x, r * d + lo, len, types & 2, scratch ? scratch + len : NULL);
         float m = mean[r];
         float rs = rstd[r];
-        for (int j = lo; j < hi; j++) {
-            dgamma[j] = dgamma[j] + g[j] * (xr[j] - m) * rs;
-            dbeta[j] = dbeta[j] + g[j];
+        float *dg = dgamma + lo, *db = dbeta + lo;
+        for (int64_t j = 0; j < len; j++) {
+            dg[j] = dg[j] + g[j] * (xr[j] - m) * rs;
+            db[j] = db[j] + g[j];
         }
     }
+    free(scratch);
 }
 
 /* out[j] (+)= sum over rows of x[r * n + j] for j in [lo, hi), row by row in order (Reductions.sumRows). */
-CLONES EXPORT void ttpipe_cpu_sum_rows(const float *restrict x, float *restrict out, int64_t rows, int64_t n, int64_t lo,
-                                       int64_t hi, int accumulate) {
+/* Arrays: x (out is fp32). */
+CLONES EXPORT void ttpipe_cpu_sum_rows(const void *x, float *restrict out, int64_t rows, int64_t n, int64_t lo,
+                                       int64_t hi, int accumulate, int types) {
     if (!accumulate) {
         for (int64_t j = lo; j < hi; j++) out[j] = 0.0f;
     }
+    float *scratch = stage_scratch(types, 1, hi - lo);
+    if (types && !scratch) abort();
     for (int64_t r = 0; r < rows; r++) {
-        const float *row = x + r * n;
-        for (int64_t j = lo; j < hi; j++) out[j] += row[j];
+        const float *row = stage_in(x, r * n + lo, hi - lo, types & 1, scratch);
+        float *o = out + lo;
+        for (int64_t j = 0; j < hi - lo; j++) o[j] += row[j];
     }
+    free(scratch);
 }
 
 /* The sum of x[i]^2 in double over n elements, LANES partials (Reductions.sumSquares' chunks). */

@@ -23,6 +23,7 @@ public final class Param implements AutoCloseable {
     private Tensor grad;
     private Tensor reducedGrad;
     private Tensor bf16Value;
+    private boolean bf16Operand;
     private boolean gradWritten;
     Tensor expAvg;
     Tensor expAvgSq;
@@ -53,8 +54,14 @@ public final class Param implements AutoCloseable {
      */
     public Tensor matmulValue(DType other) {
         if (other != DType.BF16) return value;
+        bf16Operand = true;
         if (bf16Value == null) bf16Value = value.submesh().ops().typecast(value, DType.BF16);
         return bf16Value;
+    }
+
+    /** Makes the bf16 copy now if a matmul has taken this parameter in bf16 before (a memory plan counts it as held). */
+    public void roundForMatmuls() {
+        if (bf16Operand) matmulValue(DType.BF16);
     }
 
     /** The value was written (an optimizer step, a load): drops its bf16 copy. */

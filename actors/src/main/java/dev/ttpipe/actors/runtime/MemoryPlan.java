@@ -11,9 +11,11 @@ import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
 import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.ActionKind;
+import dev.ttpipe.device.DType;
 import dev.ttpipe.stages.Inputs;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.Optimizer;
+import dev.ttpipe.stages.Param;
 import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.StageSlice;
 
@@ -35,7 +37,8 @@ import java.util.TreeMap;
  * layout, then the gradient reduction and the optimizer step. The second step's peak is the steady
  * state: parameters, optimizer moments, gradients, the activations the schedule keeps in flight and
  * the largest transient of one kernel; with {@code dtype: bf16} the stages' activations are BF16 tensors,
- * so they count 2 bytes an element as they do on the device. Received tensors waiting for their action are counted as one
+ * so they count 2 bytes an element as they do on the device, and the bf16 copies of the matmul weights (made once per
+ * optimizer step) count with the optimizer state. Received tensors waiting for their action are counted as one
  * activation per direction in flight (the transport assembles a frame on the device).
  *
  * <pre>
@@ -136,6 +139,8 @@ public final class MemoryPlan {
                         e.getValue().reduceGradients();
                         e.getValue().gradSumSquares();
                         optimizers.get(e.getKey()).step(e.getValue(), 1e-3, 1.0);
+                        // bf16 weight copies are held from one step to the next: counted with the optimizer state
+                        if (step == 0) e.getValue().parameters().forEach(Param::roundForMatmuls);
                     }
                 }
                 long received = 2 * activationBytes(plan, sub);     // one inbound activation and one gradient in flight
@@ -246,8 +251,9 @@ public final class MemoryPlan {
                 Sizes.format(w.peak()), Sizes.format(capacity()), w.rank(), breakdown(w), seconds);
     }
 
-    private static String breakdown(Rank r) {
-        return "parameters " + Sizes.format(r.parameters()) + ", gradients and optimizer state " + Sizes.format(r.optimizerAndGradients())
+    private String breakdown(Rank r) {
+        return "parameters " + Sizes.format(r.parameters()) + ", gradients and optimizer state"
+                + (plan.model().dtype() == DType.BF16 ? " (with bf16 weight copies) " : " ") + Sizes.format(r.optimizerAndGradients())
                 + ", activations of up to " + r.inFlight() + " microbatch" + (r.inFlight() == 1 ? "" : "es") + " in flight "
                 + Sizes.format(r.activations()) + ", received tensors " + Sizes.format(r.received());
     }

@@ -10,8 +10,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The memory plan of a bf16 job: parameters, gradients and optimizer state as in fp32, received
- * tensors half, activations about half (norm statistics stay fp32), and the planned peak still within
+ * The memory plan of a bf16 job: parameters as in fp32, gradients and optimizer state as in fp32 plus the bf16
+ * copies of the matmul weights (at most half the fp32 parameters), received tensors half, activations about half (norm statistics stay fp32), and the planned peak still within
  * 10% of the measured one.
  */
 class Bf16MemoryPlanTest {
@@ -39,7 +39,9 @@ class Bf16MemoryPlanTest {
         for (int rank = 0; rank < plan.ranks(); rank++) {
             MemoryPlan.Rank a = p32.ranks().get(rank), b = p16.ranks().get(rank);
             assertEquals(a.parameters(), b.parameters(), "rank " + rank + " parameters");
-            assertEquals(a.optimizerAndGradients(), b.optimizerAndGradients(), "rank " + rank + " gradients and optimizer state");
+            long copies = b.optimizerAndGradients() - a.optimizerAndGradients();
+            assertTrue(copies > 0 && copies <= a.parameters() / 2, "rank " + rank + " bf16 weight copies: " + copies
+                    + " bytes, parameters " + a.parameters());
             assertEquals(a.received() / 2, b.received(), "rank " + rank + " received tensors");
             double ratio = (double) b.activations() / a.activations();
             assertTrue(ratio > 0.45 && ratio < 0.6, "rank " + rank + " activations bf16 / fp32: " + ratio);

@@ -44,7 +44,7 @@ final class CpuNative {
     static final String PROPERTY = "ttpipe.cpu.native";
     /** A libttpipe_cpu.so to load instead of the bundled one, e.g. one built for a single x86-64 level. */
     static final String LIBRARY_PROPERTY = "ttpipe.cpu.native.library";
-    static final int ABI_VERSION = 2;
+    static final int ABI_VERSION = 3;
 
     private static volatile boolean loaded;
     private static volatile String description = "not loaded yet";
@@ -65,34 +65,37 @@ final class CpuNative {
 
     static native void ttpipe_cpu_sums_to_bf16(long out, long c, long ld, long rows, long cols, long bias);
 
-    static native void ttpipe_cpu_gelu(long out, long x, long n);
+    // Kernels with a `types` argument take bf16 arrays too: bit i set when the i-th array operand holds bf16 (see
+    // ttpipe_cpu.c and DirectKernels); 0 is all fp32.
 
-    static native void ttpipe_cpu_gelu_backward(long dx, long dy, long x, long n);
+    static native void ttpipe_cpu_gelu(long out, long x, long n, int types);
 
-    static native void ttpipe_cpu_silu(long out, long x, long n);
+    static native void ttpipe_cpu_gelu_backward(long dx, long dy, long x, long n, int types);
 
-    static native void ttpipe_cpu_silu_backward(long dx, long dy, long x, long n);
+    static native void ttpipe_cpu_silu(long out, long x, long n, int types);
+
+    static native void ttpipe_cpu_silu_backward(long dx, long dy, long x, long n, int types);
 
     static native void ttpipe_cpu_softmax_rows(long s, int rows, int keys, int first, int causal, long max, long sum);
 
     static native void ttpipe_cpu_attention_backward_rows(long p, long ds, int rows, int keys, int first, int causal,
                                                           long lse, long dO, long o, int hd, float scale);
 
-    static native void ttpipe_cpu_binary(long out, long a, long b, long rows, long nb, int mul);
+    static native void ttpipe_cpu_binary(long out, long a, long b, long rows, long nb, int mul, int types);
 
     static native void ttpipe_cpu_adamw(long param, long grad, long m, long v, long n, float b1, float b2, float gs,
                                         float decay, float stepSize, float bc2Sqrt, float eps);
 
     static native void ttpipe_cpu_layernorm(long y, long mean, long rstd, long x, long gamma, long beta, long lo, long hi,
-                                            int d, float eps);
+                                            int d, float eps, int types);
 
     static native void ttpipe_cpu_layernorm_backward_input(long dx, long dy, long x, long gamma, long mean, long rstd,
-                                                           long lo, long hi, int d);
+                                                           long lo, long hi, int d, int types);
 
     static native void ttpipe_cpu_layernorm_backward_weight(long dy, long x, long mean, long rstd, long dGamma, long dBeta,
-                                                            long rows, int d, int lo, int hi, int accumulate);
+                                                            long rows, int d, int lo, int hi, int accumulate, int types);
 
-    static native void ttpipe_cpu_sum_rows(long x, long out, long rows, long n, long lo, long hi, int accumulate);
+    static native void ttpipe_cpu_sum_rows(long x, long out, long rows, long n, long lo, long hi, int accumulate, int types);
 
     static native double ttpipe_cpu_sum_squares(long x, long n);
 

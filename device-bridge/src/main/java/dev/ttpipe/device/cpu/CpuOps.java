@@ -126,6 +126,22 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
         });
     }
 
+    /** Device d's piece of t, raw (either dtype), for {@link DirectKernels}. */
+    private static DirectKernels.Arr arr(MeshTensor t, int d) {
+        return DirectKernels.Arr.of((CpuTensor) t, d);
+    }
+
+    /** Device d's piece of an FP32 tensor, raw. */
+    private static NativeBuffer piece(MeshTensor t, int d) {
+        return ((CpuTensor) t).piece(d);
+    }
+
+    /** Whether every tensor given (nulls skipped) is FP32. */
+    private static boolean fp32(MeshTensor... ts) {
+        for (MeshTensor t : ts) if (t != null && t.dtype() != DType.FP32) return false;
+        return true;
+    }
+
     private FloatBuffer in(MeshTensor t, int d) {
         return staging.read((CpuTensor) t, d).floats;
     }
@@ -348,6 +364,11 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
                                    MeshTensor beta, float eps) {
         int r = rows(x);
         int dim = x.localShape().last();
+        if (DirectKernels.applies(y.dtype(), x.dtype()) && fp32(mean, rstd, gamma, beta)) {
+            each(d -> DirectKernels.layerNorm(par, arr(y, d), piece(mean, d), piece(rstd, d), arr(x, d), piece(gamma, d),
+                    beta == null ? null : piece(beta, d), r, dim, eps));
+            return;
+        }
         each(d -> Norms.layerNorm(par, out(y, d), out(mean, d), out(rstd, d), in(x, d), in(gamma, d),
                 beta == null ? null : in(beta, d), r, dim, eps));
     }
@@ -357,6 +378,11 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
                                                 MeshTensor mean, MeshTensor rstd) {
         int r = rows(x);
         int dim = x.localShape().last();
+        if (DirectKernels.applies(dx.dtype(), dy.dtype(), x.dtype()) && fp32(gamma, mean, rstd)) {
+            each(d -> DirectKernels.layerNormBackwardInput(par, arr(dx, d), arr(dy, d), arr(x, d), piece(gamma, d),
+                    piece(mean, d), piece(rstd, d), r, dim));
+            return;
+        }
         each(d -> Norms.layerNormBackwardInput(par, out(dx, d), in(dy, d), in(x, d), in(gamma, d), in(mean, d),
                 in(rstd, d), r, dim));
     }
@@ -366,6 +392,12 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
                                                  MeshTensor dGamma, MeshTensor dBeta, boolean accumulate) {
         int r = rows(x);
         int dim = x.localShape().last();
+        if (dGamma != null && dBeta != null && DirectKernels.applies(dy.dtype(), x.dtype())
+                && fp32(mean, rstd, dGamma, dBeta)) {
+            each(d -> DirectKernels.layerNormBackwardWeight(par, arr(dy, d), arr(x, d), piece(mean, d), piece(rstd, d),
+                    piece(dGamma, d), piece(dBeta, d), r, dim, accumulate));
+            return;
+        }
         each(d -> Norms.layerNormBackwardWeight(par, in(dy, d), in(x, d), in(mean, d), in(rstd, d),
                 dGamma == null ? null : accumulate ? update(dGamma, d) : out(dGamma, d),
                 dBeta == null ? null : accumulate ? update(dBeta, d) : out(dBeta, d), r, dim, accumulate));
@@ -418,6 +450,10 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
     @Override
     protected void activationKernel(MeshTensor out, MeshTensor x, Activation f) {
         int len = local(x);
+        if (DirectKernels.applies(out.dtype(), x.dtype())) {
+            each(d -> DirectKernels.activation(par, f == Activation.GELU, arr(out, d), arr(x, d), len));
+            return;
+        }
         each(d -> {
             NativeBuffer o = staging.write((CpuTensor) out, d), a = staging.read((CpuTensor) x, d);
             if (f == Activation.GELU) Elementwise.gelu(par, o, a, len);
@@ -428,6 +464,10 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
     @Override
     protected void activationBackwardKernel(MeshTensor dx, MeshTensor dy, MeshTensor x, Activation f) {
         int len = local(x);
+        if (DirectKernels.applies(dx.dtype(), dy.dtype(), x.dtype())) {
+            each(d -> DirectKernels.activationBackward(par, f == Activation.GELU, arr(dx, d), arr(dy, d), arr(x, d), len));
+            return;
+        }
         each(d -> {
             NativeBuffer o = staging.write((CpuTensor) dx, d), g = staging.read((CpuTensor) dy, d);
             NativeBuffer a = staging.read((CpuTensor) x, d);
@@ -451,6 +491,10 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
     protected void binaryKernel(MeshTensor out, MeshTensor a, MeshTensor b, Binary op) {
         int len = local(a);
         int lenB = local(b);
+        if (lenB > 0 && len % lenB == 0 && DirectKernels.applies(out.dtype(), a.dtype(), b.dtype())) {
+            each(d -> DirectKernels.binary(par, arr(out, d), arr(a, d), arr(b, d), len, lenB, op == Binary.MUL));
+            return;
+        }
         each(d -> Elementwise.binary(par, out(out, d), in(a, d), in(b, d), len, lenB, op == Binary.MUL));
     }
 
@@ -470,6 +514,10 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
     protected void sumRowsKernel(MeshTensor x, MeshTensor out, boolean accumulate) {
         int r = rows(x);
         int cols = x.localShape().last();
+        if (DirectKernels.applies(x.dtype()) && fp32(out)) {
+            each(d -> DirectKernels.sumRows(par, arr(x, d), piece(out, d), r, cols, accumulate));
+            return;
+        }
         each(d -> Reductions.sumRows(par, in(x, d), accumulate ? update(out, d) : out(out, d), r, cols, accumulate));
     }
 

@@ -29,10 +29,10 @@ final class Elementwise {
             long o = CpuNative.address(out, n), x = CpuNative.address(a, n), y = CpuNative.address(b, nb);
             int m = mul ? 1 : 0;
             if (nb == n) {
-                par.range(n, GRAIN, (lo, hi) -> CpuNative.ttpipe_cpu_binary(o + 4L * lo, x + 4L * lo, y + 4L * lo, 1, hi - lo, m));
+                par.range(n, GRAIN, (lo, hi) -> CpuNative.ttpipe_cpu_binary(o + 4L * lo, x + 4L * lo, y + 4L * lo, 1, hi - lo, m, 0));
             } else {
                 par.range(n / nb, Math.max(1, GRAIN / nb), (lo, hi) ->
-                        CpuNative.ttpipe_cpu_binary(o + 4L * lo * nb, x + 4L * lo * nb, y, hi - lo, nb, m));
+                        CpuNative.ttpipe_cpu_binary(o + 4L * lo * nb, x + 4L * lo * nb, y, hi - lo, nb, m, 0));
             }
             return;
         }
@@ -80,24 +80,24 @@ final class Elementwise {
 
     /** A native elementwise kernel over n floats at the given addresses: out = f(x). */
     @FunctionalInterface
-    private interface NativeUnary {
-        void run(long out, long x, long n);
+    interface NativeUnary {
+        void run(long out, long x, long n, int types);
     }
 
     /** A native elementwise backward kernel: dx = dy * f'(x). */
     @FunctionalInterface
-    private interface NativeBackward {
-        void run(long dx, long dy, long x, long n);
+    interface NativeBackward {
+        void run(long dx, long dy, long x, long n, int types);
     }
 
     private static void unary(Parallel par, NativeBuffer out, NativeBuffer x, int n, NativeUnary f) {
         long o = floats(out, n), a = floats(x, n);
-        par.range(n, GRAIN, (lo, hi) -> f.run(o + 4L * lo, a + 4L * lo, hi - lo));
+        par.range(n, GRAIN, (lo, hi) -> f.run(o + 4L * lo, a + 4L * lo, hi - lo, 0));
     }
 
     private static void backward(Parallel par, NativeBuffer dx, NativeBuffer dy, NativeBuffer x, int n, NativeBackward f) {
         long o = floats(dx, n), g = floats(dy, n), a = floats(x, n);
-        par.range(n, GRAIN, (lo, hi) -> f.run(o + 4L * lo, g + 4L * lo, a + 4L * lo, hi - lo));
+        par.range(n, GRAIN, (lo, hi) -> f.run(o + 4L * lo, g + 4L * lo, a + 4L * lo, hi - lo, 0));
     }
 
     /** {@link #gelu(Parallel, FloatBuffer, FloatBuffer, int)} through {@link CpuNative} when it is loaded: the same bits. */

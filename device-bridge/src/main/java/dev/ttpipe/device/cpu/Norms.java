@@ -28,7 +28,7 @@ final class Norms {
             long n = (long) rows * d;
             long ya = CpuNative.address(y, n), ma = CpuNative.address(mean, rows), ra = CpuNative.address(rstd, rows);
             long xa = CpuNative.address(x, n), ga = CpuNative.address(gamma, d), ba = CpuNative.address(beta, d);
-            par.range(rows, rowGrain(d), (lo, hi) -> CpuNative.ttpipe_cpu_layernorm(ya, ma, ra, xa, ga, ba, lo, hi, d, eps));
+            par.range(rows, rowGrain(d), (lo, hi) -> CpuNative.ttpipe_cpu_layernorm(ya, ma, ra, xa, ga, ba, lo, hi, d, eps, 0));
             return;
         }
         par.range(rows, rowGrain(d), (lo, hi) -> {
@@ -70,7 +70,7 @@ final class Norms {
             long n = (long) rows * d;
             long da = CpuNative.address(dx, n), ya = CpuNative.address(dy, n), xa = CpuNative.address(x, n);
             long ga = CpuNative.address(gamma, d), ma = CpuNative.address(mean, rows), ra = CpuNative.address(rstd, rows);
-            par.range(rows, rowGrain(d), (lo, hi) -> CpuNative.ttpipe_cpu_layernorm_backward_input(da, ya, xa, ga, ma, ra, lo, hi, d));
+            par.range(rows, rowGrain(d), (lo, hi) -> CpuNative.ttpipe_cpu_layernorm_backward_input(da, ya, xa, ga, ma, ra, lo, hi, d, 0));
             return;
         }
         par.range(rows, rowGrain(d), (lo, hi) -> {
@@ -119,7 +119,7 @@ final class Norms {
             long ya = CpuNative.address(dy, n), xa = CpuNative.address(x, n), ma = CpuNative.address(mean, rows);
             long ra = CpuNative.address(rstd, rows), ga = CpuNative.address(dGamma, d), ba = CpuNative.address(dBeta, d);
             par.range(d, 32, (lo, hi) -> CpuNative.ttpipe_cpu_layernorm_backward_weight(ya, xa, ma, ra, ga, ba, rows, d, lo, hi,
-                    accumulate ? 1 : 0));
+                    accumulate ? 1 : 0, 0));
             return;
         }
         par.range(d, 32, (lo, hi) -> {

@@ -19,7 +19,7 @@ final class Reductions {
     static void sumRows(Parallel par, FloatBuffer x, FloatBuffer out, int rows, int n, boolean accumulate) {
         if (CpuNative.active()) {
             long xa = CpuNative.address(x, (long) rows * n), oa = CpuNative.address(out, n);
-            par.range(n, 32, (lo, hi) -> CpuNative.ttpipe_cpu_sum_rows(xa, oa, rows, n, lo, hi, accumulate ? 1 : 0));
+            par.range(n, 32, (lo, hi) -> CpuNative.ttpipe_cpu_sum_rows(xa, oa, rows, n, lo, hi, accumulate ? 1 : 0, 0));
             return;
         }
         par.range(n, 32, (lo, hi) -> {

@@ -260,6 +260,40 @@ class CpuNativeTest {
         });
     }
 
+    /**
+     * The kernels that read and write bf16 pieces themselves ({@link DirectKernels}) give the bits of staging the pieces
+     * through fp32 and running the Java kernels: activations, add and mul (same shape and a broadcast row), LayerNorm
+     * forward and both gradients, and row sums, over rows longer than the kernels' staging pieces.
+     */
+    @ParameterizedTest(name = "rows={0} d={1}")
+    @CsvSource({"3,15", "33,17", "64,384", "5,5000"})
+    void bf16PiecesGiveTheBitsOfFp32Staging(int rows, int d) {
+        float[] x = gaussian(rows * d, 3), dy = gaussian(rows * d, 1), gamma = gaussian(d, 1), beta = gaussian(d, 1);
+        sameBits("bf16 kernels", ops -> {
+            try (Tensor tx = ops.fromHost(x, Shape.of(rows, d), Layout.REPLICATED, DType.BF16);
+                 Tensor tdy = ops.fromHost(dy, Shape.of(rows, d), Layout.REPLICATED, DType.BF16);
+                 Tensor tdy32 = ops.fromHost(dy, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
+                 Tensor tg = ops.fromHost(gamma, Shape.of(d), Layout.REPLICATED, DType.FP32);
+                 Tensor tb = ops.fromHost(beta, Shape.of(d), Layout.REPLICATED, DType.FP32);
+                 Tensor gelu = ops.gelu(tx); Tensor silu = ops.silu(tx);
+                 Tensor dGelu = ops.geluBackward(tdy, tx); Tensor dSilu = ops.siluBackward(tdy32, tx);
+                 Tensor sum = ops.add(tx, tdy); Tensor prod = ops.mul(tx, tdy32); Tensor biased = ops.add(tx, tb);
+                 var norm = ops.layerNorm(tx, tg, tb, 1e-5f);
+                 Tensor dx = ops.layerNormBackwardInput(tdy, tx, tg, norm.mean(), norm.rstd());
+                 Tensor dGamma = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32);
+                 Tensor dBeta = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32);
+                 Tensor bias = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32)) {
+                ops.layerNormBackwardWeight(tdy, tx, norm.mean(), norm.rstd(), dGamma, dBeta, false);
+                ops.layerNormBackwardWeight(tdy, tx, norm.mean(), norm.rstd(), dGamma, dBeta, true);
+                ops.sumRows(tdy, bias, false);
+                ops.sumRows(tx, bias, true);
+                return new float[][]{gelu.toHost(), silu.toHost(), dGelu.toHost(), dSilu.toHost(), sum.toHost(), prod.toHost(),
+                        biased.toHost(), norm.y().toHost(), norm.mean().toHost(), norm.rstd().toHost(), dx.toHost(),
+                        dGamma.toHost(), dBeta.toHost(), bias.toHost()};
+            }
+        });
+    }
+
     @ParameterizedTest(name = "causal={0} T={1} Tk={2} hd={3}")
     @CsvSource({"true,7,7,5", "false,5,9,4", "true,3,8,6", "true,8,3,4", "true,64,64,16", "true,150,150,24",
             "false,70,130,8", "true,130,70,33", "true,256,256,64"})
