@@ -481,17 +481,22 @@ CLONES EXPORT void ttpipe_cpu_layernorm_backward_input(void *dx, const void *dy,
  * elements from x at stride step, starting where its index over out_dims[0 .. rank-2] (row-major) and
  * in_stride put it.
  */
+/* Where output row r of a permutation starts in x (elements). */
+INLINE int64_t permute_row(int64_t r, int rank, const int32_t *out_dims, const int32_t *in_stride) {
+    int64_t ib = 0, rem = r;
+    for (int i = rank - 2; i >= 0; i--) {
+        ib += (rem % out_dims[i]) * in_stride[i];
+        rem /= out_dims[i];
+    }
+    return ib;
+}
+
 CLONES EXPORT void ttpipe_cpu_permute4(int32_t *restrict out, const int32_t *restrict x, int rank,
                                        const int32_t *out_dims, const int32_t *in_stride, int64_t lo, int64_t hi,
                                        int len, int step) {
     for (int64_t r = lo; r < hi; r++) {
-        int64_t ib = 0, rem = r;
-        for (int i = rank - 2; i >= 0; i--) {
-            ib += (rem % out_dims[i]) * in_stride[i];
-            rem /= out_dims[i];
-        }
         int32_t *o = out + r * len;
-        const int32_t *src = x + ib;
+        const int32_t *src = x + permute_row(r, rank, out_dims, in_stride);
         if (step == 1) {
             memcpy(o, src, (size_t) len * sizeof *o);
         } else {
@@ -505,13 +510,8 @@ CLONES EXPORT void ttpipe_cpu_permute2(int16_t *restrict out, const int16_t *res
                                        const int32_t *out_dims, const int32_t *in_stride, int64_t lo, int64_t hi,
                                        int len, int step) {
     for (int64_t r = lo; r < hi; r++) {
-        int64_t ib = 0, rem = r;
-        for (int i = rank - 2; i >= 0; i--) {
-            ib += (rem % out_dims[i]) * in_stride[i];
-            rem /= out_dims[i];
-        }
         int16_t *o = out + r * len;
-        const int16_t *src = x + ib;
+        const int16_t *src = x + permute_row(r, rank, out_dims, in_stride);
         if (step == 1) {
             memcpy(o, src, (size_t) len * sizeof *o);
         } else {

@@ -20,6 +20,7 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
 import java.util.Random;
 import java.util.function.Function;
 
@@ -211,26 +212,36 @@ class CpuNativeTest {
             try (Tensor tx = ops.fromHost(x, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
                  Tensor tg = ops.fromHost(gamma, Shape.of(d), Layout.REPLICATED, DType.FP32);
                  Tensor tb = ops.fromHost(beta, Shape.of(d), Layout.REPLICATED, DType.FP32);
-                 Tensor tdy = ops.fromHost(dy, Shape.of(rows, d), Layout.REPLICATED, DType.FP32);
-                 var out = ops.layerNorm(tx, tg, tb, 1e-5f);
-                 Tensor dx = ops.layerNormBackwardInput(tdy, tx, tg, out.mean(), out.rstd());
-                 Tensor dGamma = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32);
-                 Tensor dBeta = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32);
-                 Tensor bias = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32)) {
-                ops.layerNormBackwardWeight(tdy, tx, out.mean(), out.rstd(), dGamma, dBeta, false);
-                ops.layerNormBackwardWeight(tdy, tx, out.mean(), out.rstd(), dGamma, dBeta, true);
-                ops.sumRows(tdy, bias, false);
-                ops.sumRows(tx, bias, true);
+                 Tensor tdy = ops.fromHost(dy, Shape.of(rows, d), Layout.REPLICATED, DType.FP32)) {
+                float[][] norm = layerNormAndRowSums(ops, tx, tdy, tg, tb, d);
                 long sx = Double.doubleToRawLongBits(ops.sumSquares(tx)), sdy = Double.doubleToRawLongBits(ops.sumSquares(tdy));
                 float[] squares = new float[8];                        // the two doubles' bits, 16 at a time
                 for (int i = 0; i < 4; i++) {
                     squares[i] = (sx >>> (16 * i)) & 0xffff;
                     squares[4 + i] = (sdy >>> (16 * i)) & 0xffff;
                 }
-                return new float[][]{out.y().toHost(), out.mean().toHost(), out.rstd().toHost(), dx.toHost(), dGamma.toHost(),
-                        dBeta.toHost(), bias.toHost(), squares};
+                float[][] all = Arrays.copyOf(norm, norm.length + 1);
+                all[norm.length] = squares;
+                return all;
             }
         });
+    }
+
+    /** LayerNorm of x, its input gradient for dy, both weight gradients (written, then added to) and row sums of dy and x. */
+    private static float[][] layerNormAndRowSums(Ops ops, Tensor x, Tensor dy, Tensor gamma, Tensor beta, int d) {
+        var out = ops.layerNorm(x, gamma, beta, 1e-5f);
+        try (Tensor y = out.y(); Tensor mean = out.mean(); Tensor rstd = out.rstd();
+             Tensor dx = ops.layerNormBackwardInput(dy, x, gamma, mean, rstd);
+             Tensor dGamma = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32);
+             Tensor dBeta = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32);
+             Tensor bias = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32)) {
+            ops.layerNormBackwardWeight(dy, x, mean, rstd, dGamma, dBeta, false);
+            ops.layerNormBackwardWeight(dy, x, mean, rstd, dGamma, dBeta, true);
+            ops.sumRows(dy, bias, false);
+            ops.sumRows(x, bias, true);
+            return new float[][]{y.toHost(), mean.toHost(), rstd.toHost(), dx.toHost(), dGamma.toHost(), dBeta.toHost(),
+                    bias.toHost()};
+        }
     }
 
     @Test
@@ -277,19 +288,12 @@ class CpuNativeTest {
                  Tensor tb = ops.fromHost(beta, Shape.of(d), Layout.REPLICATED, DType.FP32);
                  Tensor gelu = ops.gelu(tx); Tensor silu = ops.silu(tx);
                  Tensor dGelu = ops.geluBackward(tdy, tx); Tensor dSilu = ops.siluBackward(tdy32, tx);
-                 Tensor sum = ops.add(tx, tdy); Tensor prod = ops.mul(tx, tdy32); Tensor biased = ops.add(tx, tb);
-                 var norm = ops.layerNorm(tx, tg, tb, 1e-5f);
-                 Tensor dx = ops.layerNormBackwardInput(tdy, tx, tg, norm.mean(), norm.rstd());
-                 Tensor dGamma = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32);
-                 Tensor dBeta = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32);
-                 Tensor bias = ops.zeros(Shape.of(d), Layout.REPLICATED, DType.FP32)) {
-                ops.layerNormBackwardWeight(tdy, tx, norm.mean(), norm.rstd(), dGamma, dBeta, false);
-                ops.layerNormBackwardWeight(tdy, tx, norm.mean(), norm.rstd(), dGamma, dBeta, true);
-                ops.sumRows(tdy, bias, false);
-                ops.sumRows(tx, bias, true);
-                return new float[][]{gelu.toHost(), silu.toHost(), dGelu.toHost(), dSilu.toHost(), sum.toHost(), prod.toHost(),
-                        biased.toHost(), norm.y().toHost(), norm.mean().toHost(), norm.rstd().toHost(), dx.toHost(),
-                        dGamma.toHost(), dBeta.toHost(), bias.toHost()};
+                 Tensor sum = ops.add(tx, tdy); Tensor prod = ops.mul(tx, tdy32); Tensor biased = ops.add(tx, tb)) {
+                float[][] norm = layerNormAndRowSums(ops, tx, tdy, tg, tb, d);
+                float[][] all = Arrays.copyOf(new float[][]{gelu.toHost(), silu.toHost(), dGelu.toHost(), dSilu.toHost(),
+                        sum.toHost(), prod.toHost(), biased.toHost()}, 7 + norm.length);
+                System.arraycopy(norm, 0, all, 7, norm.length);
+                return all;
             }
         });
     }
