@@ -110,10 +110,10 @@ final class AddedTokens {
                 continue;
             }
             if (t.lstrip()) {
-                while (start > done && HfNormalizer.isWhiteSpace(text.codePointBefore(start))) start -= Character.charCount(text.codePointBefore(start));
+                while (start > done && UnicodeWhiteSpace.is(text.codePointBefore(start))) start -= Character.charCount(text.codePointBefore(start));
             }
             if (t.rstrip()) {
-                while (stop < text.length() && HfNormalizer.isWhiteSpace(text.codePointAt(stop))) stop += Character.charCount(text.codePointAt(stop));
+                while (stop < text.length() && UnicodeWhiteSpace.is(text.codePointAt(stop))) stop += Character.charCount(text.codePointAt(stop));
                 i = stop;
             }
             if (start > done) out.accept(new Segment(text.substring(done, start), -1));

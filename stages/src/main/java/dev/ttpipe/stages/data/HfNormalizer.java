@@ -52,8 +52,8 @@ interface HfNormalizer {
     private static HfNormalizer strip(boolean left, boolean right) {
         return (text, start) -> {
             int from = 0, to = text.length();
-            while (left && from < to && isWhiteSpace(text.codePointAt(from))) from += Character.charCount(text.codePointAt(from));
-            while (right && to > from && isWhiteSpace(text.codePointBefore(to))) to -= Character.charCount(text.codePointBefore(to));
+            while (left && from < to && UnicodeWhiteSpace.is(text.codePointAt(from))) from += Character.charCount(text.codePointAt(from));
+            while (right && to > from && UnicodeWhiteSpace.is(text.codePointBefore(to))) to -= Character.charCount(text.codePointBefore(to));
             return text.substring(from, to);
         };
     }
@@ -78,11 +78,5 @@ interface HfNormalizer {
     private static HfNormalizer replace(Pattern pattern, String content) {
         String replacement = Matcher.quoteReplacement(content);
         return (text, start) -> pattern.matcher(text).replaceAll(replacement);
-    }
-
-    /** Unicode's White_Space property, which Rust's {@code char::is_whitespace} and regex {@code \s} use. */
-    static boolean isWhiteSpace(int cp) {
-        return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A)
-                || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
     }
 }

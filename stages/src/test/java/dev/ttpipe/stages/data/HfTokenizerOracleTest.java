@@ -1,6 +1,7 @@
 package dev.ttpipe.stages.data;
 
 import dev.ttpipe.stages.checkpoint.MiniJson;
+import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -13,6 +14,7 @@ import java.util.Map;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
@@ -43,6 +45,23 @@ class HfTokenizerOracleTest {
         // Hugging Face's Llama 3 decode also cleans up spaces before punctuation (its tokenizer_config.json asks
         // for it), so the oracle says it does not round-trip; ttpipe's decode is the decoder alone, and does.
         assertEquals(text, tok.decode(ids), name);
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"llama2", "llama3", "qwen3"})
+    void preparesTheTextInChunksToTheIdsOfTheWholeInTheWidthTheVocabularyNeeds(String name, @TempDir Path tmp) throws IOException {
+        Path dir = tokenizers(name);
+        String text = Files.readString(dir.resolve("oracle-text.txt"), StandardCharsets.UTF_8);
+        Path in = Files.writeString(tmp.resolve("text.txt"), text, StandardCharsets.UTF_8);
+        CorpusPreparation.Result r = CorpusPreparation.prepare(in, dir.resolve(name).toString(), tmp.resolve("out"), 0.1, null, 97);
+        TokenFiles train = TokenFiles.open(r.trainFiles()), val = TokenFiles.open(r.valFiles());
+        assertEquals(name.equals("llama2") ? "llm.c uint16" : "llm.c uint32", train.format());
+        int[] all = new int[(int) (train.size() + val.size())];
+        train.copy(0, all, 0, (int) train.size());
+        val.copy(0, all, (int) train.size(), (int) val.size());
+        assertTrue(val.size() > 0);
+        assertArrayEquals(r.tokenizer().encode(text), all, name + ": chunks of 97 characters, the later ones continuations");
+        assertTrue(Files.isRegularFile(tmp.resolve("out").resolve("tokenizer.json")), "the tokenizer.json beside the token files");
     }
 
     static int[] ints(Object list) {
