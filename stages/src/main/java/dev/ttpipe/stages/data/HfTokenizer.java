@@ -182,7 +182,7 @@ public final class HfTokenizer implements Tokenizer {
     }
 
     /** The file read. */
-    public Path file() {
+    Path file() {
         return file;
     }
 
