@@ -16,7 +16,7 @@ public final class ModelOptions {
     @Option(names = "--stages", paramLabel = "P", defaultValue = "1", description = "Split the model into P stages (default ${DEFAULT-VALUE}).")
     int stages;
 
-    @Option(names = "--tokenizer", paramLabel = "NAME", description = "gpt2, a Hugging Face tokenizer.json or a char vocab.txt, where the model does not say.")
+    @Option(names = "--tokenizer", paramLabel = "NAME", description = "gpt2, a Hugging Face tokenizer.json (or its folder) or a char vocab.txt, where the model does not say.")
     String tokenizer;
 
     @Option(names = "--runs-dir", paramLabel = "DIR", defaultValue = "runs", description = "Where 'latest' looks (default ${DEFAULT-VALUE}).")

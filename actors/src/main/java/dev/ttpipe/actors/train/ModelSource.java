@@ -62,7 +62,7 @@ public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeC
     private static Tokenizer tokenizer(String flag, Tokenizer dflt) {
         if (flag == null) return dflt;
         if (flag.equals("gpt2")) return Gpt2Tokenizer.get();
-        if (flag.endsWith(".json")) return HfTokenizer.load(Path.of(flag));
+        if (flag.endsWith(".json") || Files.isRegularFile(Path.of(flag).resolve("tokenizer.json"))) return HfTokenizer.load(Path.of(flag));
         Path f = Path.of(flag);
         if (Files.isRegularFile(f)) {
             try {
@@ -71,7 +71,7 @@ public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeC
                 throw new DataException("--tokenizer: " + flag + " cannot be read as a char vocab.txt (" + e.getMessage() + ")");
             }
         }
-        throw new DataException("--tokenizer: '" + flag + "' given, expected gpt2 or a char vocab.txt");
+        throw new DataException("--tokenizer: '" + flag + "' given, expected gpt2, a tokenizer.json (or its folder) or a char vocab.txt");
     }
 
     /** The vocabulary a checkpoint was trained with: its token embedding's rows. */

@@ -1,9 +1,12 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.stages.checkpoint.MiniJson;
 import dev.ttpipe.stages.data.Gpt2Tokenizer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Random;
@@ -13,6 +16,7 @@ import static dev.ttpipe.actors.cli.CliTest.config;
 import static dev.ttpipe.actors.cli.CliTest.run;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** ttpipe prepare, then training on its token files, as a user runs them; bad token files in one line. */
 class TokenDataCliTest {
@@ -60,6 +64,70 @@ class TokenDataCliTest {
         CliTest.Result r = run("train", config(dir, job).toString());
         assertEquals(0, r.code(), r.err());
         assertTrue(r.out().contains("hf tokenizer, 50257 ids"), r.out());
+    }
+
+    /**
+     * A byte-level tokenizer.json whose vocabulary is GPT-2's 256 byte characters plus one added token at id 70000:
+     * more ids than uint16 holds.
+     */
+    static Path wideByteLevelTokenizer(Path dir) throws Exception {
+        char[] spell = Gpt2Tokenizer.bytesToUnicode();
+        StringBuilder vocab = new StringBuilder("{");
+        for (int b = 0; b < 256; b++) vocab.append(b == 0 ? "" : ",").append(MiniJson.str(String.valueOf(spell[b]))).append(':').append(b);
+        return Files.writeString(dir.resolve("tokenizer.json"), "{\"added_tokens\":[{\"id\":70000,\"content\":\"<|wide|>\","
+                + "\"special\":true,\"normalized\":false}],\"normalizer\":{\"type\":\"NFC\"},\"pre_tokenizer\":{\"type\":\"ByteLevel\","
+                + "\"add_prefix_space\":false,\"use_regex\":true},\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\"},"
+                + "\"model\":{\"type\":\"BPE\",\"vocab\":" + vocab + "},\"merges\":[]}}");
+    }
+
+    @Test
+    void preparesUint32TokenFilesWithATokenizerJsonBeyond65536IdsAndTrainsOnThem(@TempDir Path dir) throws Exception {
+        Path text = Files.writeString(dir.resolve("corpus.txt"), corpus());
+        Path tok = wideByteLevelTokenizer(Files.createDirectories(dir.resolve("tok")));
+        Path out = dir.resolve("data");
+        CliTest.Result p = run("prepare", text.toString(), "--tokenizer", tok.getParent().toString(), "--out", out.toString());
+        assertEquals(0, p.code(), p.err());
+        assertTrue(p.out().contains("hf tokenizer (70001 ids)") && p.out().contains("uint32 tokens")
+                && p.out().contains("tokenizer_path: " + out), p.out());
+        byte[] head = Files.readAllBytes(out.resolve("train_000000.bin"));
+        ByteBuffer h = ByteBuffer.wrap(head).order(ByteOrder.LITTLE_ENDIAN);
+        assertEquals(20240801, h.getInt(0));
+        assertEquals(7, h.getInt(4));
+        assertEquals(1024 + 4L * h.getInt(8), head.length);
+        String job = JOB.replace("RUNS", dir.resolve("runs").toString()).replace("DATA", out.toString())
+                .replace("tokenizer_type: TOK", "tokenizer_type: bpe, tokenizer_path: " + out);
+        CliTest.Result r = run("train", config(dir, job).toString());
+        assertEquals(0, r.code(), r.err());
+        assertTrue(r.out().contains("llm.c uint32") && r.out().contains("hf tokenizer, 70001 ids"), r.out());
+        assertTrue(r.out().contains("validation loss"), r.out());
+    }
+
+    @Test
+    void preparesLlama3sTokenizerToUint32FilesThatTrain(@TempDir Path dir) throws Exception {
+        Path llama3 = Path.of("../../shared/data/tokenizers/llama3");
+        if (!Files.isDirectory(llama3)) llama3 = Path.of("../shared/data/tokenizers/llama3");
+        assumeTrue(Files.isRegularFile(llama3.resolve("tokenizer.json")), "skipped: ../shared/data/tokenizers/llama3 is absent");
+        Path text = Files.writeString(dir.resolve("corpus.txt"), corpus());
+        Path out = dir.resolve("data");
+        CliTest.Result p = run("prepare", text.toString(), "--tokenizer", llama3.toString(), "--out", out.toString(), "--json");
+        assertEquals(0, p.code(), p.err());
+        assertTrue(p.out().contains("\"vocab_size\":128256") && p.out().contains("\"token_type\":\"uint32\""), p.out());
+        String job = JOB.replace("RUNS", dir.resolve("runs").toString()).replace("DATA", out.toString())
+                .replace("tokenizer_type: TOK", "tokenizer_type: bpe, tokenizer_path: " + out);
+        CliTest.Result r = run("train", config(dir, job).toString());
+        assertEquals(0, r.code(), r.err());
+        assertTrue(r.out().contains("llm.c uint32") && r.out().contains("128256 ids") && r.out().contains("validation loss"), r.out());
+    }
+
+    @Test
+    void refusesATokenizerItCannotReadInOneLine(@TempDir Path dir) throws Exception {
+        Path text = Files.writeString(dir.resolve("corpus.txt"), corpus());
+        assertOneLineBadInput(run("prepare", text.toString(), "--tokenizer", "llama", "--out", dir.resolve("o").toString()),
+                "--tokenizer: 'llama' given, expected gpt2, char, a tokenizer.json or a folder holding one");
+        Path tok = wideByteLevelTokenizer(dir);
+        Files.writeString(tok, Files.readString(tok).replace("{\"type\":\"NFC\"}", "{\"type\":\"Precompiled\"}"));
+        assertOneLineBadInput(run("prepare", text.toString(), "--tokenizer", tok.toString(), "--out", dir.resolve("o").toString()),
+                tok + ": normalizer.type 'Precompiled' is not supported, ttpipe reads the normalizers NFC");
     }
 
     @Test

@@ -14,6 +14,7 @@ import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.BitSet;
@@ -24,11 +25,14 @@ import java.util.Locale;
  * Tokenises a UTF-8 text into llm.c token files, streaming: the text is read a chunk at a time and
  * never held whole, so a corpus larger than memory works. The first {@code 1 - f} of the bytes
  * become {@code train_NNNNNN.bin}, the rest {@code val_NNNNNN.bin} (a new shard every
- * {@link #SHARD_TOKENS} tokens); a char tokenizer's vocabulary goes to {@code vocab.txt} (found there
- * by a run whose {@code data_path} is the directory).
+ * {@link #SHARD_TOKENS} tokens), uint16 or uint32 as the vocabulary needs; a char tokenizer's vocabulary
+ * goes to {@code vocab.txt}, a {@code tokenizer.json} is copied beside the files (either found there by a
+ * run whose {@code tokenizer_path} is the directory).
  *
- * <p>Chunks end just before a newline that follows a non-space character: GPT-2's pre-tokenizer
- * never joins across such a point, so the tokens equal those of the whole text at once.
+ * <p>Chunks end just after a line break that has a non-space character on both sides (and no added token
+ * across it): GPT-2's, Llama 3's and Qwen3's pre-tokenizers split there, and Llama 2's vocabulary has the line
+ * break as a byte of its own, so with the later chunks encoded as continuations ({@link Tokenizer#encodeContinuing})
+ * the tokens equal those of the whole text at once.
  */
 public final class CorpusPreparation {
     public static final long SHARD_TOKENS = 100_000_000L;
@@ -48,8 +52,10 @@ public final class CorpusPreparation {
     }
 
     /**
-     * @param tokenizer {@code char} (the vocabulary is the text's characters: one extra streaming pass) or {@code gpt2}
-     * @throws DataException naming the file and byte offset where the text is not UTF-8
+     * @param tokenizer {@code char} (the vocabulary is the text's characters: one extra streaming pass), {@code gpt2},
+     *                  or a Hugging Face {@code tokenizer.json} or the folder that holds it
+     * @throws DataException naming the file and byte offset where the text is not UTF-8, or what a tokenizer.json
+     *                       holds that ttpipe does not read
      */
     public static Result prepare(Path text, String tokenizer, Path outDir, double valFraction, Progress progress) throws IOException {
         return prepare(text, tokenizer, outDir, valFraction, progress, CHUNK_CHARS);
@@ -59,23 +65,50 @@ public final class CorpusPreparation {
     static Result prepare(Path text, String tokenizer, Path outDir, double valFraction, Progress progress, int chunkChars)
             throws IOException {
         long size = Files.size(text);
+        Tokenizer tok = switch (tokenizer) {
+            case "gpt2" -> Gpt2Tokenizer.get();
+            case "char" -> charVocabulary(text);
+            default -> HfTokenizer.load(Path.of(tokenizer));
+        };
         Files.createDirectories(outDir);
-        Tokenizer tok;
-        if (tokenizer.equals("gpt2")) {
-            tok = Gpt2Tokenizer.get();
-            tok.save(outDir.resolve("tokenizer.txt"));
-        } else if (tokenizer.equals("char")) {
-            tok = charVocabulary(text);
-            tok.save(outDir.resolve("vocab.txt"));
+        if (tok instanceof HfTokenizer hf) {
+            Path copy = outDir.resolve("tokenizer.json");
+            if (!Files.exists(copy) || !Files.isSameFile(copy, hf.file())) Files.copy(hf.file(), copy, StandardCopyOption.REPLACE_EXISTING);
         } else {
-            throw new IllegalArgumentException("tokenizer " + tokenizer + ", expected char or gpt2");
+            tok.save(outDir.resolve(tok instanceof CharTokenizer ? "vocab.txt" : "tokenizer.txt"));
         }
-        long split = splitPoint(text, size, valFraction);
-        long[] done = {0, 0};
-        List<Path> train = encode(text, 0, split, tok, outDir, "train", size, done, progress, chunkChars);
-        long trainTokens = done[1];
-        List<Path> val = encode(text, split, size, tok, outDir, "val", size, done, progress, chunkChars);
-        return new Result(tok, train, val, trainTokens, done[1] - trainTokens, size);
+        Run run = new Run(tok, outDir, size, progress, chunkChars);
+        long split = splitPoint(text, size, valFraction, tok);
+        List<Path> train = encode(text, 0, split, "train", run);
+        long trainTokens = run.tokens;
+        List<Path> val = encode(text, split, size, "val", run);
+        return new Result(tok, train, val, trainTokens, run.tokens - trainTokens, size);
+    }
+
+    /** What one preparation has done so far. */
+    private static final class Run {
+        final Tokenizer tok;
+        final Path outDir;
+        final long totalBytes;
+        final Progress progress;
+        final int chunkChars;
+        long bytes;
+        long tokens;
+        boolean started;                                    // a chunk was encoded: the next continues the text
+
+        Run(Tokenizer tok, Path outDir, long totalBytes, Progress progress, int chunkChars) {
+            this.tok = tok;
+            this.outDir = outDir;
+            this.totalBytes = totalBytes;
+            this.progress = progress;
+            this.chunkChars = chunkChars;
+        }
+
+        int[] encode(String chunk) {
+            int[] ids = started ? tok.encodeContinuing(chunk) : tok.encode(chunk);
+            started = true;
+            return ids;
+        }
     }
 
     /** Pass 1 for the char tokenizer: the set of code points, streaming. */
@@ -102,16 +135,16 @@ public final class CorpusPreparation {
     }
 
     /**
-     * The byte where validation starts: the first newline at or after {@code (1 - f) x size} that follows
-     * a non-space byte (a clean cut for BPE), else the first UTF-8 character start there.
+     * The byte where validation starts: the first clean cut (see the class) at or after {@code (1 - f) x size},
+     * else the first UTF-8 character start there.
      */
-    static long splitPoint(Path text, long size, double valFraction) throws IOException {
+    static long splitPoint(Path text, long size, double valFraction, Tokenizer tok) throws IOException {
         if (valFraction <= 0) return size;
         long at = (long) Math.floor(size * (1 - valFraction));
         try (FileChannel ch = FileChannel.open(text, StandardOpenOption.READ)) {
             ByteBuffer b = ByteBuffer.allocate(1 << 16);
             long firstCharStart = -1;
-            int prev = at > 0 ? readByte(ch, at - 1) : '\n';
+            int prev = at > 0 ? readByte(ch, at - 1) : 0;
             for (long pos = at; pos < size; ) {
                 b.clear();
                 int n = ch.read(b, pos);
@@ -119,7 +152,7 @@ public final class CorpusPreparation {
                 for (int i = 0; i < n; i++, pos++) {
                     int c = b.get(i) & 0xff;
                     if (firstCharStart < 0 && (c & 0xC0) != 0x80) firstCharStart = pos;
-                    if (c == '\n' && pos > 0 && !isSpace(prev)) return pos;
+                    if (prev == '\n' && pos >= 2 && isCleanCut(ch, pos, size, tok)) return pos;
                     prev = c;
                 }
                 if (pos - at > (4 << 20)) break;                      // no clean cut near: take the character start
@@ -128,8 +161,24 @@ public final class CorpusPreparation {
         }
     }
 
-    private static boolean isSpace(int c) {
-        return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == 0x0B || c == 0x0C;
+    /** {@link #isCleanCut(CharSequence, int, Tokenizer)} at a byte of the file, on the text around it. */
+    private static boolean isCleanCut(FileChannel ch, long pos, long size, Tokenizer tok) throws IOException {
+        long from = Math.max(0, pos - 256);
+        ByteBuffer window = ByteBuffer.allocate((int) (Math.min(size, pos + 256) - from));
+        ch.read(window, from);
+        byte[] bytes = window.array();
+        int start = 0;
+        while (start < bytes.length && (bytes[start] & 0xC0) == 0x80) start++;   // from a character's start
+        int cut = (int) (pos - from);
+        String before = new String(bytes, start, Math.max(0, cut - start), StandardCharsets.UTF_8);
+        String after = new String(bytes, cut, bytes.length - cut, StandardCharsets.UTF_8);
+        return isCleanCut(before + after, before.length(), tok);
+    }
+
+    /** Just after a line break with a non-space character on both sides, and no added token across it. */
+    static boolean isCleanCut(CharSequence s, int i, Tokenizer tok) {
+        return i >= 2 && i < s.length() && s.charAt(i - 1) == '\n' && !UnicodeWhiteSpace.is(Character.codePointBefore(s, i - 1))
+                && !UnicodeWhiteSpace.is(Character.codePointAt(s, i)) && tok.mayCutAt(s, i);
     }
 
     private static int readByte(FileChannel ch, long pos) throws IOException {
@@ -138,60 +187,61 @@ public final class CorpusPreparation {
         return one.get(0) & 0xff;
     }
 
-    private static List<Path> encode(Path text, long from, long to, Tokenizer tok, Path outDir, String part, long total,
-                                     long[] done, Progress progress, int chunkChars) throws IOException {
+    private static List<Path> encode(Path text, long from, long to, String part, Run run) throws IOException {
         List<Path> files = new ArrayList<>();
         TokenFileWriter w = null;
         try (CountingStream counted = new CountingStream(slice(text, from, to));
              Reader r = new InputStreamReader(counted, strictUtf8())) {
-            char[] buf = new char[chunkChars];
+            char[] buf = new char[run.chunkChars];
             StringBuilder pending = new StringBuilder();
             boolean end = false;
             while (!end) {
                 int n = read(r, buf, text);
                 if (n > 0) pending.append(buf, 0, n);
                 else end = true;
-                int cut = end ? pending.length() : cleanCut(pending, tok instanceof Gpt2Tokenizer, 8 * chunkChars);
+                int cut = end ? pending.length() : cleanCut(pending, run.tok, 8 * run.chunkChars);
                 if (cut <= 0) continue;
-                int[] ids = tok.encode(pending.substring(0, cut));
+                int[] ids = run.encode(pending.substring(0, cut));
                 pending.delete(0, cut);
                 for (int i = 0; i < ids.length; ) {
                     if (w == null || w.tokens() >= SHARD_TOKENS) {
                         if (w != null) w.close();
-                        Path f = outDir.resolve(String.format(Locale.ROOT, "%s_%06d.bin", part, files.size()));
+                        Path f = run.outDir.resolve(String.format(Locale.ROOT, "%s_%06d.bin", part, files.size()));
                         files.add(f);
-                        w = new TokenFileWriter(f, tok.vocabSize());
+                        w = new TokenFileWriter(f, run.tok.vocabSize());
                     }
                     int k = (int) Math.min(ids.length - i, SHARD_TOKENS - w.tokens());
                     w.write(ids, i, k);
                     i += k;
-                    done[1] += k;
+                    run.tokens += k;
                 }
-                if (progress != null) progress.update(done[0] + counted.count, total, done[1]);
+                if (run.progress != null) run.progress.update(run.bytes + counted.count, run.totalBytes, run.tokens);
             }
-            done[0] += counted.count;
+            run.bytes += counted.count;
         } finally {
             if (w != null) w.close();
         }
         if (files.isEmpty()) {                                              // an empty part: still a valid, empty file
-            Path f = outDir.resolve(String.format(Locale.ROOT, "%s_%06d.bin", part, 0));
-            new TokenFileWriter(f, tok.vocabSize()).close();
+            Path f = run.outDir.resolve(String.format(Locale.ROOT, "%s_%06d.bin", part, 0));
+            new TokenFileWriter(f, run.tok.vocabSize()).close();
             files.add(f);
         }
         return files;
     }
 
-    /** Where to end a chunk: before the last newline that follows a non-space (BPE), or the end less a lone high surrogate. */
-    private static int cleanCut(StringBuilder s, boolean bpe, int limit) {
+    /**
+     * Where to end a chunk: at the last clean cut; for a text without one in 8 chunks (no line breaks), before a space
+     * that follows a non-space; for the char tokenizer anywhere but inside a surrogate pair. 0: read on.
+     */
+    private static int cleanCut(StringBuilder s, Tokenizer tok, int limit) {
         int n = s.length();
-        if (!bpe) return n > 0 && Character.isHighSurrogate(s.charAt(n - 1)) ? n - 1 : n;
-        for (int i = n - 1; i > 0; i--) {
-            if (s.charAt(i) == '\n' && !Character.isWhitespace(s.charAt(i - 1))) return i;
+        if (tok instanceof CharTokenizer) return n > 0 && Character.isHighSurrogate(s.charAt(n - 1)) ? n - 1 : n;
+        for (int i = n - 1; i >= 2; i--) {
+            if (s.charAt(i - 1) == '\n' && isCleanCut(s, i, tok)) return i;
         }
-        // No clean cut in 8 chunks (a text without line breaks): cut before a space that follows a non-space.
         if (n > limit) {
             for (int i = n - 1; i > 0; i--) {
-                if (s.charAt(i) == ' ' && !Character.isWhitespace(s.charAt(i - 1))) return i;
+                if (s.charAt(i) == ' ' && !UnicodeWhiteSpace.is(s.charAt(i - 1)) && tok.mayCutAt(s, i)) return i;
             }
         }
         return 0;

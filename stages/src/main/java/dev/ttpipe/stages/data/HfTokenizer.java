@@ -3,109 +3,89 @@ package dev.ttpipe.stages.data;
 import dev.ttpipe.stages.checkpoint.MiniJson;
 
 import java.io.IOException;
-import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
- * A Hugging Face {@code tokenizer.json} with a byte-level BPE model (GPT-2, GPT-NeoX, Llama 3 and
- * their kin), read by ttpipe itself: no native library, no network. The pre-tokenizer is
- * {@code ByteLevel} (GPT-2's split pattern) or a {@code Sequence} of a regex {@code Split} and
- * {@code ByteLevel}; each piece's UTF-8 bytes, spelled with GPT-2's byte-to-character table, are
- * merged pair by pair in the order of {@code merges}. Anything else (a normalizer, SentencePiece's
- * {@code Metaspace}, byte fallback, another model type) is refused naming the file and the component.
- * Text encodes as ordinary text: an added token's spelling in the text is not that token. Thread-safe.
+ * A Hugging Face {@code tokenizer.json} with a BPE model, read by ttpipe itself (no native library, no network):
+ * GPT-2, Llama 2 and TinyLlama, Llama 3, Qwen3 and their kin. A text encodes as Hugging Face's
+ * {@code encode}: added tokens split out first, then each piece between them normalized, split by the
+ * pre-tokenizer and merged by the BPE model ({@link #encodeWithSpecialTokens} adds the post-processor's
+ * tokens, such as Llama 2's BOS); decoding runs the decoder. The components read are those of
+ * {@link HfNormalizer}, {@link HfPreTokenizer}, {@link BpeModel}, {@link HfPostProcessor} and {@link HfDecoder};
+ * any other is refused when loading, naming the file and where the component is. {@code truncation} and
+ * {@code padding} do not apply: ttpipe cuts sequences itself. Immutable and thread-safe.
  */
 public final class HfTokenizer implements Tokenizer {
-    static final String GPT2_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
     private final Path file;
-    private final Map<String, Integer> vocab;
+    private final HfNormalizer normalizer;
+    private final AddedTokens addedRaw;                    // matched in the text as given
+    private final AddedTokens addedNormalized;             // matched in the normalized text
+    private final HfPreTokenizer preTokenizer;
+    private final BpeModel model;
+    private final HfPostProcessor postProcessor;
+    private final HfDecoder decoder;
     private final String[] byId;
-    private final Map<String, Integer> ranks;            // "a b" -> merge rank
-    private final Pattern split;
-    private final boolean addPrefixSpace;
-    private final char[] byteToChar = Gpt2Tokenizer.bytesToUnicode();
-    private final int[] charToByte = new int[512];
-    private final Map<String, int[]> cache = new ConcurrentHashMap<>();
 
-    private HfTokenizer(Path file, Map<String, Integer> vocab, Map<String, Integer> ranks, Pattern split, boolean addPrefixSpace) {
+    private HfTokenizer(Path file, HfNormalizer normalizer, List<AddedTokens.Token> added, HfPreTokenizer preTokenizer, BpeModel model,
+                        HfPostProcessor postProcessor, HfDecoder decoder) {
         this.file = file;
-        this.vocab = vocab;
-        this.ranks = ranks;
-        this.split = split;
-        this.addPrefixSpace = addPrefixSpace;
+        this.normalizer = normalizer;
+        this.preTokenizer = preTokenizer;
+        this.model = model;
+        this.postProcessor = postProcessor;
+        this.decoder = decoder;
+        List<AddedTokens.Token> raw = new ArrayList<>(), normalized = new ArrayList<>();
+        List<String> rawPatterns = new ArrayList<>(), normalizedPatterns = new ArrayList<>();
+        for (AddedTokens.Token t : added) {
+            (t.normalized() ? normalized : raw).add(t);
+            if (t.normalized()) normalizedPatterns.add(normalizer == null ? t.content() : normalizer.normalize(t.content(), PieceStart.TEXT));
+            else rawPatterns.add(t.content());
+        }
+        this.addedRaw = raw.isEmpty() ? AddedTokens.NONE : new AddedTokens(raw, rawPatterns);
+        this.addedNormalized = normalized.isEmpty() ? AddedTokens.NONE : new AddedTokens(normalized, normalizedPatterns);
         int max = -1;
-        for (int id : vocab.values()) max = Math.max(max, id);
+        for (int id : model.vocab().values()) max = Math.max(max, id);
+        for (AddedTokens.Token t : added) max = Math.max(max, t.id());
         this.byId = new String[max + 1];
-        vocab.forEach((k, v) -> byId[v] = k);
-        Arrays.fill(charToByte, -1);
-        for (int b = 0; b < 256; b++) charToByte[byteToChar[b]] = b;
+        model.vocab().forEach((k, v) -> byId[v] = k);
+        for (AddedTokens.Token t : added) byId[t.id()] = t.content();
     }
 
-    /** @throws DataException naming the file and what it holds that ttpipe does not read */
+    /**
+     * @param file a {@code tokenizer.json}, or a folder that holds one
+     * @throws DataException naming the file, and the key and value it holds that ttpipe does not read
+     */
     public static HfTokenizer load(Path file) {
-        Map<?, ?> root;
+        if (Files.isDirectory(file)) {
+            if (!Files.isRegularFile(file.resolve("tokenizer.json"))) {
+                throw new DataException(file + ": a folder with no tokenizer.json, expected a Hugging Face tokenizer.json or its folder");
+            }
+            file = file.resolve("tokenizer.json");
+        }
+        TokenizerJson root;
         try {
             Object o = MiniJson.parse(Files.readString(file, StandardCharsets.UTF_8));
             if (!(o instanceof Map<?, ?> m)) throw new DataException(file + ": not a JSON object, expected a tokenizer.json");
-            root = m;
+            root = new TokenizerJson(file, "", m);
         } catch (IOException | IllegalArgumentException e) {
-            throw new DataException(file + ": cannot be read (" + e.getMessage() + ")");
+            throw new DataException(file + ": cannot be read (" + e.getMessage() + "), expected a tokenizer.json");
         }
-        if (root.get("normalizer") != null) throw refuse(file, "normalizer", root.get("normalizer"));
-        if (!(root.get("model") instanceof Map<?, ?> model) || !"BPE".equals(model.get("type"))) {
-            throw refuse(file, "model", root.get("model") instanceof Map<?, ?> mm ? mm.get("type") : root.get("model"));
-        }
-        if (Boolean.TRUE.equals(model.get("byte_fallback"))) throw refuse(file, "model.byte_fallback", true);
-        Pattern split = null;
-        boolean prefix = false;
-        Object pre = root.get("pre_tokenizer");
-        List<Object> steps = new ArrayList<>();
-        if (pre instanceof Map<?, ?> pm && "Sequence".equals(pm.get("type")) && pm.get("pretokenizers") instanceof List<?> l) steps.addAll(l);
-        else steps.add(pre);
-        for (Object step : steps) {
-            if (!(step instanceof Map<?, ?> st)) throw refuse(file, "pre_tokenizer", step);
-            if ("ByteLevel".equals(st.get("type"))) {
-                prefix = Boolean.TRUE.equals(st.get("add_prefix_space"));
-                if (!Boolean.FALSE.equals(st.get("use_regex")) && split == null) split = Pattern.compile(GPT2_PATTERN, Pattern.UNICODE_CHARACTER_CLASS);
-            } else if ("Split".equals(st.get("type")) && st.get("pattern") instanceof Map<?, ?> p && p.get("Regex") instanceof String re
-                    && "Isolated".equals(st.get("behavior")) && !Boolean.TRUE.equals(st.get("invert"))) {
-                split = Pattern.compile(re, Pattern.UNICODE_CHARACTER_CLASS);        // Rust regex: Unicode classes
-            } else {
-                throw refuse(file, "pre_tokenizer", st.get("type"));
-            }
-        }
-        if (!(model.get("vocab") instanceof Map<?, ?> v) || !(model.get("merges") instanceof List<?> merges)) {
-            throw new DataException(file + ": model.vocab and model.merges, expected a BPE vocabulary and merge list");
-        }
-        Map<String, Integer> vocab = new HashMap<>();
-        v.forEach((k, id) -> vocab.put((String) k, ((Number) id).intValue()));
-        if (root.get("added_tokens") instanceof List<?> added) {
-            for (Object a : added) {
-                if (a instanceof Map<?, ?> am) vocab.putIfAbsent((String) am.get("content"), ((Number) am.get("id")).intValue());
-            }
-        }
-        Map<String, Integer> ranks = new HashMap<>();
-        for (Object m : merges) {
-            String pair = m instanceof List<?> two ? two.get(0) + " " + two.get(1) : (String) m;
-            ranks.putIfAbsent(pair, ranks.size());
-        }
-        return new HfTokenizer(file, vocab, ranks, split == null ? Pattern.compile("(?s).+") : split, prefix);
-    }
-
-    private static DataException refuse(Path file, String what, Object value) {
-        return new DataException(file + ": " + what + " " + value + " is not supported yet (ttpipe reads byte-level BPE tokenizers:"
-                + " ByteLevel or Split + ByteLevel pre-tokenizers, no normalizer), expected a GPT-2-style tokenizer.json");
+        TokenizerJson model = root.object("model");
+        String type = model.string("type", model.has("merges") ? "BPE" : null);
+        if (!"BPE".equals(type)) throw model.unsupported("BPE models (not WordPiece, Unigram or WordLevel)");
+        return new HfTokenizer(file,
+                root.has("normalizer") ? HfNormalizer.of(root.object("normalizer")) : null,
+                AddedTokens.read(root),
+                root.has("pre_tokenizer") ? HfPreTokenizer.of(root.object("pre_tokenizer")) : HfPreTokenizer.NONE,
+                BpeModel.of(model),
+                root.has("post_processor") ? HfPostProcessor.of(root.object("post_processor")) : HfPostProcessor.NONE,
+                root.has("decoder") ? HfDecoder.of(root.object("decoder")) : HfDecoder.NONE);
     }
 
     @Override
@@ -118,48 +98,54 @@ public final class HfTokenizer implements Tokenizer {
         return "bpe:" + file + " (" + vocabSize() + " ids)";
     }
 
+    /** One more than the largest id, added tokens included (Llama 3: 128,256; Qwen3: 151,669). */
     @Override
     public int vocabSize() {
         return byId.length;
     }
 
+    /** The text's ids, without special tokens (Hugging Face's {@code add_special_tokens=False}); added tokens in it are split out. */
     @Override
     public int[] encode(String text) {
-        if (addPrefixSpace && !text.startsWith(" ")) text = " " + text;
-        List<Integer> out = new ArrayList<>();
-        Matcher m = split.matcher(text);
-        while (m.find()) {
-            for (int id : piece(m.group())) out.add(id);
-        }
-        return out.stream().mapToInt(Integer::intValue).toArray();
+        return encode(text, PieceStart.TEXT);
     }
 
-    /** One pre-token: its bytes spelled as characters, merged by rank. */
-    private int[] piece(String piece) {
-        return cache.computeIfAbsent(piece, p -> {
-            byte[] bytes = p.getBytes(StandardCharsets.UTF_8);
-            List<String> parts = new ArrayList<>(bytes.length);
-            for (byte b : bytes) parts.add(String.valueOf(byteToChar[b & 0xff]));
-            while (parts.size() > 1) {
-                int best = -1, bestRank = Integer.MAX_VALUE;
-                for (int i = 0; i + 1 < parts.size(); i++) {
-                    Integer r = ranks.get(parts.get(i) + " " + parts.get(i + 1));
-                    if (r != null && r < bestRank) {
-                        bestRank = r;
-                        best = i;
-                    }
+    @Override
+    public int[] encodeContinuing(String text) {
+        return encode(text, PieceStart.CHUNK);
+    }
+
+    /** As Hugging Face's {@code encode} with {@code add_special_tokens=True}: the post-processor's tokens (Llama 2's BOS) around the ids. */
+    @Override
+    public int[] encodeWithSpecialTokens(String text) {
+        return postProcessor.addSpecialTokens(encode(text));
+    }
+
+    private int[] encode(String text, PieceStart start) {
+        Ids out = new Ids(text.length() / 3 + 16);
+        List<AddedTokens.Segment> segments = new ArrayList<>();
+        addedRaw.split(text, segments::add);
+        List<AddedTokens.Segment> parts = new ArrayList<>();
+        for (int i = 0; i < segments.size(); i++) {
+            AddedTokens.Segment s = segments.get(i);
+            if (s.id() >= 0) {
+                out.add(s.id());
+                continue;
+            }
+            PieceStart at = i == 0 ? start : PieceStart.PIECE;
+            String normalized = normalizer == null ? s.text() : normalizer.normalize(s.text(), at);
+            parts.clear();
+            addedNormalized.split(normalized, parts::add);
+            for (int j = 0; j < parts.size(); j++) {
+                AddedTokens.Segment p = parts.get(j);
+                if (p.id() >= 0) {
+                    out.add(p.id());
+                    continue;
                 }
-                if (best < 0) break;
-                parts.set(best, parts.get(best) + parts.remove(best + 1));
+                for (String piece : preTokenizer.split(List.of(p.text()), j == 0 ? at : PieceStart.PIECE)) out.add(model.encode(piece));
             }
-            int[] ids = new int[parts.size()];
-            for (int i = 0; i < ids.length; i++) {
-                Integer id = vocab.get(parts.get(i));
-                if (id == null) throw new IllegalArgumentException("'" + parts.get(i) + "' is not in " + file + "'s vocabulary");
-                ids[i] = id;
-            }
-            return ids;
-        });
+        }
+        return out.toArray();
     }
 
     @Override
@@ -173,23 +159,16 @@ public final class HfTokenizer implements Tokenizer {
     }
 
     @Override
+    public boolean mayCutAt(CharSequence text, int at) {
+        return !addedRaw.crosses(text, at) && !addedNormalized.crosses(text, at);
+    }
+
+    /** The tokens' text, added and special tokens included (Hugging Face's {@code skip_special_tokens=False}); unknown ids are skipped. */
+    @Override
     public String decode(int[] tokens) {
-        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-        for (int t : tokens) {
-            String s = byId[t];
-            if (s == null) continue;
-            for (int i = 0; i < s.length(); i++) {
-                char ch = s.charAt(i);
-                int b = ch < charToByte.length ? charToByte[ch] : -1;
-                if (b >= 0) {
-                    bytes.write(b);
-                } else {
-                    byte[] raw = String.valueOf(ch).getBytes(StandardCharsets.UTF_8);     // an added token's own text
-                    bytes.write(raw, 0, raw.length);
-                }
-            }
-        }
-        return bytes.toString(StandardCharsets.UTF_8);
+        List<String> strings = new ArrayList<>(tokens.length);
+        for (int t : tokens) if (t >= 0 && t < byId.length && byId[t] != null) strings.add(byId[t]);
+        return String.join("", decoder.decode(strings));
     }
 
     @Override
@@ -200,5 +179,35 @@ public final class HfTokenizer implements Tokenizer {
     @Override
     public void save(Path out) throws IOException {
         Files.writeString(out, "hf " + file.toAbsolutePath() + "\n", StandardCharsets.UTF_8);
+    }
+
+    /** The file read. */
+    Path file() {
+        return file;
+    }
+
+    /** A growing list of ids. */
+    private static final class Ids {
+        private int[] a;
+        private int n;
+
+        Ids(int capacity) {
+            a = new int[capacity];
+        }
+
+        void add(int id) {
+            if (n == a.length) a = Arrays.copyOf(a, 2 * n + 16);
+            a[n++] = id;
+        }
+
+        void add(int[] ids) {
+            if (n + ids.length > a.length) a = Arrays.copyOf(a, Math.max(2 * a.length, n + ids.length) + 16);
+            System.arraycopy(ids, 0, a, n, ids.length);
+            n += ids.length;
+        }
+
+        int[] toArray() {
+            return Arrays.copyOf(a, n);
+        }
     }
 }

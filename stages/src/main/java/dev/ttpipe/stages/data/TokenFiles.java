@@ -20,14 +20,20 @@ import java.util.Locale;
  * Token files, memory mapped (never read whole into the heap), one after the other as one
  * {@link TokenSource}. Two formats, told apart by the header:
  * <ul>
- *   <li>llm.c: 256 little-endian int32 (1024 bytes): magic 20240520, version (1: uint16 tokens,
- *   2: uint32), token count; then the tokens.</li>
+ *   <li>llm.c: 256 little-endian int32 (1024 bytes): magic and version, token count; then the tokens. Magic
+ *   20240520 version 1 holds uint16 tokens (GPT-2's), magic 20240801 version 7 uint32 tokens (Llama 3's);
+ *   20240520 version 2, uint32, is what ttpipe wrote before it followed llm.c there.</li>
  *   <li>nanoGPT: raw little-endian uint16 tokens, no header ({@code np.memmap(..., dtype=np.uint16)}).</li>
  * </ul>
  * Immutable after opening; reads are thread-safe (absolute gets on read-only mappings).
  */
 public final class TokenFiles implements TokenSource {
+    /** llm.c's magic for uint16 tokens (version 1). */
     public static final int MAGIC = 20240520;
+    /** llm.c's magic for uint32 tokens (version 7). */
+    public static final int MAGIC_UINT32 = 20240801;
+    public static final int VERSION_UINT16 = 1;
+    public static final int VERSION_UINT32 = 7;
     public static final int HEADER_INTS = 256;
     public static final int HEADER_BYTES = 4 * HEADER_INTS;
     private static final long CHUNK = 1L << 30;           // bytes per mapping (a MappedByteBuffer holds < 2 GiB)
@@ -123,32 +129,43 @@ public final class TokenFiles implements TokenSource {
             int magic = head.remaining() >= 4 ? head.getInt(0) : 0;
             int version = head.remaining() >= 8 ? head.getInt(4) : 0;
             long count = head.remaining() >= 12 ? head.getInt(8) & 0xffffffffL : -1;
-            if (magic == MAGIC) {
-                if (version != 1 && version != 2) {
-                    throw new DataException(file + ": byte offset 4: llm.c token file version " + version
-                            + ", expected 1 (uint16 tokens) or 2 (uint32 tokens)");
+            int width = width(magic, version);
+            if (magic == MAGIC || magic == MAGIC_UINT32) {
+                if (width == 0) {
+                    throw new DataException(file + ": byte offset 4: llm.c token file version " + version + " with magic " + magic
+                            + ", expected " + MAGIC + " version 1 (uint16 tokens) or " + MAGIC_UINT32 + " version 7 (uint32 tokens)");
                 }
-                int width = version == 1 ? 2 : 4;
                 long expected = HEADER_BYTES + count * width;
                 if (size != expected) {
                     throw new DataException(file + ": " + size + " bytes, but its llm.c header (byte offset 8) says " + count
                             + " tokens of " + width + " bytes: expected " + expected + " bytes (truncated?)");
                 }
-                return new Shard(file, HEADER_BYTES, width, count, map(ch, HEADER_BYTES, size - HEADER_BYTES), "llm.c v" + version);
+                return new Shard(file, HEADER_BYTES, width, count, map(ch, HEADER_BYTES, size - HEADER_BYTES),
+                        "llm.c " + (width == 2 ? "uint16" : "uint32"));
             }
-            if (size >= HEADER_BYTES && (version == 1 || version == 2) && HEADER_BYTES + count * (version == 1 ? 2 : 4) == size) {
-                throw new DataException(file + ": byte offset 0: magic " + magic + ", expected " + MAGIC
-                        + " (the rest of the header is llm.c's; a damaged file?)");
+            for (int w : new int[]{2, 4}) {
+                if (size >= HEADER_BYTES && (version == VERSION_UINT16 || version == VERSION_UINT32 || version == 2)
+                        && HEADER_BYTES + count * w == size) {
+                    throw new DataException(file + ": byte offset 0: magic " + magic + ", expected " + MAGIC + " or " + MAGIC_UINT32
+                            + " (the rest of the header is llm.c's; a damaged file?)");
+                }
             }
             if (size % 2 != 0) {
                 throw new DataException(file + ": " + size + " bytes, an odd size: a nanoGPT token file is uint16 tokens,"
                         + " 2 bytes each, and its last token at byte offset " + (size - 1) + " is cut (expected an even size, or"
-                        + " an llm.c header with magic " + MAGIC + ")");
+                        + " an llm.c header with magic " + MAGIC + " or " + MAGIC_UINT32 + ")");
             }
             return new Shard(file, 0, 2, size / 2, map(ch, 0, size), "nanoGPT uint16");
         } catch (IOException e) {
             throw new DataException(file + ": cannot be read (" + e.getMessage() + ")");
         }
+    }
+
+    /** Bytes per token for an llm.c magic and version; 0 for none. */
+    static int width(int magic, int version) {
+        if (magic == MAGIC && version == VERSION_UINT16) return 2;
+        if (magic == MAGIC_UINT32 && version == VERSION_UINT32 || magic == MAGIC && version == 2) return 4;
+        return 0;
     }
 
     private static MappedByteBuffer[] map(FileChannel ch, long start, long length) throws IOException {
@@ -186,7 +203,7 @@ public final class TokenFiles implements TokenSource {
         return shards.stream().map(Shard::file).toList();
     }
 
-    /** "nanoGPT uint16" or "llm.c v1": the first file's format. */
+    /** "nanoGPT uint16", "llm.c uint16" or "llm.c uint32": the first file's format. */
     public String format() {
         return shards.isEmpty() ? "none" : shards.get(0).format();
     }

@@ -4,12 +4,12 @@ import java.io.IOException;
 import java.nio.file.Path;
 
 /**
- * Text to token ids and back. {@link CharTokenizer} (one id per character of a corpus) and
- * {@link Gpt2Tokenizer} (GPT-2's byte-level BPE, bundled: no download). Implementations are immutable
- * and thread-safe.
+ * Text to token ids and back. {@link CharTokenizer} (one id per character of a corpus),
+ * {@link Gpt2Tokenizer} (GPT-2's byte-level BPE, bundled: no download) and {@link HfTokenizer} (a Hugging Face
+ * {@code tokenizer.json}). Implementations are immutable and thread-safe.
  */
 public interface Tokenizer {
-    /** {@code char} or {@code gpt2}: what {@code ttpipe prepare --tokenizer} and the run record call it. */
+    /** {@code char}, {@code gpt2} or {@code hf}: what {@code ttpipe prepare --tokenizer} and the run record call it. */
     String name();
 
     int vocabSize();
@@ -18,6 +18,27 @@ public interface Tokenizer {
     int[] encode(String text);
 
     boolean canEncode(String text);
+
+    /**
+     * The ids of a text that continues an earlier one (a corpus read in chunks): as {@link #encode}, less what a
+     * tokenizer puts only at the start of a text (SentencePiece's leading "▁").
+     */
+    default int[] encodeContinuing(String text) {
+        return encode(text);
+    }
+
+    /** The ids with the special tokens the tokenizer puts around a text (a BOS), as Hugging Face's {@code add_special_tokens}. */
+    default int[] encodeWithSpecialTokens(String text) {
+        return encode(text);
+    }
+
+    /**
+     * Whether a text may be cut at {@code at} as far as this tokenizer's own tokens go: not inside an added token.
+     * The caller picks the place, where the pre-tokenizer splits anyway (see {@link CorpusPreparation}).
+     */
+    default boolean mayCutAt(CharSequence text, int at) {
+        return true;
+    }
 
     String decode(int[] tokens);
 

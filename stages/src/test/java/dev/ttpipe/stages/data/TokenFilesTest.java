@@ -44,7 +44,7 @@ class TokenFilesTest {
     }
 
     @Test
-    void readsAHuggingFaceTokenizerJsonToGpt2sIdsAndRefusesSentencePiece() throws IOException {
+    void readsGpt2sOwnTokenizerJsonToJtokkitsIds() throws IOException {
         Gpt2Tokenizer.get().writeHuggingFaceFiles(dir);                  // GPT-2's merges, from the bundled ranks, as a tokenizer.json
         HfTokenizer hf = HfTokenizer.load(dir.resolve("tokenizer.json"));
         assertEquals(50257, hf.vocabSize());
@@ -53,10 +53,8 @@ class TokenFilesTest {
             assertArrayEquals(Gpt2Tokenizer.get().encode(text), hf.encode(text), text);
             assertEquals(text, hf.decode(hf.encode(text)));
         }
-        Path sp = Files.writeString(dir.resolve("sp.json"), "{\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\"},"
-                + "\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}");
-        DataException e = assertThrows(DataException.class, () -> HfTokenizer.load(sp));
-        assertTrue(e.getMessage().startsWith(sp + ": pre_tokenizer Metaspace is not supported yet"), e.getMessage());
+        assertArrayEquals(new int[]{15496, 50256, 995}, hf.encode("Hello<|endoftext|> world"), "an added token is split out, as in"
+                + " Hugging Face");
     }
 
     private Path rawUint16(String name, int... ids) throws IOException {
@@ -78,15 +76,48 @@ class TokenFilesTest {
             w.write(new int[]{7, 8, 50256}, 0, 3);
         }
         assertEquals(1024 + 6, Files.size(llmc));
+        assertArrayEquals(new int[]{20240520, 1, 3}, header(llmc));
         Path wide = dir.resolve("wide.bin");
         try (TokenFileWriter w = new TokenFileWriter(wide, 128256)) {
             w.write(new int[]{128000, 9}, 0, 2);
         }
-        TokenFiles both = TokenFiles.open(List.of(nano, llmc, wide));
-        int[] got = new int[9];
-        both.copy(0, got, 0, 9);
-        assertArrayEquals(new int[]{1, 2, 65535, 4, 7, 8, 50256, 128000, 9}, got);
-        assertEquals(llmc + ", byte offset 1028", both.where(6));
+        assertArrayEquals(new int[]{20240801, 7, 2}, header(wide), "llm.c's uint32 header (Llama 3)");
+        assertEquals(1024 + 8, Files.size(wide));
+        byte[] older = Files.readAllBytes(wide);                         // what ttpipe wrote for uint32 before: 20240520, version 2
+        ByteBuffer.wrap(older).order(ByteOrder.LITTLE_ENDIAN).putInt(0, 20240520).putInt(4, 2);
+        Path v2 = Files.write(dir.resolve("v2.bin"), older);
+        TokenFiles all = TokenFiles.open(List.of(nano, llmc, wide, v2));
+        int[] got = new int[11];
+        all.copy(0, got, 0, 11);
+        assertArrayEquals(new int[]{1, 2, 65535, 4, 7, 8, 50256, 128000, 9, 128000, 9}, got);
+        assertEquals(llmc + ", byte offset 1028", all.where(6));
+        assertEquals(wide + ", byte offset 1028", all.where(8));
+        assertEquals("llm.c uint32", TokenFiles.open(List.of(wide)).format());
+        TokenFiles.open(List.of(wide)).checkVocabulary(128256);
+        DataException beyond = assertThrows(DataException.class, () -> TokenFiles.open(List.of(wide)).checkVocabulary(100000));
+        assertTrue(beyond.getMessage().startsWith(wide + ": byte offset 1024 (token 0): id 128000 is beyond the vocabulary of 100000"),
+                beyond.getMessage());
+    }
+
+    private static int[] header(Path f) throws IOException {
+        ByteBuffer b = ByteBuffer.wrap(Files.readAllBytes(f)).order(ByteOrder.LITTLE_ENDIAN);
+        return new int[]{b.getInt(0), b.getInt(4), b.getInt(8)};
+    }
+
+    @Test
+    void refusesToWriteAnIdThatDoesNotFitAUint16File() throws IOException {
+        Path f = dir.resolve("narrow.bin");
+        try (TokenFileWriter w = new TokenFileWriter(f, 50257)) {
+            w.write(new int[]{1, 2}, 0, 2);
+            DataException e = assertThrows(DataException.class, () -> w.write(new int[]{3, 70000}, 0, 2));
+            assertEquals(f + ": token 3: id 70000 does not fit a uint16 token file, expected ids from 0 to 65535 (a vocabulary of"
+                    + " more than 65,536 ids writes uint32)", e.getMessage());
+        }
+        Path wide = dir.resolve("wide.bin");
+        try (TokenFileWriter w = new TokenFileWriter(wide, 70001)) {
+            w.write(new int[]{70000}, 0, 1);
+        }
+        assertEquals(70000, TokenFiles.open(List.of(wide)).get(0));
     }
 
     @Test
@@ -113,7 +144,7 @@ class TokenFilesTest {
         Path f = Files.write(dir.resolve("odd.bin"), new byte[]{1, 0, 2});
         DataException e = assertThrows(DataException.class, () -> TokenFiles.open(List.of(f)));
         assertEquals(f + ": 3 bytes, an odd size: a nanoGPT token file is uint16 tokens, 2 bytes each, and its last token at"
-                + " byte offset 2 is cut (expected an even size, or an llm.c header with magic 20240520)", e.getMessage());
+                + " byte offset 2 is cut (expected an even size, or an llm.c header with magic 20240520 or 20240801)", e.getMessage());
     }
 
     @Test
@@ -131,7 +162,7 @@ class TokenFilesTest {
         ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN).putInt(0, 12345);
         Files.write(bad, bytes);
         DataException magic = assertThrows(DataException.class, () -> TokenFiles.open(List.of(bad)));
-        assertTrue(magic.getMessage().startsWith(bad + ": byte offset 0: magic 12345, expected 20240520"), magic.getMessage());
+        assertTrue(magic.getMessage().startsWith(bad + ": byte offset 0: magic 12345, expected 20240520 or 20240801"), magic.getMessage());
 
         Path cut = Files.write(dir.resolve("cut.bin"), Arrays.copyOf(Files.readAllBytes(f), 1028));
         DataException truncated = assertThrows(DataException.class, () -> TokenFiles.open(List.of(cut)));
@@ -147,8 +178,10 @@ class TokenFilesTest {
         for (int i = 0; i < 4000; i++) sb.append(words[r.nextInt(words.length)]).append(r.nextBoolean() ? " " : "");
         String text = sb.toString();
         Path in = Files.writeString(dir.resolve("corpus.txt"), text, StandardCharsets.UTF_8);
-        for (String tok : new String[]{"gpt2", "char"}) {
-            Path out = dir.resolve("out-" + tok);
+        Path hfDir = Files.createDirectories(dir.resolve("hf"));
+        Gpt2Tokenizer.get().writeHuggingFaceFiles(hfDir);
+        for (String tok : new String[]{"gpt2", "char", hfDir.toString()}) {
+            Path out = dir.resolve("out-" + Path.of(tok).getFileName());
             List<long[]> progress = new ArrayList<>();
             CorpusPreparation.Result res = CorpusPreparation.prepare(in, tok, out, 0.1, (d, t, n) -> progress.add(new long[]{d, t, n}),
                     97);
@@ -159,7 +192,9 @@ class TokenFilesTest {
             int[] all = new int[(int) (train.size() + val.size())];
             train.copy(0, all, 0, (int) train.size());
             val.copy(0, all, (int) train.size(), (int) val.size());
-            Tokenizer t = tok.equals("gpt2") ? Gpt2Tokenizer.get() : CharTokenizer.load(out.resolve("vocab.txt"));
+            Tokenizer t = tok.equals("gpt2") ? Gpt2Tokenizer.get() : tok.equals("char") ? CharTokenizer.load(out.resolve("vocab.txt"))
+                    : HfTokenizer.load(out);                             // the tokenizer.json copied beside the token files
+            assertEquals("llm.c uint16", train.format());
             assertArrayEquals(t.encode(text), all, tok);
             assertEquals(text, t.decode(all));
             assertEquals(res.trainTokens() + res.valTokens(), all.length);
