@@ -89,7 +89,7 @@ public final class HfShape {
 
     private static double take(TtpipeConfig cfg, String key, double yaml, double hf, List<String> diff) {
         if (!given(cfg, key)) return hf;
-        if ((float) yaml != (float) hf) diff.add(String.format(Locale.ROOT, "%s %s vs config.json's %s", key, yaml, hf));
+        if ((float) yaml != (float) hf) diff.add(String.format(Locale.ROOT, "%s %s vs config.json's %s", key, (float) yaml, (float) hf));
         return yaml;
     }
 }
