@@ -162,10 +162,13 @@ final class Attention {
     }
 
     /** {@code norm}'s backward (input gradient) of dy, closing dy; dy itself when there is no norm. */
-    private static Tensor normBackward(Micro m, Norm norm, Tensor dy) {
+    private Tensor normBackward(Micro m, Norm norm, Tensor dy) {
         if (norm == null) return dy;
         try (dy) {
-            return norm.backwardInput(m, dy);                                // saves dy for backwardWeight
+            Tensor dx = norm.backwardInput(m, dy);                           // saves dy for backwardWeight
+            if (!Mutation.on(Mutation.SKIP_QK_NORM_BACKWARD)) return dx;
+            dx.close();
+            return c.keep(dy);
         }
     }
 
