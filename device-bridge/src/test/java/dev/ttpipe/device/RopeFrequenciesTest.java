@@ -10,8 +10,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * Llama 3.1's rope scaling against figures computed apart from ttpipe: Meta's Llama 3.1 settings
  * (theta 500000, head size 128, factor 8, low_freq_factor 1, high_freq_factor 4, 8192 original
  * positions), its inverse frequencies as Hugging Face's {@code _compute_llama3_parameters} gives them,
- * evaluated in Python's float64 and written down here; and every frequency of a small head against
- * {@link Reference#llama3InverseFrequencies}, the same formula written the torch.where way.
+ * evaluated in Python's float64 and written down here; a head of 8 whose frequencies are worked out by
+ * hand in a comment; and every frequency of a small head against {@link Reference#llama3InverseFrequencies},
+ * the same formula written the torch.where way.
  */
 class RopeFrequenciesTest {
     static final RopeFrequencies LLAMA_31 = new RopeFrequencies(500000f, new RopeFrequencies.Llama3Scaling(8, 1, 4, 8192));
@@ -37,6 +38,30 @@ class RopeFrequenciesTest {
             assertEquals(e[1], plain[i], 1e-12 * e[1], "unscaled inv_freq[" + i + "]");
             assertEquals(e[2], f[i], 1e-12 * e[2], "scaled inv_freq[" + i + "]");
         }
+    }
+
+    /**
+     * A head of 8 with theta 10000, factor 4, low_freq_factor 1, high_freq_factor 4 and 1024 original positions,
+     * worked by hand from Hugging Face's {@code _compute_llama3_parameters}:
+     * <pre>
+     *   inv_freq[i] = 10000^(-2i/8) = 10^(-i):        1,      0.1,    0.01,    0.001
+     *   wavelength  = 2 pi / inv_freq:                6.283,  62.83,  628.3,   6283
+     *   high_freq_wavelen = 1024 / 4 = 256, low_freq_wavelen = 1024 / 1 = 1024
+     *   i = 0, 1: wavelength < 256, kept:            1,      0.1
+     *   i = 3:    wavelength 6283 > 1024, / factor:  0.001 / 4 = 0.00025
+     *   i = 2:    256 <= 628.3 <= 1024, blended:
+     *             smooth = (1024 / wavelength - 1) / (4 - 1) = (1024 / (200 pi) - 1) / 3 = (5.12 / pi - 1) / 3 = 0.20991554
+     *             (1 - smooth) * 0.01 / 4 + smooth * 0.01 = 0.01 (0.25 + 0.75 smooth) = 0.01 (0.25 + 0.25 (5.12 / pi - 1))
+     *                                                    = 0.01 * 1.28 / pi = 0.0128 / pi = 0.0040743665
+     * </pre>
+     */
+    @Test
+    void aSmallHeadsScaledFrequenciesAreThoseWorkedByHandFromHuggingFacesFormula() {
+        double[] f = new RopeFrequencies(10000f, new RopeFrequencies.Llama3Scaling(4, 1, 4, 1024)).inverse(8);
+        double[] byHand = {1.0, 0.1, 0.0128 / Math.PI, 0.00025};
+        assertEquals(byHand.length, f.length);
+        for (int i = 0; i < byHand.length; i++) assertEquals(byHand[i], f[i], 1e-15 * byHand[i], "inv_freq[" + i + "]");
+        assertEquals(0.0040743665, f[2], 1e-10, "the blended one, to the digits above");
     }
 
     @Test

@@ -12,12 +12,15 @@ import dev.ttpipe.device.Tensor;
 /**
  * Causal multi-head self-attention. GPT-2: q, k, v and output projections with biases. Llama:
  * no biases, rotary positions on q and k, and grouped-query attention (numKvHeads key/value heads,
- * each shared by numHeads / numKvHeads query heads). Under tensor parallelism the heads are split:
- * q, k, v are column-parallel, the output projection row-parallel (Megatron).
+ * each shared by numHeads / numKvHeads query heads). Qwen3: a Llama whose q and k are RMS-normalised
+ * per head (gains q_norm, k_norm of size hd) before the rotary positions. The head size hd is the
+ * model's ({@link ModelSpec#headDim()}), not necessarily D / H. Under tensor parallelism the heads are
+ * split: q, k, v are column-parallel, the output projection row-parallel (Megatron).
  *
  * <pre>
  *   q, k, v = x Wq^T, x Wk^T, x Wv^T        [b, T, H*hd]  (k, v: [b, T, Hkv*hd])
- *   Q, K, V = heads(q, k, v)                [b, H, T, hd] (rope on Q, K; K, V repeated per group)
+ *   Q, K, V = heads(q, k, v)                [b, H, T, hd] (Qwen3: rmsnorm over hd on Q, K; then rope on Q, K;
+ *                                                          K, V repeated per group)
  *   A = softmax(Q K^T / sqrt(hd), causal)   [b, H, T, T]  (one op, Ops#attention: fused on the cpu backend,
  *   O = A V                                 [b, H, T, hd]   which never forms A whole)
  *   y = merge(O) Wo^T                       [b, T, D]
@@ -26,6 +29,8 @@ import dev.ttpipe.device.Tensor;
 final class Attention {
     private final StageContext c;
     private final Linear wq, wk, wv, wo;
+    /** Qwen3's per-head RMSNorms of q and k (null otherwise). */
+    private final Norm qNorm, kNorm;
     private final int heads, kvHeads, headDim;
     private final float scale;
     private final boolean rope;
@@ -60,14 +65,16 @@ final class Attention {
         this.wk = new Linear(c, name + ".wk", d, kvHeads * headDim, false, Linear.Split.COLUMN, std);
         this.wv = new Linear(c, name + ".wv", d, kvHeads * headDim, bias, Linear.Split.COLUMN, std);
         this.wo = new Linear(c, name + ".wo", heads * headDim, d, bias, Linear.Split.ROW, projStd);
+        this.qNorm = s.qkNorm() ? new Norm(c, name + ".q_norm", headDim, true, true) : null;
+        this.kNorm = s.qkNorm() ? new Norm(c, name + ".k_norm", headDim, true, true) : null;
     }
 
     Tensor forward(Micro m, Tensor x) {
         Ops ops = c.ops;
         int b = x.shape().dim(0), t = x.shape().dim(1);
-        Tensor q = splitHeads(wq.forward(m, x), b, t, heads, true);
-        Tensor k = expand(splitHeads(wk.forward(m, x), b, t, kvHeads, true));
-        Tensor v = expand(splitHeads(wv.forward(m, x), b, t, kvHeads, false));
+        Tensor q = splitHeads(m, wq.forward(m, x), b, t, heads, qNorm, true);
+        Tensor k = expand(splitHeads(m, wk.forward(m, x), b, t, kvHeads, kNorm, true));
+        Tensor v = expand(splitHeads(m, wv.forward(m, x), b, t, kvHeads, null, false));
         AttentionOutput att = ops.attention(q, k, v, scale, true);   // O [b, H, T, hd]
         Tensor merged = mergeHeads(att.out(), b, t);
         Tensor y;
@@ -103,9 +110,9 @@ final class Attention {
                 dV = g.dv();
                 if (Mutation.on(Mutation.NEGATE_DQ)) ops.scaleInPlace(dQ, -1f);
             }
-            Tensor dq = mergeHeadsGrad(dQ, b, t, heads, true);
-            Tensor dk = mergeHeadsGrad(collapse(dK), b, t, kvHeads, true);
-            Tensor dv = mergeHeadsGrad(collapse(dV), b, t, kvHeads, false);
+            Tensor dq = mergeHeadsGrad(m, dQ, b, t, qNorm, true);
+            Tensor dk = mergeHeadsGrad(m, collapse(dK), b, t, kNorm, true);
+            Tensor dv = mergeHeadsGrad(m, collapse(dV), b, t, null, false);
             try (dq; dk; dv) {
                 Tensor dx = wq.backwardInputPartial(m, dq);
                 wk.backwardInputInto(m, dk, dx);
@@ -123,18 +130,46 @@ final class Attention {
         wk.backwardWeight(m);
         wv.backwardWeight(m);
         wo.backwardWeight(m);
+        if (qNorm != null) {
+            qNorm.backwardWeight(m);
+            kNorm.backwardWeight(m);
+        }
     }
 
-    /** [b, T, n*hd] -> [b, n, T, hd] (rotary applied when asked and the model uses it); closes its input. */
-    private Tensor splitHeads(Tensor flat, int b, int t, int n, boolean rotary) {
-        Tensor h = splitHeadsNoRope(flat, b, t, n);
-        flat.close();
+    /**
+     * [b, T, n*hd] -> [b, n, T, hd], then the per-head norm when given (Qwen3), then rotary when asked and the
+     * model uses it; closes its input.
+     */
+    private Tensor splitHeads(Micro m, Tensor flat, int b, int t, int n, Norm norm, boolean rotary) {
+        Tensor h;
+        try (flat) {
+            h = normForward(m, norm, splitHeadsNoRope(flat, b, t, n));      // Qwen3: RMSNorm over hd, per (b, head, t)
+        }
         if (rotary && rope) {
             try (h) {
                 return c.ops.rope(h, c.spec.rope(), false);
             }
         }
         return h;
+    }
+
+    /** {@code norm}'s forward of x, closing x; x itself when there is no norm. */
+    private static Tensor normForward(Micro m, Norm norm, Tensor x) {
+        if (norm == null) return x;
+        try (x) {
+            return norm.forward(m, x);
+        }
+    }
+
+    /** {@code norm}'s backward (input gradient) of dy, closing dy; dy itself when there is no norm. */
+    private Tensor normBackward(Micro m, Norm norm, Tensor dy) {
+        if (norm == null) return dy;
+        try (dy) {
+            Tensor dx = norm.backwardInput(m, dy);                           // saves dy for backwardWeight
+            if (!Mutation.on(Mutation.SKIP_QK_NORM_BACKWARD)) return dx;
+            dx.close();
+            return c.keep(dy);
+        }
     }
 
     private Tensor splitHeadsNoRope(Tensor flat, int b, int t, int n) {
@@ -151,8 +186,11 @@ final class Attention {
         }
     }
 
-    /** Gradient [b, n, T, hd] -> [b, T, n*hd], undoing rotary when the forward applied it; closes its input. */
-    private Tensor mergeHeadsGrad(Tensor g, int b, int t, int n, boolean rotary) {
+    /**
+     * Gradient [b, n, T, hd] -> [b, T, n*hd], back through {@link #splitHeads}: rotary undone when the forward
+     * applied it, then the per-head norm's backward when given; closes its input.
+     */
+    private Tensor mergeHeadsGrad(Micro m, Tensor g, int b, int t, Norm norm, boolean rotary) {
         Tensor h;
         if (rotary && rope && !Mutation.on(Mutation.DROP_ROPE_INVERSE)) {
             h = c.ops.rope(g, c.spec.rope(), true);
@@ -160,8 +198,8 @@ final class Attention {
         } else {
             h = g;
         }
-        try (h) {
-            return mergeHeads(h, b, t);
+        try (Tensor dRaw = normBackward(m, norm, h)) {
+            return mergeHeads(dRaw, b, t);
         }
     }
 
@@ -205,8 +243,8 @@ final class Attention {
         Micro m = Micro.INFERENCE;
         float[] q, k, v;
         try (Tensor tq = wq.forward(m, x); Tensor tk = wk.forward(m, x); Tensor tv = wv.forward(m, x)) {
-            q = tq.toHost();                                             // [H*hd]
-            k = tk.toHost();                                             // [Hkv*hd]
+            q = headsNormed(tq, heads, qNorm);                           // [H*hd]
+            k = headsNormed(tk, kvHeads, kNorm);                         // [Hkv*hd]
             v = tv.toHost();
         }
         if (rope) {
@@ -240,6 +278,14 @@ final class Attention {
         }
     }
 
+    /** One token's projection [1, 1, n*hd] on the host, each of its n heads through {@code norm} first when given (Qwen3). */
+    private float[] headsNormed(Tensor projected, int n, Norm norm) {
+        if (norm == null) return projected.toHost();
+        try (Tensor h = c.ops.reshape(projected, Shape.of(1, 1, n, headDim)); Tensor normed = norm.forward(Micro.INFERENCE, h)) {
+            return normed.toHost();
+        }
+    }
+
     /** ttpipe's rotary embedding of one position: pair (2i, 2i+1) of each head turned by pos x inv_freq[i] (the model's RoPE frequencies). */
     private void rotate(float[] x, int pos) {
         int half = headDim / 2;
@@ -261,5 +307,9 @@ final class Attention {
         wk.dropSaved();
         wv.dropSaved();
         wo.dropSaved();
+        if (qNorm != null) {
+            qNorm.dropSaved();
+            kNorm.dropSaved();
+        }
     }
 }

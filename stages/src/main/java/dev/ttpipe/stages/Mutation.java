@@ -14,6 +14,8 @@ public enum Mutation {
     DROP_ROPE_INVERSE,
     /** Attention (GQA): each key/value head takes the gradient of the first query head of its group, not the group's sum. */
     SKIP_GQA_SUM,
+    /** Attention (Qwen3): the gradients of q and k pass the per-head RMSNorm unchanged (its input gradient left out). */
+    SKIP_QK_NORM_BACKWARD,
     /** Attention: the softmax backward without the 1/sqrt(hd) scale of the scores. */
     DROP_SOFTMAX_SCALE,
     /** LayerNorm (GPT-2): gamma's gradient scaled by 1.001. */

@@ -28,7 +28,7 @@ class Fp64PathMatchesCpuTest {
     @ParameterizedTest
     @EnumSource(ModelSpec.ModelType.class)
     void wholeModelLossAndGradientsAgreeWithTheCpuBackend(ModelSpec.ModelType type) {
-        ModelSpec spec = type == ModelSpec.ModelType.LLAMA ? GradientCheck.llama(0.1f) : GradientCheck.gpt2(0.1f);
+        ModelSpec spec = GradientCheck.model(type, 0.1f);
         Random rng = new Random(5);
         int[] ids = GradientCheck.ints(rng, 2 * 8, spec.vocabSize());
         int[] targets = GradientCheck.ints(rng, 2 * 8, spec.vocabSize());

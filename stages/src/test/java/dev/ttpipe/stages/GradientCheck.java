@@ -1,6 +1,8 @@
 package dev.ttpipe.stages;
 
+import dev.ttpipe.device.DType;
 import dev.ttpipe.device.Layout;
+import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
@@ -212,6 +214,31 @@ final class GradientCheck {
     /** 4 query heads sharing 2 key/value heads (GQA), head dim 4, RoPE. */
     static ModelSpec llama(float dropout) {
         return new ModelSpec(ModelSpec.ModelType.LLAMA, 11, 16, 4, 2, 2, 24, 8, dropout, false, 10000f, false);
+    }
+
+    /**
+     * A Qwen3: per-head q/k RMSNorms, 4 query heads sharing 2 key/value heads of size 4 while D / H is 6 (q is 16
+     * wide, the output projection [24, 16]), an untied head and Qwen3's norm epsilon 1e-6.
+     */
+    static ModelSpec qwen3(float dropout) {
+        return new ModelSpec(ModelSpec.ModelType.QWEN3, 11, 24, 4, 2, 2, 24, 8, dropout, false, 10000f, false, DType.FP32, null, 4, 0f);
+    }
+
+    /**
+     * {@link #llama} with Llama 3.1's rope scaling (factor 4, low_freq_factor 1, high_freq_factor 4, 16 original
+     * positions): of head size 4's two wavelengths, 2 pi (between 16 / 4 and 16) is blended and 200 pi divided by 4.
+     */
+    static ModelSpec llama31(float dropout) {
+        return llama(dropout).withRopeScaling(new RopeFrequencies.Llama3Scaling(4, 1, 4, 16));
+    }
+
+    /** The check's model of each type: {@link #gpt2}, {@link #llama} or {@link #qwen3}. */
+    static ModelSpec model(ModelSpec.ModelType type, float dropout) {
+        return switch (type) {
+            case GPT2 -> gpt2(dropout);
+            case LLAMA -> llama(dropout);
+            case QWEN3 -> qwen3(dropout);
+        };
     }
 
     static StageSlice block(int index) {

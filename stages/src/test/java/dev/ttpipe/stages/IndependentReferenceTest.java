@@ -21,8 +21,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
 /**
- * A whole 2-block GPT-2 and a whole 2-block Llama (GQA, RoPE, SwiGLU) through the stages on the fp64
- * mesh against {@link PlainTransformer}, an fp64 model written from the math with its own forward and
+ * A whole 2-block GPT-2, a whole 2-block Llama (GQA, RoPE, SwiGLU; also with Llama 3.1's rope scaling) and
+ * a whole 2-block Qwen3 (per-head q/k RMSNorms, head size apart from D / H, untied head) through the stages
+ * on the fp64 mesh against {@link PlainTransformer}, an fp64 model written from the math with its own forward and
  * backward and no ttpipe code: the loss and every element of every gradient agree within 1e-9
  * relative on a fixed batch. The gradient checks show the stages' backward is the derivative of their
  * forward; this shows their forward is the model it claims to be.
@@ -36,8 +37,7 @@ class IndependentReferenceTest {
     @ParameterizedTest
     @EnumSource(ModelSpec.ModelType.class)
     void twoBlockModelLossAndEveryGradientMatchTheIndependentFp64Reference(ModelSpec.ModelType type) {
-        ModelSpec spec = type == ModelSpec.ModelType.LLAMA ? GradientCheck.llama(0f) : GradientCheck.gpt2(0f);
-        check(type.toString(), spec, null);
+        check(type.toString(), GradientCheck.model(type, 0f), null);   // Qwen3: q/k norms, head size 4 where D / H is 6, untied head
     }
 
     /**
@@ -70,9 +70,9 @@ class IndependentReferenceTest {
             GradientCheck.rescale(stage, rng);
             Map<String, double[]> weights = new LinkedHashMap<>();
             for (Param p : stage.parameters()) weights.put(referenceName(p.name()), Fp64Ops.data(p.value()).clone());
-            PlainTransformer ref = new PlainTransformer(spec.isLlama(), spec.vocabSize(), spec.embeddingDim(),
-                    spec.numHeads(), spec.numKvHeads(), spec.intermediateDim(), spec.numBlocks(), Norm.EPS, spec.ropeTheta(),
-                    invFreq, weights);
+            PlainTransformer ref = new PlainTransformer(spec.isLlama(), spec.qkNorm(), spec.vocabSize(), spec.embeddingDim(),
+                    spec.numHeads(), spec.numKvHeads(), spec.headDim(), spec.intermediateDim(), spec.numBlocks(), spec.normEps(),
+                    spec.ropeTheta(), invFreq, weights);
             PlainTransformer.Result expected = ref.lossAndGradients(ids, targets, B, T, Head.IGNORE_INDEX);
 
             stage.setTargets(0, ops.fromHostInts(targets, Shape.of(B, T), Layout.REPLICATED), 1f);
@@ -123,10 +123,16 @@ class IndependentReferenceTest {
         }
         // blocks.<l>.<module>.<sub>.<weight|bias|gamma|beta>
         String layer = part[1];
-        String kind = part[part.length - 1].equals("weight") || part[part.length - 1].equals("gamma") ? "w" : "b";
+        String kind = switch (part[part.length - 1]) {
+            case "weight" -> "w";
+            case "gamma" -> "g";
+            default -> "b";                                     // bias, beta
+        };
         String module = switch (part[2] + "." + part[3]) {
             case "norm1.gamma", "norm1.beta" -> "ln1";
             case "norm2.gamma", "norm2.beta" -> "ln2";
+            case "attn.q_norm" -> "qn";
+            case "attn.k_norm" -> "kn";
             case "attn.wq" -> "q";
             case "attn.wk" -> "k";
             case "attn.wv" -> "v";
@@ -136,7 +142,6 @@ class IndependentReferenceTest {
             case "mlp.w3" -> "up";
             default -> throw new IllegalArgumentException("no reference name for " + stagesName);
         };
-        if (module.startsWith("ln")) kind = kind.equals("w") ? "g" : "b";
         return layer + "." + module + "." + kind;
     }
 }

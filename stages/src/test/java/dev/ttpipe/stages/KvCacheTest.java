@@ -12,15 +12,16 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 /**
  * Greedy generation with the key/value cache gives the tokens of generation that runs the whole
- * context again for each token, for GPT-2 (learned positions) and Llama (RoPE at each position, GQA),
- * in one stage and in two.
+ * context again for each token, for GPT-2 (learned positions), Llama (RoPE at each position, GQA) and
+ * Qwen3 (the q/k norms of each new token, heads of 8 where D / H is 4), in one stage and in two.
  */
 class KvCacheTest {
     @ParameterizedTest
     @EnumSource(ModelSpec.ModelType.class)
     void greedyTokensWithTheCacheEqualThoseWithout(ModelSpec.ModelType type) {
-        boolean llama = type == ModelSpec.ModelType.LLAMA;           // GradientCheck's models, with a context of 32
-        ModelSpec spec = new ModelSpec(type, 11, 16, 4, llama ? 2 : 4, 2, 24, 32, 0f, false, 10000f, false);
+        boolean llama = type != ModelSpec.ModelType.GPT2;           // GradientCheck's models, with a context of 32
+        ModelSpec spec = new ModelSpec(type, 11, 16, 4, llama ? 2 : 4, 2, 24, 32, 0f, false, 10000f, false)
+                .withHeadDimAndNormEps(type == ModelSpec.ModelType.QWEN3 ? 8 : 0, 0f);
         int[] prompt = {3, 1, 4, 1, 5};
         int n = Math.min(20, spec.maxSequenceLength() - prompt.length);
         for (List<StageSlice> split : List.of(List.of(GradientCheck.WHOLE),

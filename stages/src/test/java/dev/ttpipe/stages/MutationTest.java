@@ -24,7 +24,7 @@ class MutationTest {
     /** The gradient that carries {@code m}'s error first: the weight right behind the wrong formula. */
     private static String carrier(Mutation m) {
         return switch (m) {
-            case NEGATE_DQ, DROP_ROPE_INVERSE, DROP_SOFTMAX_SCALE -> "blocks.1.attn.wq.weight";
+            case NEGATE_DQ, DROP_ROPE_INVERSE, DROP_SOFTMAX_SCALE, SKIP_QK_NORM_BACKWARD -> "blocks.1.attn.wq.weight";
             case SKIP_GQA_SUM -> "blocks.1.attn.wk.weight";
             case SCALE_LAYERNORM_DGAMMA -> "blocks.1.norm1.gamma";
             case SWIGLU_WRONG_GATE -> "blocks.1.mlp.w3.weight";
@@ -33,10 +33,11 @@ class MutationTest {
         };
     }
 
-    /** The check of {@code tensor} in the block that uses {@code m}'s formula (Llama for RoPE, GQA, SwiGLU). */
+    /** The check of {@code tensor} in the block that uses {@code m}'s formula (Llama for RoPE, GQA, SwiGLU; Qwen3 for q/k norms). */
     private static void check(Mutation m, String tensor, boolean wholeBlock) {
         ModelSpec spec = switch (m) {
             case DROP_ROPE_INVERSE, SKIP_GQA_SUM, SWIGLU_WRONG_GATE -> GradientCheck.llama(0f);
+            case SKIP_QK_NORM_BACKWARD -> GradientCheck.qwen3(0f);
             case UNMASKED_DROPOUT_BACKWARD -> GradientCheck.gpt2(0.25f);
             default -> GradientCheck.gpt2(0f);
         };

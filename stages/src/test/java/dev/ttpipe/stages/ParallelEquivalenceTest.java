@@ -1,6 +1,7 @@
 package dev.ttpipe.stages;
 
 import dev.ttpipe.device.Backends;
+import dev.ttpipe.device.DType;
 import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
@@ -33,6 +34,12 @@ class ParallelEquivalenceTest {
     static ModelSpec llama() {
         return new ModelSpec(ModelSpec.ModelType.LLAMA, TextDataset.of(TEXT, 0.1).tokenizer().vocabSize(),
                 32, 4, 2, 2, 64, 16, 0.0f, false, 10000f, false);
+    }
+
+    /** A Qwen3: per-head q/k norms (under TP each device normalises its own heads), heads of 16 where D / H is 8. */
+    static ModelSpec qwen3() {
+        return new ModelSpec(ModelSpec.ModelType.QWEN3, TextDataset.of(TEXT, 0.1).tokenizer().vocabSize(),
+                32, 4, 2, 2, 64, 16, 0.0f, false, 10000f, false, DType.FP32, null, 16, 0f);
     }
 
     record Run(Map<String, float[]> weights, List<Double> losses) {
@@ -77,12 +84,16 @@ class ParallelEquivalenceTest {
         assertSame(train(gpt(), new MeshShape(1, 2), false, true, 1), one, "TP=2");
         Run llamaOne = train(llama(), new MeshShape(1, 1), false, false, 1);
         assertSame(train(llama(), new MeshShape(1, 2), false, true, 1), llamaOne, "llama TP=2");
+        Run qwenOne = train(qwen3(), new MeshShape(1, 1), false, false, 1);
+        assertSame(train(qwen3(), new MeshShape(1, 2), false, true, 1), qwenOne, "qwen3 TP=2");
     }
 
     @Test
     void ddpAndTpTogetherMatchOneDevice() {
         Run one = train(gpt(), new MeshShape(1, 1), false, false, 1);
         assertSame(train(gpt(), new MeshShape(2, 2), true, true, 1), one, "DDP=2 x TP=2");
+        assertSame(train(qwen3(), new MeshShape(2, 2), true, true, 1), train(qwen3(), new MeshShape(1, 1), false, false, 1),
+                "qwen3 DDP=2 x TP=2");
     }
 
     @Test

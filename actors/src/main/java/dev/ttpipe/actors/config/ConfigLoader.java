@@ -41,7 +41,7 @@ import java.util.TreeSet;
  * ttpipe cannot honour is refused by name (here or in {@link ConfigValidator}), never ignored.
  */
 public final class ConfigLoader {
-    static final List<String> MODEL_TYPES = List.of("gpt2", "llama");
+    static final List<String> MODEL_TYPES = List.of("gpt2", "llama", "qwen3");
     static final List<String> RUNNER_TYPES = List.of("default", "memory_efficient");
     static final List<String> OPTIMIZERS = List.of("adamw", "sgd");
     static final List<String> SCHEDULERS = List.of("identity", "warmup_linear", "cosine");
@@ -172,7 +172,7 @@ public final class ConfigLoader {
             return;
         }
         t.modelType = type;
-        if ("llama".equals(type) && !t.givenAt.containsKey("positional_embedding_type")) t.positionalEmbeddingType = "rope";
+        if (t.llamaFamily() && !t.givenAt.containsKey("positional_embedding_type")) t.positionalEmbeddingType = "rope";
     }
 
     /** {@code global_env}: NAME: value pairs; a name must be one setenv takes (not empty, no '=' or NUL). */
@@ -339,6 +339,8 @@ public final class ConfigLoader {
         t.runnerType = s.choice("runner_type", t.runnerType, RUNNER_TYPES);
         t.numHeads = s.integer("num_heads", t.numHeads, 1, 4096);
         t.numGroups = s.integer("num_groups", t.numGroups, 0, 4096);
+        t.headDim = s.integer("head_dim", t.headDim, 0, 1 << 16);
+        t.normEps = s.number("norm_eps", t.normEps, 0, 1);
         t.embeddingDim = s.integer("embedding_dim", t.embeddingDim, 1, 1 << 20);
         t.intermediateDim = s.integer("intermediate_dim", t.intermediateDim, 0, 1 << 22);
         t.dropoutProb = s.number("dropout_prob", t.dropoutProb, 0, 0.95);
@@ -347,7 +349,7 @@ public final class ConfigLoader {
         t.maxSequenceLength = s.integer("max_sequence_length", t.maxSequenceLength, 1, 1 << 20);
         t.sequenceLength = s.integer("sequence_length", t.sequenceLength, 0, 1 << 20);
         if (s.has("weight_tying")) t.weightTying = s.bool("weight_tying", t.weightTying);
-        if ("llama".equals(t.modelType) && !s.has("positional_embedding_type")) t.positionalEmbeddingType = "rope";
+        if (t.llamaFamily() && !s.has("positional_embedding_type")) t.positionalEmbeddingType = "rope";
         t.positionalEmbeddingType = s.choice("positional_embedding_type", t.positionalEmbeddingType, POSITIONAL);
         t.theta = s.number("theta", t.theta, 1, 1e9);
         YamlSection scaling = s.section("rope_scaling");

@@ -78,18 +78,20 @@ public final class ConfigValidator {
     }
 
     /**
-     * Keys of one model family given for the other: Llama's (num_groups, theta, rope_scaling) for a GPT-2
+     * Keys of one model family given for the other: the Llama family's (theta, rope_scaling, head_dim) for a GPT-2
      * (whether transformer_config or training_config chose it), and rope_scaling where the backend cannot apply it.
      */
     private static void checkModelFamily(TtpipeConfig cfg, ConfigProblems p) {
         TtpipeConfig.TransformerConfig t = cfg.transformer;
-        if (!"llama".equals(t.modelType)) {
+        if (!t.llamaFamily()) {
             String chosen = cfg.origins.given("training_config.model_type") ? cfg.origins.where("training_config.model_type")
                     : t.givenAt.containsKey("model_type") ? t.givenAt.get("model_type") : "the default";
-            for (String key : List.of("theta", "rope_scaling")) {
+            for (String key : List.of("theta", "rope_scaling", "head_dim")) {
                 if (key.equals("rope_scaling") ? t.ropeScaling != null : t.givenAt.containsKey(key)) {   // rope_scaling: null is none
+                    String why = key.equals("head_dim") ? "gpt2's head size is embedding_dim / num_heads"
+                            : key + " sets RoPE, which gpt2 does not use";
                     p.addRaw(whereTransformer(cfg, key) + ": given for model_type " + t.modelType + " (" + chosen + "), expected it"
-                            + " only for llama (" + key + " sets RoPE, which gpt2 does not use)");
+                            + " only for llama or qwen3 (" + why + ")");
                 }
             }
         } else if (t.ropeScaling != null && cfg.device.backend == Backend.TTNN) {
@@ -175,7 +177,7 @@ public final class ConfigValidator {
                     + " (set gflops, memory_gbps, op_latency_us and link_gbps), expected the key left out");
         }
         String pos = cfg.transformer.positionalEmbeddingType;
-        String expectedPos = "llama".equals(cfg.transformer.modelType) ? "rope" : "trainable";
+        String expectedPos = cfg.transformer.llamaFamily() ? "rope" : "trainable";
         if (!expectedPos.equals(pos)) {
             p.add("transformer_config.positional_embedding_type", "'" + pos + "' given for model_type "
                     + cfg.transformer.modelType + ": not supported (" + cfg.transformer.modelType + " uses " + expectedPos
@@ -186,12 +188,12 @@ public final class ConfigValidator {
     private static void checkModel(TtpipeConfig cfg, ConfigProblems p) {
         TtpipeConfig.TransformerConfig t = cfg.transformer;
         String tc = "transformer_config.";
-        if (t.embeddingDim % t.numHeads != 0) {
+        if (t.headDim == 0 && t.embeddingDim % t.numHeads != 0) {
             p.add(tc + "num_heads", t.numHeads + " heads do not divide embedding_dim " + t.embeddingDim
-                    + ", expected a divisor of " + t.embeddingDim);
-        } else if ((t.embeddingDim / t.numHeads) % 2 != 0 && "rope".equals(t.positionalEmbeddingType)) {
-            p.add(tc + "num_heads", "head size " + (t.embeddingDim / t.numHeads)
-                    + " is odd, expected an even head size for rope (embedding_dim / num_heads)");
+                    + ", expected a divisor of " + t.embeddingDim + " (or head_dim given, for llama and qwen3)");
+        } else if (t.effectiveHeadDim() % 2 != 0 && "rope".equals(t.positionalEmbeddingType)) {
+            p.add(tc + (t.headDim > 0 ? "head_dim" : "num_heads"), "head size " + t.effectiveHeadDim()
+                    + " is odd, expected an even head size for rope (head_dim, or embedding_dim / num_heads)");
         }
         if (t.numGroups > 0 && t.numHeads % t.numGroups != 0) {
             p.add(tc + "num_groups", t.numGroups + " key/value groups do not divide num_heads " + t.numHeads

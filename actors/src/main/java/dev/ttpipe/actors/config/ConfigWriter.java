@@ -62,6 +62,8 @@ public final class ConfigWriter {
         kv(y, 2, "runner_type", m.runnerType);
         kv(y, 2, "num_heads", m.numHeads);
         if (m.numGroups > 0) kv(y, 2, "num_groups", m.numGroups);
+        if (m.headDim > 0) kv(y, 2, "head_dim", m.headDim);
+        if (m.normEps > 0) kv(y, 2, "norm_eps", m.normEps);
         kv(y, 2, "embedding_dim", m.embeddingDim);
         if (m.intermediateDim > 0) kv(y, 2, "intermediate_dim", m.intermediateDim);
         kv(y, 2, "dropout_prob", m.dropoutProb);
@@ -71,8 +73,8 @@ public final class ConfigWriter {
         if (m.sequenceLength > 0) kv(y, 2, "sequence_length", m.sequenceLength);
         kv(y, 2, "weight_tying", m.weightTying);
         kv(y, 2, "positional_embedding_type", m.positionalEmbeddingType);
-        if (m.modelType.equals("llama")) kv(y, 2, "theta", m.theta);
-        if (m.modelType.equals("llama") && m.ropeScaling != null) {
+        if (m.llamaFamily()) kv(y, 2, "theta", m.theta);
+        if (m.llamaFamily() && m.ropeScaling != null) {
             var r = m.ropeScaling;
             kv(y, 2, "rope_scaling", String.format(Locale.ROOT, "{rope_type: llama3, factor: %s, low_freq_factor: %s,"
                     + " high_freq_factor: %s, original_max_position_embeddings: %d}", r.factor(), r.lowFreqFactor(),

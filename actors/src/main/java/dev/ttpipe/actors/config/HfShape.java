@@ -12,7 +12,8 @@ import java.util.Objects;
 /**
  * The model shape of a job whose {@code init_from} (TTML's {@code model_path}) is a Hugging Face
  * model directory: taken from its config.json wherever the YAML does not give it, before the config
- * is checked; a key the YAML gives differently is an error naming every difference in one line.
+ * is checked (model type, sizes, and for llama and qwen3 head_dim, theta and rope_scaling; the norms'
+ * epsilon for all); a key the YAML gives differently is an error naming every difference in one line.
  */
 public final class HfShape {
     static final String KEY = "training_config.init_from";
@@ -33,13 +34,15 @@ public final class HfShape {
         HfModel.Config hf = HfModel.config(dir);
         TtpipeConfig.TransformerConfig t = cfg.transformer;
         List<String> diff = new ArrayList<>();
-        String type = hf.type() == ModelSpec.ModelType.LLAMA ? "llama" : "gpt2";
+        String type = hf.type().name().toLowerCase(Locale.ROOT);
+        boolean llama = hf.type() != ModelSpec.ModelType.GPT2;               // llama or qwen3: RoPE, GQA, RMSNorm
         t.modelType = take(cfg, "model_type", t.modelType, type, diff);
-        if (type.equals("llama")) t.positionalEmbeddingType = "rope";
+        if (llama) t.positionalEmbeddingType = "rope";
         t.vocabSize = take(cfg, "vocab_size", t.vocabSize, hf.vocabSize(), diff);
         t.embeddingDim = take(cfg, "embedding_dim", t.embeddingDim, hf.embeddingDim(), diff);
         t.numHeads = take(cfg, "num_heads", t.numHeads, hf.numHeads(), diff);
-        if (type.equals("llama")) t.numGroups = take(cfg, "num_groups", t.numGroups, hf.numKvHeads(), diff);
+        if (llama) t.numGroups = take(cfg, "num_groups", t.numGroups, hf.numKvHeads(), diff);
+        if (llama) t.headDim = take(cfg, "head_dim", t.headDim, hf.headDim(), diff);
         t.numBlocks = take(cfg, "num_blocks", t.numBlocks, hf.numBlocks(), diff);
         t.intermediateDim = take(cfg, "intermediate_dim", t.intermediateDim, hf.intermediateDim(), diff);
         if (!given(cfg, "max_sequence_length")) {
@@ -49,12 +52,13 @@ public final class HfShape {
             diff.add("max_sequence_length " + t.maxSequenceLength + " vs config.json's " + hf.maxSequenceLength()
                     + " (train on shorter sequences with sequence_length)");
         }
-        if (type.equals("llama")) t.theta = take(cfg, "theta", t.theta, hf.ropeTheta(), diff);
-        if (type.equals("llama") && !given(cfg, "rope_scaling")) {
+        if (llama) t.theta = take(cfg, "theta", t.theta, hf.ropeTheta(), diff);
+        if (llama && !given(cfg, "rope_scaling")) {
             t.ropeScaling = hf.ropeScaling();
-        } else if (type.equals("llama") && !Objects.equals(t.ropeScaling, hf.ropeScaling())) {
+        } else if (llama && !Objects.equals(t.ropeScaling, hf.ropeScaling())) {
             diff.add("rope_scaling " + t.ropeScaling + " vs config.json's " + hf.ropeScaling());
         }
+        t.normEps = take(cfg, "norm_eps", t.normEps, hf.normEps(), diff);
         if (!given(cfg, "weight_tying")) {
             t.weightTying = hf.tied();                 // across stages too: the runtime sums the two copies' gradients
         } else if (t.weightTying && !hf.tied()) {                // false over a tied model: the head starts as a copy of wte
@@ -85,7 +89,7 @@ public final class HfShape {
 
     private static double take(TtpipeConfig cfg, String key, double yaml, double hf, List<String> diff) {
         if (!given(cfg, key)) return hf;
-        if ((float) yaml != (float) hf) diff.add(String.format(Locale.ROOT, "%s %s vs config.json's %s", key, yaml, hf));
+        if ((float) yaml != (float) hf) diff.add(String.format(Locale.ROOT, "%s %s vs config.json's %s", key, (float) yaml, (float) hf));
         return yaml;
     }
 }

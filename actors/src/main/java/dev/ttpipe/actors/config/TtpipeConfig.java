@@ -134,13 +134,17 @@ public final class TtpipeConfig {
 
     /** {@code transformer_config} (TTML nests it in training_config too; both load). */
     public static final class TransformerConfig {
-        /** gpt2 | llama */
+        /** gpt2 | llama | qwen3 */
         public String modelType = "gpt2";
         /** default | memory_efficient (recompute activations in backward) */
         public String runnerType = "default";
         public int numHeads = 6;
         /** Llama grouped-query attention: key/value heads (0: same as num_heads). */
         public int numGroups = 0;
+        /** Llama / Qwen3: the size of one attention head (0: embedding_dim / num_heads), Hugging Face's {@code head_dim}. */
+        public int headDim = 0;
+        /** The norms' epsilon (0: the model type's, 1e-5 for gpt2 and llama, 1e-6 for qwen3). */
+        public double normEps = 0;
         public int embeddingDim = 384;
         /** MLP hidden size (0: 4 x embedding for gpt2; TTML's rounding of 8/3 x embedding for llama). */
         public int intermediateDim = 0;
@@ -168,6 +172,16 @@ public final class TtpipeConfig {
 
         public int effectiveSequenceLength() {
             return sequenceLength > 0 ? sequenceLength : maxSequenceLength;
+        }
+
+        /** Whether the model is of Llama's family (RMSNorm, RoPE, SwiGLU, GQA): llama or qwen3. */
+        public boolean llamaFamily() {
+            return "llama".equals(modelType) || "qwen3".equals(modelType);
+        }
+
+        /** The size of one attention head: head_dim, or embedding_dim / num_heads when it is not given. */
+        public int effectiveHeadDim() {
+            return headDim > 0 ? headDim : embeddingDim / numHeads;
         }
     }
 

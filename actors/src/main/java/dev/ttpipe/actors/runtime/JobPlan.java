@@ -88,7 +88,7 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
     /** The model a config describes ({@code dataVocabSize} when it gives no vocab_size). */
     public static ModelSpec model(TtpipeConfig cfg, int dataVocabSize) {
         TtpipeConfig.TransformerConfig tc = cfg.transformer;
-        boolean llama = "llama".equals(tc.modelType);
+        boolean llama = tc.llamaFamily();
         int vocab = tc.vocabSize > 0 ? tc.vocabSize : dataVocabSize;
         if (tc.vocabSize > 0 && tc.vocabSize < dataVocabSize) {
             throw new ConfigException(cfg.origins.where("transformer_config.vocab_size") + ": "
@@ -98,10 +98,11 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
         int kv = tc.numGroups > 0 ? tc.numGroups : tc.numHeads;
         int ff = tc.intermediateDim > 0 ? tc.intermediateDim
                 : llama ? ModelSpec.llamaIntermediate(tc.embeddingDim) : 4 * tc.embeddingDim;
-        return new ModelSpec(llama ? ModelSpec.ModelType.LLAMA : ModelSpec.ModelType.GPT2, vocab, tc.embeddingDim,
-                tc.numHeads, kv, tc.numBlocks, ff, tc.maxSequenceLength, (float) tc.dropoutProb, tc.weightTying,
-                (float) tc.theta, "memory_efficient".equals(tc.runnerType),
-                "bf16".equals(cfg.device.dtype) ? DType.BF16 : DType.FP32, llama ? tc.ropeScaling : null);
+        ModelSpec.ModelType type = ModelSpec.ModelType.valueOf(tc.modelType.toUpperCase(Locale.ROOT));
+        return new ModelSpec(type, vocab, tc.embeddingDim, tc.numHeads, kv, tc.numBlocks, ff, tc.maxSequenceLength,
+                (float) tc.dropoutProb, tc.weightTying, (float) tc.theta, "memory_efficient".equals(tc.runnerType),
+                "bf16".equals(cfg.device.dtype) ? DType.BF16 : DType.FP32, llama ? tc.ropeScaling : null,
+                llama ? tc.headDim : 0, (float) tc.normEps);
     }
 
     private static OptimizerSpec optimizer(TtpipeConfig.TrainingConfig t) {

@@ -264,8 +264,7 @@ public final class MemoryPlan {
         List<String> tries = new ArrayList<>();
         ModelSpec m = plan.model();
         if (!m.recompute()) {
-            ModelSpec recompute = new ModelSpec(m.type(), m.vocabSize(), m.embeddingDim(), m.numHeads(), m.numKvHeads(), m.numBlocks(),
-                    m.intermediateDim(), m.maxSequenceLength(), m.dropout(), m.weightTying(), m.ropeTheta(), true, m.dtype(), m.ropeScaling());
+            ModelSpec recompute = m.withRecompute(true);
             Rank rc = planRank(withModel(plan, recompute), worst.rank());
             tries.add("runner_type: memory_efficient (recompute in backward) needs about " + Sizes.format(rc.peak())
                     + (rc.peak() <= cap ? ", which fits" : ", still too much"));

@@ -622,6 +622,11 @@ public final class TrainingJob {
         List<Stage> stages = stagesInOrder(runtime);
         var tok = data.dataset().tokenizer();
         double temperature = cfg.eval.temperature;
+        if (plan.model().vocabSize() > tok.vocabSize()) {      // an imported model's ids the data's tokenizer cannot decode
+            out.printf("samples: none (the model's %d ids are more than the tokenizer's %d, so a sample could not be printed)%n",
+                    plan.model().vocabSize(), tok.vocabSize());
+            return;
+        }
         out.println("samples (" + (temperature > 0 ? "temperature " + temperature : "greedy") + "):");
         if (data.arithmetic()) {
             Random rng = new Random(cfg.training.seed + 1);

@@ -4,6 +4,7 @@ import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.OptimizerSpec;
+import dev.ttpipe.stages.checkpoint.HfModel;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -311,7 +312,7 @@ class ConfigLoaderTest {
                 + " 'llama', expected the same model type in both (or one of them left out)"),
                 problems("training_config: {model_type: gpt2}\ntransformer_config: {model_type: llama}\n"));
         assertEquals(List.of("job.yaml:2: transformer_config.theta: given for model_type gpt2 (job.yaml:1: training_config.model_type),"
-                + " expected it only for llama (theta sets RoPE, which gpt2 does not use)"),
+                + " expected it only for llama or qwen3 (theta sets RoPE, which gpt2 does not use)"),
                 problems("training_config: {model_type: gpt2}\ntransformer_config: {theta: 500000}\n"));
         List<String> p = problems("training_config: {model_type: GPT-3}\n");
         assertTrue(p.get(0).startsWith("job.yaml:1: training_config.model_type: 'GPT-3' given, expected one of gpt2, llama"), p.toString());
@@ -374,6 +375,47 @@ class ConfigLoaderTest {
                 e.getMessage());
         e = assertThrows(ConfigException.class, () -> load("training_config: {model_type: gpt2, model_path: " + hf + "}\n"));
         assertTrue(e.getMessage().contains("(model_type gpt2 vs config.json's llama"), e.getMessage());
+    }
+
+    @Test
+    void qwen3IsChosenByModelTypeWithItsOwnHeadDimAndNormEpsOrTakenFromAQwen3ConfigJson(@TempDir Path dir) throws Exception {
+        ModelSpec yaml = JobPlan.model(load("training_config: {model_type: qwen3}\n"
+                + "transformer_config: {num_heads: 4, num_groups: 2, head_dim: 32, embedding_dim: 64}\n"), 96);
+        assertEquals(ModelSpec.ModelType.QWEN3, yaml.type());
+        assertTrue(yaml.qkNorm() && yaml.isLlama(), "a Qwen3 is a Llama with q/k norms");
+        assertEquals(32, yaml.headDim());
+        assertEquals(128, yaml.attentionDim());
+        assertEquals(1e-6f, yaml.normEps(), "Qwen3's own epsilon when norm_eps is left out");
+        assertEquals(1e-5f, JobPlan.model(load("transformer_config: {model_type: llama}\n"), 96).normEps());
+        assertEquals(List.of("job.yaml:1: transformer_config.model_type: 'qwen2' given, expected one of gpt2, llama, qwen3"
+                        + " (did you mean 'qwen3'?)"), problems("transformer_config: {model_type: qwen2}\n"));
+        List<String> p = problems("transformer_config: {model_type: qwen3, num_heads: 4, head_dim: 7, embedding_dim: 64}\n");
+        assertTrue(p.size() == 1 && p.get(0).startsWith("job.yaml:1: transformer_config.head_dim: head size 7 is odd, expected an even"
+                + " head size for rope"), p.toString());
+
+        Path hf = Files.createDirectories(dir.resolve("qwen3"));
+        Files.writeString(hf.resolve("model.safetensors"), "");     // config.json is all the shape needs
+        Files.writeString(hf.resolve("config.json"), "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\","
+                + " \"vocab_size\": 96, \"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4,"
+                + " \"num_key_value_heads\": 2, \"head_dim\": 32, \"num_hidden_layers\": 4, \"max_position_embeddings\": 256,"
+                + " \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000, \"rope_scaling\": null, \"tie_word_embeddings\": true,"
+                + " \"use_sliding_window\": false, \"attention_bias\": false, \"hidden_act\": \"silu\"}");
+        TtpipeConfig cfg = load("training_config: {init_from: " + hf + "}\n");
+        ModelSpec m = JobPlan.model(cfg, 96);
+        assertEquals(ModelSpec.ModelType.QWEN3, m.type());
+        assertEquals(32, m.headDim());
+        assertEquals(2, m.numKvHeads());
+        assertEquals(1e-6f, m.normEps());
+        assertEquals(1e6f, m.ropeTheta());
+        assertTrue(m.weightTying(), "tie_word_embeddings true");
+        assertEquals(null, HfModel.mismatch(HfModel.config(hf), m), "the job's model is config.json's");
+
+        ConfigException e = assertThrows(ConfigException.class, () -> load("training_config: {init_from: " + hf + "}\n"
+                + "transformer_config: {head_dim: 16, norm_eps: 1.0e-5}\n"));
+        assertTrue(e.getMessage().contains("differs from transformer_config (head_dim 16 vs config.json's 32, norm_eps 1.0E-5 vs"
+                + " config.json's 1.0E-6)"), e.getMessage());
+        e = assertThrows(ConfigException.class, () -> load("training_config: {model_type: llama, init_from: " + hf + "}\n"));
+        assertTrue(e.getMessage().contains("(model_type llama vs config.json's qwen3"), e.getMessage());
     }
 
     @Test

@@ -6,10 +6,8 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.MeshOptions;
-import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.stages.ModelSpec;
-import dev.ttpipe.stages.Parallelism;
 import dev.ttpipe.stages.ReferenceTrainer;
 import dev.ttpipe.stages.WeightDiff;
 import dev.ttpipe.stages.data.Batch;
@@ -27,7 +25,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * A TTML-style config that chooses the model with {@code training_config.model_type: llama} and
  * scales its RoPE with {@code transformer_config.rope_scaling} (TTML's key names) trains a Llama with
  * the scaled frequencies through the pipeline (Pekko actors, two ranks, 1F1B) to the reference
- * trainer's losses and weights; the same config without the scaling trains to weights more than 100
+ * trainer's losses and weights, bit for bit; the same config without the scaling trains to weights more than 100
  * times the tolerance away, so a pipeline or reference that dropped the scaling would fail.
  */
 class LlamaRopeScalingMatchesReferenceTest {
@@ -56,23 +54,35 @@ class LlamaRopeScalingMatchesReferenceTest {
     record Run(double[] losses, Map<String, float[]> weights) {
     }
 
+    /**
+     * The pipeline's losses and weights against the reference trainer's, step by step, bit for bit (the correctness
+     * contract's bit-identity: one thread each; the reference on a mesh of the rank's shape with the same DDP/TP).
+     */
     static Run trainAndCompare(TtpipeConfig cfg, TextDataset data) {
         JobPlan plan = JobPlan.from(cfg, data.tokenizer().vocabSize());
         double[] losses = new double[STEPS];
         try (PipelineRuntime runtime = PipelineRuntime.start(plan);
-             MeshDevice refMesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults().withThreads(1));
-             ReferenceTrainer ref = new ReferenceTrainer(plan.model(), refMesh.asSubmesh(), Parallelism.NONE, plan.seed(),
+             MeshDevice refMesh = Backends.open("cpu", plan.rankMesh(), MeshOptions.defaults().withThreads(1));
+             ReferenceTrainer ref = new ReferenceTrainer(plan.model(), refMesh.asSubmesh(), plan.parallelism(), plan.seed(),
                      plan.optimizer(), plan.lr(), plan.clipMaxNorm(), plan.microbatches())) {
             for (int step = 0; step < STEPS; step++) {
                 List<Batch> b = List.of(data.trainBatch(plan.seed(), step, plan.batchSize(), plan.seqLen()));
                 double pipelined = runtime.step(step, b).loss();
                 double reference = ref.step(step, b).loss();
-                assertEquals(reference, pipelined, 1e-5 * Math.abs(reference), "loss of step " + step);
+                assertEquals(Double.doubleToRawLongBits(reference), Double.doubleToRawLongBits(pipelined),
+                        "loss of step " + step + ": pipeline " + pipelined + ", reference " + reference);
                 losses[step] = pipelined;
             }
-            WeightDiff d = WeightDiff.compare(runtime.weights(), ref.weights());
-            assertTrue(d.maxRelative() < 1e-5, "weights differ by " + d.maxRelative() + " in " + d.worstParam());
-            return new Run(losses, runtime.weights());
+            Map<String, float[]> weights = runtime.weights(), expected = ref.weights();
+            assertEquals(expected.keySet(), weights.keySet());
+            for (Map.Entry<String, float[]> e : expected.entrySet()) {
+                float[] got = weights.get(e.getKey());
+                for (int i = 0; i < got.length; i++) {
+                    assertEquals(Float.floatToRawIntBits(e.getValue()[i]), Float.floatToRawIntBits(got[i]), e.getKey() + "[" + i
+                            + "]: pipeline " + got[i] + ", reference " + e.getValue()[i]);
+                }
+            }
+            return new Run(losses, weights);
         }
     }
 

@@ -9,11 +9,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.Stream;
 
 /**
  * Tensor names in checkpoint files: global, independent of the pipeline split, and Hugging Face's
- * for the model type, so a checkpoint reads like a {@code GPT2LMHeadModel} or {@code LlamaForCausalLM}
- * state dict. Optimizer moments sit beside their parameter as {@code <name>.exp_avg} and
+ * for the model type, so a checkpoint reads like a {@code GPT2LMHeadModel}, {@code LlamaForCausalLM} or
+ * {@code Qwen3ForCausalLM} state dict. Optimizer moments sit beside their parameter as {@code <name>.exp_avg} and
  * {@code <name>.exp_avg_sq}, transformed the same way.
  *
  * <p>Where ttpipe keeps a parameter differently from Hugging Face, the file follows Hugging Face:
@@ -23,7 +24,9 @@ import java.util.regex.Pattern;
  *   <li>GPT-2's query, key and value projections are one {@code h.N.attn.c_attn} ({@code [d, 3d]},
  *   q then k then v along the output); ttpipe keeps three. Its bias is q's, then zeros for the key
  *   (ttpipe has no key bias: under softmax a per-query constant cancels), then v's.</li>
- *   <li>Llama's names map one to one ({@code blocks.N.mlp.w1/w3/w2} are {@code gate_proj/up_proj/down_proj}).</li>
+ *   <li>Llama's names map one to one ({@code blocks.N.mlp.w1/w3/w2} are {@code gate_proj/up_proj/down_proj}); so do
+ *   Qwen3's, which adds {@code blocks.N.attn.q_norm.gamma} and {@code k_norm.gamma} ({@code self_attn.q_norm.weight},
+ *   {@code self_attn.k_norm.weight}).</li>
  * </ul>
  */
 public final class CheckpointNames {
@@ -69,6 +72,18 @@ public final class CheckpointNames {
             new Rule(Pattern.compile("blocks\\.(\\d+)\\.mlp\\.w2\\.weight"), "model.layers.$1.mlp.down_proj.weight", false),
             new Rule(Pattern.compile("head\\.norm\\.gamma"), "model.norm.weight", false),
             new Rule(Pattern.compile("head\\.lm"), "lm_head.weight", false));
+
+    private static final List<Rule> QWEN3 = Stream.concat(LLAMA.stream(), Stream.of(
+            new Rule(Pattern.compile("blocks\\.(\\d+)\\.attn\\.q_norm\\.gamma"), "model.layers.$1.self_attn.q_norm.weight", false),
+            new Rule(Pattern.compile("blocks\\.(\\d+)\\.attn\\.k_norm\\.gamma"), "model.layers.$1.self_attn.k_norm.weight", false))).toList();
+
+    private static List<Rule> rules(ModelSpec spec) {
+        return switch (spec.type()) {
+            case GPT2 -> GPT2;
+            case LLAMA -> LLAMA;
+            case QWEN3 -> QWEN3;
+        };
+    }
 
     private static final Pattern GPT2_QKV = Pattern.compile("blocks\\.(\\d+)\\.attn\\.w([qkv])\\.(weight|bias)");
     private static final Pattern GPT2_C_ATTN = Pattern.compile("h\\.(\\d+)\\.attn\\.c_attn\\.(weight|bias)");
@@ -134,7 +149,7 @@ public final class CheckpointNames {
     }
 
     private static Rule rule(ModelSpec spec, String name) {
-        for (Rule r : spec.isLlama() ? LLAMA : GPT2) if (r.ttpipe().matcher(name).matches()) return r;
+        for (Rule r : rules(spec)) if (r.ttpipe().matcher(name).matches()) return r;
         throw new IllegalArgumentException("no checkpoint name for parameter " + name + " of a " + spec.type() + " model");
     }
 
@@ -143,7 +158,7 @@ public final class CheckpointNames {
     }
 
     private static Rule inverse(ModelSpec spec, String fileName) {
-        for (Rule r : spec.isLlama() ? LLAMA : GPT2) if (filePattern(r).matcher(fileName).matches()) return r;
+        for (Rule r : rules(spec)) if (filePattern(r).matcher(fileName).matches()) return r;
         return null;
     }
 

@@ -16,8 +16,8 @@ import java.util.Map;
 /**
  * Writes a ttpipe checkpoint's weights as a Hugging Face model directory that {@code from_pretrained}
  * loads: {@code config.json} and one F32 {@code model.safetensors} (GPT-2 under {@code transformer.},
- * as {@code save_pretrained} writes it; Llama's q/k rows back in rotate-half order; no
- * {@code lm_head.weight} when the head is tied). Optimizer moments are left out.
+ * as {@code save_pretrained} writes it; the q/k rows of Llama and Qwen3, and Qwen3's q/k norm gains, back
+ * in rotate-half order; no {@code lm_head.weight} when the head is tied). Optimizer moments are left out.
  */
 public final class HfExport {
     private HfExport() {
@@ -41,8 +41,8 @@ public final class HfExport {
                 for (String name : r.tensors().keySet()) {
                     if (name.endsWith(CheckpointNames.EXP_AVG) || name.endsWith(CheckpointNames.EXP_AVG_SQ)) continue;
                     CheckpointNames.HostTensor t = new CheckpointNames.HostTensor(r.tensors().get(name).shape(), r.read(name));
-                    if (spec.isLlama() && name.endsWith(".self_attn.q_proj.weight")) t = HfModel.toRotateHalf(t, spec.numHeads());
-                    if (spec.isLlama() && name.endsWith(".self_attn.k_proj.weight")) t = HfModel.toRotateHalf(t, spec.numKvHeads());
+                    int heads = HfModel.rotaryHeads(spec, name);
+                    if (heads > 0) t = HfModel.toRotateHalf(t, heads);
                     head |= name.equals("lm_head.weight");
                     String hf = spec.isLlama() || name.equals("lm_head.weight") ? name : "transformer." + name;
                     tensors.put(hf, new SafeTensors.Entry(t.shape(), t.values()));
@@ -68,28 +68,31 @@ public final class HfExport {
     /** Hugging Face's config.json for the model. */
     public static String configJson(ModelSpec s, boolean tied) {
         if (s.isLlama()) {
+            boolean qwen3 = s.qkNorm();
             return String.format(Locale.ROOT, """
                     {
-                      "architectures": ["LlamaForCausalLM"],
-                      "model_type": "llama",
+                      "architectures": ["%s"],
+                      "model_type": "%s",
                       "vocab_size": %d,
                       "hidden_size": %d,
                       "intermediate_size": %d,
                       "num_attention_heads": %d,
                       "num_key_value_heads": %d,
+                      "head_dim": %d,
                       "num_hidden_layers": %d,
                       "max_position_embeddings": %d,
-                      "rms_norm_eps": 1e-05,
+                      "rms_norm_eps": %s,
                       "rope_theta": %s,
                       "rope_scaling": %s,
                       "hidden_act": "silu",
-                      "attention_bias": false,
-                      "mlp_bias": false,
+                      "attention_bias": false,%s
                       "tie_word_embeddings": %s,
                       "torch_dtype": "float32"
                     }
-                    """, s.vocabSize(), s.embeddingDim(), s.intermediateDim(), s.numHeads(), s.numKvHeads(), s.numBlocks(),
-                    s.maxSequenceLength(), Float.toString(s.ropeTheta()), ropeScalingJson(s), tied);
+                    """, qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM", qwen3 ? "qwen3" : "llama", s.vocabSize(), s.embeddingDim(),
+                    s.intermediateDim(), s.numHeads(), s.numKvHeads(), s.headDim(), s.numBlocks(), s.maxSequenceLength(),
+                    Float.toString(s.normEps()), Float.toString(s.ropeTheta()), ropeScalingJson(s),
+                    qwen3 ? "\n  \"use_sliding_window\": false," : "\n  \"mlp_bias\": false,", tied);
         }
         return String.format(Locale.ROOT, """
                 {
@@ -103,7 +106,7 @@ public final class HfExport {
                   "n_ctx": %d,
                   "n_inner": %d,
                   "activation_function": "gelu_new",
-                  "layer_norm_epsilon": 1e-05,
+                  "layer_norm_epsilon": %s,
                   "resid_pdrop": 0.0,
                   "embd_pdrop": 0.0,
                   "attn_pdrop": 0.0,
@@ -113,6 +116,6 @@ public final class HfExport {
                   "torch_dtype": "float32"
                 }
                 """, s.vocabSize(), s.embeddingDim(), s.numHeads(), s.numBlocks(), s.maxSequenceLength(), s.maxSequenceLength(),
-                s.intermediateDim(), tied);
+                s.intermediateDim(), Float.toString(s.normEps()), tied);
     }
 }

@@ -1,5 +1,6 @@
 package dev.ttpipe.stages.checkpoint;
 
+import dev.ttpipe.device.DType;
 import dev.ttpipe.device.DeviceException;
 import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.stages.ModelSpec;
@@ -19,15 +20,18 @@ import java.util.Objects;
  * A Hugging Face model directory: {@code config.json} and {@code model.safetensors}, or shards
  * {@code model-0000k-of-0000n.safetensors} listed in {@code model.safetensors.index.json}. GPT-2
  * ({@code GPT2LMHeadModel}: {@code wte}, {@code h.N.attn.c_attn} Conv1D {@code [in, out]}, with or
- * without the {@code transformer.} prefix) and Llama ({@code LlamaForCausalLM}).
+ * without the {@code transformer.} prefix), Llama ({@code LlamaForCausalLM}) and Qwen3
+ * ({@code Qwen3ForCausalLM}: Llama's names plus {@code self_attn.q_norm} and {@code self_attn.k_norm}).
  *
  * <p>Tensors are read under ttpipe's checkpoint names ({@link CheckpointNames}), one at a time from
  * memory-mapped files, so a rank reads only the tensors of its own stages. Two conventions differ:
  * <ul>
- *   <li>Llama's rotary embedding: Hugging Face rotates halves (dimension i pairs with i + hd/2),
- *   ttpipe rotates interleaved pairs (2i, 2i+1). The rows of each head of {@code q_proj} and
- *   {@code k_proj} are permuted on the way in ({@link #fromRotateHalf}) and back on the way out, which
- *   gives the same attention scores exactly (q.k sums the same products in another order).</li>
+ *   <li>The rotary embedding of Llama and Qwen3: Hugging Face rotates halves (dimension i pairs with
+ *   i + hd/2), ttpipe rotates interleaved pairs (2i, 2i+1). The rows of each head of {@code q_proj} and
+ *   {@code k_proj}, and the elements of Qwen3's {@code q_norm} and {@code k_norm} gains (one head each),
+ *   are permuted on the way in ({@link #fromRotateHalf}) and back on the way out, which gives the same
+ *   attention scores exactly (q.k sums the same products in another order; an RMSNorm over a head is
+ *   the same whatever the order of its elements, as long as its gain is permuted with them).</li>
  *   <li>A tied LM head: the file has no {@code lm_head.weight}; the token embedding is read for it.</li>
  * </ul>
  * GPT-2's key bias (in {@code c_attn.bias}) is read and dropped by {@link CheckpointNames}: ttpipe has
@@ -37,18 +41,17 @@ import java.util.Objects;
 public final class HfModel implements AutoCloseable {
     public static final String CONFIG = "config.json", WEIGHTS = "model.safetensors", INDEX = "model.safetensors.index.json";
 
-    /** What config.json says about the model's shape; {@code ropeScaling}: its llama3 {@code rope_scaling} (null: none). */
+    /**
+     * What config.json says about the model's shape; {@code ropeScaling}: its llama3 {@code rope_scaling} (null: none);
+     * {@code headDim}: {@code head_dim} (hidden_size / heads when absent); {@code normEps}: the norms' epsilon.
+     */
     public record Config(ModelSpec.ModelType type, int vocabSize, int embeddingDim, int numHeads, int numKvHeads, int numBlocks,
                          int intermediateDim, int maxSequenceLength, float ropeTheta, boolean tied,
-                         RopeFrequencies.Llama3Scaling ropeScaling) {
-        public Config(ModelSpec.ModelType type, int vocabSize, int embeddingDim, int numHeads, int numKvHeads, int numBlocks,
-                      int intermediateDim, int maxSequenceLength, float ropeTheta, boolean tied) {
-            this(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim, maxSequenceLength, ropeTheta, tied, null);
-        }
+                         RopeFrequencies.Llama3Scaling ropeScaling, int headDim, float normEps) {
 
         public ModelSpec spec() {
             return new ModelSpec(type, vocabSize, embeddingDim, numHeads, numKvHeads, numBlocks, intermediateDim, maxSequenceLength,
-                    0f, tied, ropeTheta, false).withRopeScaling(ropeScaling);
+                    0f, tied, ropeTheta, false, DType.FP32, ropeScaling, headDim, normEps);
         }
     }
 
@@ -85,29 +88,56 @@ public final class HfModel implements AutoCloseable {
                 int d = num(file, c, "n_embd", null), heads = num(file, c, "n_head", null);
                 Object inner = c.get("n_inner");
                 expect(file, c, "activation_function", "gelu_new", "ttpipe's GELU is the tanh approximation (gelu_new)");
-                eps(file, c, "layer_norm_epsilon");
                 return new Config(ModelSpec.ModelType.GPT2, num(file, c, "vocab_size", null), d, heads, heads,
                         num(file, c, "n_layer", null), inner == null ? 4 * d : ((Number) inner).intValue(),
                         num(file, c, "n_positions", c.get("n_ctx") == null ? 1024 : ((Number) c.get("n_ctx")).intValue()), 10000f,
-                        !Boolean.FALSE.equals(c.get("tie_word_embeddings")));
+                        !Boolean.FALSE.equals(c.get("tie_word_embeddings")), null, d / heads, eps(file, c, "layer_norm_epsilon", 1e-5));
             }
             case "llama" -> {
-                int heads = num(file, c, "num_attention_heads", null);
-                expect(file, c, "hidden_act", "silu", "ttpipe's Llama MLP is SwiGLU with SiLU");
-                eps(file, c, "rms_norm_eps");
-                if (Boolean.TRUE.equals(c.get("attention_bias")) || Boolean.TRUE.equals(c.get("mlp_bias"))) {
-                    throw new CheckpointException(file + ": attention_bias/mlp_bias true given: not supported (ttpipe's Llama has no"
-                            + " biases), expected false");
-                }
-                Object theta = c.get("rope_theta");
-                return new Config(ModelSpec.ModelType.LLAMA, num(file, c, "vocab_size", null), num(file, c, "hidden_size", null),
-                        heads, num(file, c, "num_key_value_heads", heads), num(file, c, "num_hidden_layers", null),
-                        num(file, c, "intermediate_size", null), num(file, c, "max_position_embeddings", 2048),
-                        theta == null ? 10000f : ((Number) theta).floatValue(), Boolean.TRUE.equals(c.get("tie_word_embeddings")),
-                        ropeScaling(file, c.get("rope_scaling")));
+                return llamaFamily(file, c, ModelSpec.ModelType.LLAMA);
             }
-            default -> throw new CheckpointException(file + ": model_type '" + type + "' given, expected gpt2 or llama");
+            case "qwen3" -> {
+                if (Boolean.TRUE.equals(c.get("use_sliding_window"))) {
+                    throw new CheckpointException(file + ": use_sliding_window true given: not supported (ttpipe's attention sees"
+                            + " the whole context), expected false");
+                }
+                if (c.get("layer_types") instanceof List<?> layers) {
+                    for (Object l : layers) {
+                        if (!"full_attention".equals(l)) {
+                            throw new CheckpointException(file + ": layer_types '" + l + "' given: not supported (ttpipe's attention"
+                                    + " sees the whole context), expected full_attention in every layer");
+                        }
+                    }
+                }
+                return llamaFamily(file, c, ModelSpec.ModelType.QWEN3);
+            }
+            default -> throw new CheckpointException(file + ": model_type '" + type + "' given, expected gpt2, llama or qwen3");
         }
+    }
+
+    /** A Llama or a Qwen3 (the same keys; Qwen3's q/k norms have no switch of their own). */
+    private static Config llamaFamily(Path file, Map<?, ?> c, ModelSpec.ModelType type) {
+        int heads = num(file, c, "num_attention_heads", null), d = num(file, c, "hidden_size", null);
+        expect(file, c, "hidden_act", "silu", "ttpipe's " + type + " MLP is SwiGLU with SiLU");
+        if (Boolean.TRUE.equals(c.get("attention_bias")) || Boolean.TRUE.equals(c.get("mlp_bias"))) {
+            throw new CheckpointException(file + ": attention_bias/mlp_bias true given: not supported (ttpipe's " + type + " has no"
+                    + " biases), expected false");
+        }
+        Object headDim = c.get("head_dim");
+        if (headDim == null && d % heads != 0) {
+            throw new CheckpointException(file + ": num_attention_heads " + heads + " does not divide hidden_size " + d
+                    + " and no head_dim is given, expected head_dim or a divisor of hidden_size");
+        }
+        int hd = headDim == null ? d / heads : num(file, c, "head_dim", null);
+        if (hd < 2 || hd % 2 != 0) {
+            throw new CheckpointException(file + ": head_dim " + hd + " given, expected an even size >= 2 (RoPE turns pairs)");
+        }
+        Object theta = c.get("rope_theta");
+        return new Config(type, num(file, c, "vocab_size", null), d, heads, num(file, c, "num_key_value_heads", heads),
+                num(file, c, "num_hidden_layers", null), num(file, c, "intermediate_size", null),
+                num(file, c, "max_position_embeddings", 2048), theta == null ? 10000f : ((Number) theta).floatValue(),
+                Boolean.TRUE.equals(c.get("tie_word_embeddings")), ropeScaling(file, c.get("rope_scaling")), hd,
+                eps(file, c, "rms_norm_eps", 1e-6));                 // absent: LlamaConfig's and Qwen3Config's default
     }
 
     /**
@@ -160,12 +190,14 @@ public final class HfModel implements AutoCloseable {
         }
     }
 
-    /** ttpipe's norms use eps 1e-5 (as GPT-2, Llama 2, TinyLlama); another eps would change every output a little. */
-    private static void eps(Path file, Map<?, ?> c, String key) {
+    /** A norm's epsilon ({@code dflt} when absent): a number > 0, read as the float the norms compute with. */
+    private static float eps(Path file, Map<?, ?> c, String key, double dflt) {
         Object v = c.get(key);
-        if (v != null && Math.abs(((Number) v).doubleValue() - 1e-5) > 1e-12) {
-            throw new CheckpointException(file + ": " + key + " " + v + " given: not supported (ttpipe's norms use 1e-05), expected 1e-05");
+        if (v == null) return (float) dflt;
+        if (!(v instanceof Number n) || !(n.floatValue() > 0f) || Float.isInfinite(n.floatValue())) {
+            throw new CheckpointException(file + ": " + key + ": " + v + " given, expected a number > 0");
         }
+        return n.floatValue();
     }
 
     /** The one line naming every difference between config.json and the model the job describes, or null. */
@@ -176,6 +208,7 @@ public final class HfModel implements AutoCloseable {
         if (hf.embeddingDim() != spec.embeddingDim()) d.add("embedding_dim " + hf.embeddingDim() + " vs " + spec.embeddingDim());
         if (hf.numHeads() != spec.numHeads()) d.add("num_heads " + hf.numHeads() + " vs " + spec.numHeads());
         if (hf.numKvHeads() != spec.numKvHeads()) d.add("num_groups " + hf.numKvHeads() + " vs " + spec.numKvHeads());
+        if (hf.headDim() != spec.headDim()) d.add("head_dim " + hf.headDim() + " vs " + spec.headDim());
         if (hf.numBlocks() != spec.numBlocks()) d.add("num_blocks " + hf.numBlocks() + " vs " + spec.numBlocks());
         if (hf.intermediateDim() != spec.intermediateDim()) d.add("intermediate_dim " + hf.intermediateDim() + " vs " + spec.intermediateDim());
         if (spec.isLlama() ? hf.maxSequenceLength() < spec.maxSequenceLength() : hf.maxSequenceLength() != spec.maxSequenceLength()) {
@@ -185,6 +218,7 @@ public final class HfModel implements AutoCloseable {
         if (spec.isLlama() && !Objects.equals(hf.ropeScaling(), spec.ropeScaling())) {
             d.add("rope_scaling " + hf.ropeScaling() + " vs " + spec.ropeScaling());
         }
+        if (hf.normEps() != spec.normEps()) d.add("norm_eps " + hf.normEps() + " vs " + spec.normEps());
         return d.isEmpty() ? null : String.join(", ", d);
     }
 
@@ -249,7 +283,8 @@ public final class HfModel implements AutoCloseable {
         if (actual == null) return null;
         SafeTensors.Reader r = byTensor.get(actual);
         CheckpointNames.HostTensor t = new CheckpointNames.HostTensor(r.tensors().get(actual).shape(), r.read(actual));
-        if (spec.isLlama() && isQk(name)) t = fromRotateHalf(t, heads(name));
+        int heads = rotaryHeads(spec, name);
+        if (heads > 0) t = fromRotateHalf(t, heads);
         return t;
     }
 
@@ -259,12 +294,16 @@ public final class HfModel implements AutoCloseable {
         return null;
     }
 
-    private static boolean isQk(String name) {
-        return name.endsWith(".self_attn.q_proj.weight") || name.endsWith(".self_attn.k_proj.weight");
-    }
-
-    private int heads(String name) {
-        return name.endsWith("q_proj.weight") ? spec.numHeads() : spec.numKvHeads();
+    /**
+     * The heads whose rows a tensor's rotary order permutes (0: none): q_proj's and k_proj's of a Llama or Qwen3,
+     * and one for Qwen3's q_norm and k_norm gains (a vector over one head's elements).
+     */
+    static int rotaryHeads(ModelSpec spec, String name) {
+        if (!spec.isLlama()) return 0;
+        if (name.endsWith(".self_attn.q_proj.weight")) return spec.numHeads();
+        if (name.endsWith(".self_attn.k_proj.weight")) return spec.numKvHeads();
+        if (spec.qkNorm() && (name.endsWith(".self_attn.q_norm.weight") || name.endsWith(".self_attn.k_norm.weight"))) return 1;
+        return 0;
     }
 
     /** Rows of each head from Hugging Face's rotate-half order (i, i + hd/2) to interleaved pairs (2i, 2i+1). */
@@ -277,8 +316,9 @@ public final class HfModel implements AutoCloseable {
         return permuteRows(t, heads, true);
     }
 
+    /** Rows of a matrix [heads x hd, cols], or elements of a vector [heads x hd] (one column). */
     private static CheckpointNames.HostTensor permuteRows(CheckpointNames.HostTensor t, int heads, boolean toHf) {
-        int rows = (int) t.shape()[0], cols = (int) t.shape()[1], hd = rows / heads, half = hd / 2;
+        int rows = (int) t.shape()[0], cols = t.shape().length > 1 ? (int) t.shape()[1] : 1, hd = rows / heads, half = hd / 2;
         float[] out = new float[t.values().length];
         for (int h = 0; h < heads; h++) {
             for (int i = 0; i < half; i++) {

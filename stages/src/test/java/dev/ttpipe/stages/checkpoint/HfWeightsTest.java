@@ -6,13 +6,17 @@ import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.stages.Evaluation;
+import dev.ttpipe.stages.LrSchedule;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.Optimizer;
 import dev.ttpipe.stages.OptimizerSpec;
 import dev.ttpipe.stages.Parallelism;
+import dev.ttpipe.stages.Param;
+import dev.ttpipe.stages.ReferenceTrainer;
 import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.StageSlice;
 import dev.ttpipe.stages.data.Batch;
+import dev.ttpipe.stages.independent.PlainTransformer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -34,10 +38,12 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * A small random GPT-2 and Llama written in Hugging Face's layout (names, Conv1D [in, out], fused
- * c_attn with a key bias, rotate-half q/k, BF16, shards with an index), loaded into a two-stage split,
- * and the loss on a fixed batch checked against an fp64 forward written here in plain loops over the
- * Hugging Face tensors; then saved, exported and imported again.
+ * A small random GPT-2, Llama and Qwen3 written in Hugging Face's layout (names, Conv1D [in, out], fused
+ * c_attn with a key bias, rotate-half q/k and Qwen3's q/k norm gains in that order, a head_dim apart from
+ * hidden_size / heads, BF16, shards with an index), loaded into a two-stage split, and the loss on a fixed
+ * batch checked against an fp64 forward written here in plain loops over the Hugging Face tensors; then
+ * saved, exported and imported again. Qwen3 and a Llama with Llama 3.1's rope scaling also train a step
+ * from their files, and that step's weights come back bit for bit through export and import.
  */
 class HfWeightsTest {
     static final int B = 2, T = 8;
@@ -113,18 +119,56 @@ class HfWeightsTest {
         return m;                                                   // tied: no lm_head.weight, as save_pretrained writes
     }
 
-    static final int H = 4, HKV = 2, HD = D / H, FF = 40;
+    static final int H = 4, HKV = 2, FF = 40;
 
-    static Map<String, Tensor> llama(Random r, String dtype) {
+    /**
+     * A model of Llama's family as the files and the fp64 forward here see it: its config.json type, head size,
+     * per-head q/k norms (Qwen3), norm epsilon and the RoPE inverse frequencies of one head.
+     */
+    record Family(String type, int hd, boolean qkNorm, double eps, double[] invFreq, String ropeScalingJson) {
+        String config() {
+            return "{\"architectures\":[\"" + (qkNorm ? "Qwen3" : "Llama") + "ForCausalLM\"],\"model_type\":\"" + type
+                    + "\",\"vocab_size\":" + V + ",\"hidden_size\":" + D + ",\"intermediate_size\":" + FF
+                    + ",\"num_attention_heads\":" + H + ",\"num_key_value_heads\":" + HKV + (hd != D / H ? ",\"head_dim\":" + hd : "")
+                    + ",\"num_hidden_layers\":" + L + ",\"max_position_embeddings\":" + MAXSEQ + ",\"rms_norm_eps\":" + eps
+                    + ",\"rope_theta\":10000.0" + (ropeScalingJson == null ? "" : ",\"rope_scaling\":" + ropeScalingJson) + ",\"hidden_act\":\"silu\","
+                    + "\"attention_bias\":false,\"tie_word_embeddings\":false}";
+        }
+    }
+
+    /** theta^(-2i/hd) for i < hd / 2. */
+    static double[] plainFrequencies(int hd) {
+        double[] f = new double[hd / 2];
+        for (int i = 0; i < f.length; i++) f[i] = Math.pow(10000.0, -2.0 * i / hd);
+        return f;
+    }
+
+    static final Family LLAMA = new Family("llama", D / H, false, 1e-5, plainFrequencies(D / H), null);
+    /** Qwen3: heads of 8 where hidden_size / heads is 4 (q is 32 wide), q/k norms, its epsilon 1e-6. */
+    static final Family QWEN3 = new Family("qwen3", 8, true, 1e-6, plainFrequencies(8), null);
+    /**
+     * Llama 3.1's scaling with 8 original positions: of head size 4's wavelengths 2 pi (between 8 / 4 and 8) is
+     * blended and 200 pi divided by the factor 4; the frequencies by Hugging Face's formula ({@link PlainTransformer}).
+     */
+    static final Family LLAMA31 = new Family("llama", D / H, false, 1e-5,
+            PlainTransformer.llama3InverseFrequencies(10000, D / H, 4, 1, 4, 8), "{\"rope_type\":\"llama3\",\"factor\":4.0,"
+            + "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8}");
+
+    static Map<String, Tensor> llama(Random r, String dtype, Family f) {
+        int hd = f.hd();
         Map<String, Tensor> m = new LinkedHashMap<>();
         m.put("model.embed_tokens.weight", random(r, dtype, 0, 0.3, V, D));
         for (int l = 0; l < L; l++) {
             String p = "model.layers." + l + ".";
             m.put(p + "input_layernorm.weight", random(r, dtype, 1, 0.1, D));
-            m.put(p + "self_attn.q_proj.weight", random(r, dtype, 0, 0.4, H * HD, D));
-            m.put(p + "self_attn.k_proj.weight", random(r, dtype, 0, 0.4, HKV * HD, D));
-            m.put(p + "self_attn.v_proj.weight", random(r, dtype, 0, 0.3, HKV * HD, D));
-            m.put(p + "self_attn.o_proj.weight", random(r, dtype, 0, 0.3, D, H * HD));
+            m.put(p + "self_attn.q_proj.weight", random(r, dtype, 0, 0.4, H * hd, D));
+            m.put(p + "self_attn.k_proj.weight", random(r, dtype, 0, 0.4, HKV * hd, D));
+            m.put(p + "self_attn.v_proj.weight", random(r, dtype, 0, 0.3, HKV * hd, D));
+            m.put(p + "self_attn.o_proj.weight", random(r, dtype, 0, 0.3, D, H * hd));
+            if (f.qkNorm()) {
+                m.put(p + "self_attn.q_norm.weight", random(r, dtype, 1, 0.3, hd));
+                m.put(p + "self_attn.k_norm.weight", random(r, dtype, 1, 0.3, hd));
+            }
             m.put(p + "post_attention_layernorm.weight", random(r, dtype, 1, 0.1, D));
             m.put(p + "mlp.gate_proj.weight", random(r, dtype, 0, 0.3, FF, D));
             m.put(p + "mlp.up_proj.weight", random(r, dtype, 0, 0.3, FF, D));
@@ -138,16 +182,13 @@ class HfWeightsTest {
     static final String GPT2_CONFIG = "{\"architectures\":[\"GPT2LMHeadModel\"],\"model_type\":\"gpt2\",\"vocab_size\":" + V
             + ",\"n_embd\":" + D + ",\"n_head\":2,\"n_layer\":" + L + ",\"n_positions\":" + MAXSEQ + ",\"n_inner\":null,"
             + "\"activation_function\":\"gelu_new\",\"layer_norm_epsilon\":1e-05}";
-    static final String LLAMA_CONFIG = "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"vocab_size\":" + V
-            + ",\"hidden_size\":" + D + ",\"intermediate_size\":" + FF + ",\"num_attention_heads\":" + H + ",\"num_key_value_heads\":"
-            + HKV + ",\"num_hidden_layers\":" + L + ",\"max_position_embeddings\":" + MAXSEQ + ",\"rms_norm_eps\":1e-05,"
-            + "\"rope_theta\":10000.0,\"hidden_act\":\"silu\",\"tie_word_embeddings\":false}";
+    static final String LLAMA_CONFIG = LLAMA.config();
 
-    /** GPT-2 in two shards with an index; Llama in one BF16 file. */
-    Path writeModel(boolean llama, Map<String, Tensor> m, String dtype) throws IOException {
-        Path d = Files.createDirectories(dir.resolve(llama ? "llama" : "gpt2"));
-        Files.writeString(d.resolve("config.json"), llama ? LLAMA_CONFIG : GPT2_CONFIG);
-        if (llama) {
+    /** GPT-2 ({@code family} null) in two shards with an index; the Llama family in one file, into folder {@code name}. */
+    Path writeModel(String name, Family family, Map<String, Tensor> m, String dtype) throws IOException {
+        Path d = Files.createDirectories(dir.resolve(name));
+        Files.writeString(d.resolve("config.json"), family != null ? family.config() : GPT2_CONFIG);
+        if (family != null) {
             writeSafetensors(d.resolve("model.safetensors"), m, dtype);
             return d;
         }
@@ -204,20 +245,28 @@ class HfWeightsTest {
         return y;
     }
 
-    static double[] rmsNorm(double[] x, double[] g) {
+    static double[] rmsNorm(double[] x, double[] g, double eps) {
         double ms = 0;
         for (double v : x) ms += v * v;
         ms /= x.length;
         double[] y = new double[x.length];
-        for (int i = 0; i < x.length; i++) y[i] = x[i] / Math.sqrt(ms + 1e-5) * g[i];
+        for (int i = 0; i < x.length; i++) y[i] = x[i] / Math.sqrt(ms + eps) * g[i];
         return y;
     }
 
-    /** HF's rotate-half RoPE on one head vector at position t. */
-    static void rotateHalf(double[] v, int off, int hd, int t) {
+    /** Qwen3's q_norm / k_norm: each head's hd values of {@code v} through an RMSNorm with gain g [hd], in place. */
+    static void rmsNormPerHead(double[] v, int heads, int hd, double[] g, double eps) {
+        for (int h = 0; h < heads; h++) {
+            double[] normed = rmsNorm(Arrays.copyOfRange(v, h * hd, (h + 1) * hd), g, eps);
+            System.arraycopy(normed, 0, v, h * hd, hd);
+        }
+    }
+
+    /** HF's rotate-half RoPE on one head vector at position t, pair i turned by t * invFreq[i]. */
+    static void rotateHalf(double[] v, int off, int hd, int t, double[] invFreq) {
         int half = hd / 2;
         for (int i = 0; i < half; i++) {
-            double a = t * Math.pow(10000.0, -2.0 * i / hd), c = Math.cos(a), s = Math.sin(a);
+            double a = t * invFreq[i], c = Math.cos(a), s = Math.sin(a);
             double x0 = v[off + i], x1 = v[off + i + half];
             v[off + i] = x0 * c - x1 * s;
             v[off + i + half] = x1 * c + x0 * s;
@@ -249,7 +298,9 @@ class HfWeightsTest {
         return o;
     }
 
-    static double referenceLoss(boolean llama, Map<String, Tensor> m, Batch batch) {
+    /** The mean loss of a GPT-2 ({@code family} null) or a model of Llama's family. */
+    static double referenceLoss(Family family, Map<String, Tensor> m, Batch batch) {
+        boolean llama = family != null;
         double sum = 0;
         int n = 0;
         for (int b = 0; b < batch.size(); b++) {
@@ -262,9 +313,9 @@ class HfWeightsTest {
                             : get(m, "transformer.wte.weight")[id * D + e] + get(m, "transformer.wpe.weight")[t * D + e];
                 }
             }
-            for (int l = 0; l < L; l++) x = llama ? llamaBlock(m, l, x) : gpt2Block(m, l, x);
+            for (int l = 0; l < L; l++) x = llama ? llamaBlock(m, l, x, family) : gpt2Block(m, l, x);
             for (int t = 0; t < T; t++) {
-                double[] h = llama ? rmsNorm(x[t], get(m, "model.norm.weight"))
+                double[] h = llama ? rmsNorm(x[t], get(m, "model.norm.weight"), family.eps())
                         : layerNorm(x[t], get(m, "transformer.ln_f.weight"), get(m, "transformer.ln_f.bias"));
                 double[] logits = linear(h, get(m, llama ? "lm_head.weight" : "transformer.wte.weight"), D, V);
                 double max = Double.NEGATIVE_INFINITY, z = 0;
@@ -306,24 +357,30 @@ class HfWeightsTest {
         return y;
     }
 
-    static double[][] llamaBlock(Map<String, Tensor> m, int l, double[][] x) {
+    /** One block of Llama's family as Hugging Face's modeling code computes it (Qwen3: q_norm, k_norm on each head before RoPE). */
+    static double[][] llamaBlock(Map<String, Tensor> m, int l, double[][] x, Family f) {
         String p = "model.layers." + l + ".";
+        int hd = f.hd();
         double[][] q = new double[T][], k = new double[T][], v = new double[T][];
         for (int t = 0; t < T; t++) {
-            double[] h = rmsNorm(x[t], get(m, p + "input_layernorm.weight"));
-            q[t] = linear(h, get(m, p + "self_attn.q_proj.weight"), D, H * HD);
-            k[t] = linear(h, get(m, p + "self_attn.k_proj.weight"), D, HKV * HD);
-            v[t] = linear(h, get(m, p + "self_attn.v_proj.weight"), D, HKV * HD);
-            for (int hh = 0; hh < H; hh++) rotateHalf(q[t], hh * HD, HD, t);
-            for (int hh = 0; hh < HKV; hh++) rotateHalf(k[t], hh * HD, HD, t);
+            double[] h = rmsNorm(x[t], get(m, p + "input_layernorm.weight"), f.eps());
+            q[t] = linear(h, get(m, p + "self_attn.q_proj.weight"), D, H * hd);
+            k[t] = linear(h, get(m, p + "self_attn.k_proj.weight"), D, HKV * hd);
+            v[t] = linear(h, get(m, p + "self_attn.v_proj.weight"), D, HKV * hd);
+            if (f.qkNorm()) {
+                rmsNormPerHead(q[t], H, hd, get(m, p + "self_attn.q_norm.weight"), f.eps());
+                rmsNormPerHead(k[t], HKV, hd, get(m, p + "self_attn.k_norm.weight"), f.eps());
+            }
+            for (int hh = 0; hh < H; hh++) rotateHalf(q[t], hh * hd, hd, t, f.invFreq());
+            for (int hh = 0; hh < HKV; hh++) rotateHalf(k[t], hh * hd, hd, t, f.invFreq());
         }
-        double[][] o = attention(q, k, v, H, HKV, HD);
+        double[][] o = attention(q, k, v, H, HKV, hd);
         double[][] y = new double[T][];
         for (int t = 0; t < T; t++) {
-            double[] a = linear(o[t], get(m, p + "self_attn.o_proj.weight"), H * HD, D);
+            double[] a = linear(o[t], get(m, p + "self_attn.o_proj.weight"), H * hd, D);
             double[] r = new double[D];
             for (int e = 0; e < D; e++) r[e] = x[t][e] + a[e];
-            double[] h = rmsNorm(r, get(m, p + "post_attention_layernorm.weight"));
+            double[] h = rmsNorm(r, get(m, p + "post_attention_layernorm.weight"), f.eps());
             double[] g = linear(h, get(m, p + "mlp.gate_proj.weight"), D, FF), u = linear(h, get(m, p + "mlp.up_proj.weight"), D, FF);
             for (int i = 0; i < FF; i++) g[i] = g[i] / (1 + Math.exp(-g[i])) * u[i];
             double[] mo = linear(g, get(m, p + "mlp.down_proj.weight"), FF, D);
@@ -373,19 +430,20 @@ class HfWeightsTest {
         }
     }
 
-    void checkModel(boolean llama, String dtype) throws IOException {
-        Map<String, Tensor> hf = llama ? llama(new Random(7), dtype) : gpt2(new Random(5), dtype);
-        Path model = writeModel(llama, hf, dtype);
+    /** GPT-2 ({@code family} null) or a model of Llama's family, written in {@code dtype}: the fp64 reference loss, export, import. */
+    void checkModel(String name, Family family, String dtype) throws IOException {
+        Map<String, Tensor> hf = family != null ? llama(new Random(7), dtype, family) : gpt2(new Random(5), dtype);
+        Path model = writeModel(name, family, hf, dtype);
         ModelSpec spec = HfModel.config(model).spec();            // the shape from config.json
-        assertEquals(llama ? FF : 4 * D, spec.intermediateDim());
+        assertEquals(family != null ? FF : 4 * D, spec.intermediateDim());
         Batch batch = batch(11);
-        double expected = referenceLoss(llama, hf, batch);
+        double expected = referenceLoss(family, hf, batch);
         try (MeshDevice mesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults())) {
-            Path ckpt = dir.resolve((llama ? "llama" : "gpt2") + "-ckpt");
+            Path ckpt = dir.resolve(name + "-ckpt");
             double got = loss(mesh, spec, model, batch, ckpt);
             assertTrue(Math.abs(got - expected) / expected < 1e-5, got + " vs the fp64 reference " + expected);
 
-            Path out = dir.resolve((llama ? "llama" : "gpt2") + "-export");
+            Path out = dir.resolve(name + "-export");
             HfExport.export(ckpt, spec, out);
             try (SafeTensors.Reader r = new SafeTensors.Reader(out.resolve("model.safetensors"))) {
                 assertEquals(hf.keySet(), r.tensors().keySet());
@@ -399,18 +457,71 @@ class HfWeightsTest {
                     }
                 }
             }
+            assertEquals(spec, HfModel.config(out).spec(), "the exported config.json describes the same model");
             assertEquals(got, loss(mesh, spec, out, batch, null), 0.0, "export -> import gives the same loss");
         }
     }
 
     @Test
     void gpt2InHuggingFacesLayoutLoadsToTheFp64ReferenceLossAndRoundTrips() throws IOException {
-        checkModel(false, "F32");
+        checkModel("gpt2", null, "F32");
     }
 
     @Test
     void llamaInBf16WithRotateHalfRopeLoadsToTheFp64ReferenceLossAndRoundTrips() throws IOException {
-        checkModel(true, "BF16");
+        checkModel("llama", LLAMA, "BF16");
+    }
+
+    @Test
+    void qwen3WithQkNormsAndItsOwnHeadDimLoadsToTheFp64ReferenceLossAndRoundTrips() throws IOException {
+        checkModel("qwen3", QWEN3, "BF16");
+    }
+
+    @Test
+    void llamaWithLlama31RopeScalingLoadsToTheFp64ReferenceLossOnHuggingFacesFrequencies() throws IOException {
+        checkModel("llama31", LLAMA31, "F32");
+    }
+
+    /**
+     * A Qwen3 and a scaled Llama from their Hugging Face files train one AdamW step (the reference trainer), are
+     * saved as a ttpipe checkpoint, exported, and imported again: every parameter comes back with the trained
+     * step's bits, and the exported config.json gives the same model.
+     */
+    @Test
+    void aTrainedStepOfQwen3AndScaledLlamaExportsAndReimportsBitForBit() throws IOException {
+        for (Family f : List.of(QWEN3, LLAMA31)) {
+            String name = f.type() + (f.ropeScalingJson() != null ? "-scaled" : "") + "-trained";
+            Path model = writeModel(name, f, llama(new Random(3), "F32", f), "F32");
+            ModelSpec spec = HfModel.config(model).spec();
+            try (MeshDevice mesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults().withThreads(1));
+                 ReferenceTrainer trainer = new ReferenceTrainer(spec, mesh.asSubmesh(), Parallelism.NONE, 1,
+                         OptimizerSpec.adamw(1e-2, 0.1), LrSchedule.constant(1e-2), 1.0, 1)) {
+                StageState.load(model, spec, List.of(trainer.stage()));
+                Map<String, float[]> before = trainer.weights();
+                trainer.step(0, List.of(batch(5)));
+                Map<String, float[]> trained = trainer.weights();
+                assertTrue(!Arrays.equals(before.get("blocks.1.attn.wq.weight"), trained.get("blocks.1.attn.wq.weight")), name);
+                if (f.qkNorm()) {
+                    assertTrue(!Arrays.equals(before.get("blocks.0.attn.k_norm.gamma"), trained.get("blocks.0.attn.k_norm.gamma")),
+                            "the k norm's gain trains");
+                }
+
+                Path ckpt = Files.createDirectories(dir.resolve(name + "-ckpt"));
+                StageState.write(ckpt, List.of(StageState.snapshot(trainer.stage(), new Optimizer(OptimizerSpec.adamw(1e-2, 0.1)))));
+                Path out = dir.resolve(name + "-export");
+                HfExport.export(ckpt, spec, out);
+                assertEquals(spec, HfModel.config(out).spec(), name + ": the exported config.json describes the same model");
+                try (Stage again = new Stage(spec, new StageSlice(0, 0, 0, L, true, true), mesh.asSubmesh(), Parallelism.NONE, 99)) {
+                    StageState.load(out, spec, List.of(again));
+                    for (Param p : again.parameters()) {
+                        float[] want = trained.get(p.name()), got = p.value().toHost();
+                        for (int i = 0; i < want.length; i++) {
+                            assertEquals(Float.floatToRawIntBits(want[i]), Float.floatToRawIntBits(got[i]), name + ": " + p.name() + "[" + i + "]");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     @Test
@@ -453,6 +564,47 @@ class HfWeightsTest {
         ModelSpec unscaled = c.spec().withRopeScaling(null);
         assertTrue(HfModel.mismatch(HfModel.config(model), unscaled).startsWith("rope_scaling Llama3Scaling[factor=8.0"),
                 HfModel.mismatch(HfModel.config(model), unscaled));
+    }
+
+    @Test
+    void qwen3ConfigJsonGivesItsShapeAndWhatTtpipeCannotRunIsOneLineNamingTheKey() throws IOException {
+        Path model = Files.createDirectories(dir.resolve("qwen3-config"));
+        Path json = model.resolve("config.json");
+        String qwen3 = QWEN3.config();
+        Files.writeString(json, qwen3);
+        HfModel.Config c = HfModel.config(model);
+        assertEquals(ModelSpec.ModelType.QWEN3, c.type());
+        assertEquals(8, c.headDim(), "head_dim, not hidden_size / heads");
+        assertEquals(1e-6f, c.normEps());
+        assertTrue(c.spec().qkNorm() && !c.spec().weightTying() && c.spec().attentionDim() == 32, c.spec().toString());
+
+        Files.writeString(json, qwen3.replace("\"head_dim\":8,", ""));           // absent: hidden_size / heads
+        assertEquals(D / H, HfModel.config(model).headDim());
+        assertEquals("head_dim 4 vs 8", HfModel.mismatch(HfModel.config(model), c.spec()));
+        assertTrue(qwen3.contains("\"rms_norm_eps\":1.0E-6,"), qwen3);
+        Files.writeString(json, qwen3.replace("\"rms_norm_eps\":1.0E-6,", ""));   // absent: Qwen3Config's default
+        assertEquals(1e-6f, HfModel.config(model).normEps());
+
+        for (String[] bad : new String[][]{
+                {"\"attention_bias\":false", "\"attention_bias\":true", "attention_bias/mlp_bias true given: not supported (ttpipe's"
+                        + " QWEN3 has no biases), expected false"},
+                {"\"tie_word_embeddings\"", "\"use_sliding_window\":true,\"tie_word_embeddings\"", "use_sliding_window true given: not"
+                        + " supported (ttpipe's attention sees the whole context), expected false"},
+                {"\"tie_word_embeddings\"", "\"layer_types\":[\"full_attention\",\"sliding_attention\"],\"tie_word_embeddings\"",
+                        "layer_types 'sliding_attention' given: not supported (ttpipe's attention sees the whole context), expected"
+                                + " full_attention in every layer"},
+                {"\"rope_theta\"", "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0},\"rope_theta\"",
+                        "rope_scaling.rope_type 'yarn' given: not supported (ttpipe implements Llama 3.1's scaling only), expected"
+                                + " llama3, default or rope_scaling null"},
+                {"\"hidden_act\":\"silu\"", "\"hidden_act\":\"gelu\"", "hidden_act 'gelu' given: not supported (ttpipe's QWEN3 MLP"
+                        + " is SwiGLU with SiLU), expected silu"},
+                {"\"head_dim\":8", "\"head_dim\":7", "head_dim 7 given, expected an even size >= 2 (RoPE turns pairs)"},
+                {"\"model_type\":\"qwen3\"", "\"model_type\":\"qwen2\"", "model_type 'qwen2' given, expected gpt2, llama or qwen3"}}) {
+            assertTrue(qwen3.contains(bad[0]), bad[0]);
+            Files.writeString(json, qwen3.replace(bad[0], bad[1]));
+            CheckpointException e = assertThrows(CheckpointException.class, () -> HfModel.config(model), bad[1]);
+            assertEquals(json + ": " + bad[2], e.getMessage());
+        }
     }
 
     @Test

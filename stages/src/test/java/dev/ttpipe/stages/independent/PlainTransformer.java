@@ -4,7 +4,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
- * A whole GPT-2 or Llama language model in fp64, forward and hand-written backward, as plain loops
+ * A whole GPT-2, Llama or Qwen3 language model in fp64, forward and hand-written backward, as plain loops
  * over {@code double[]}. It shares no code with ttpipe (it imports nothing from it): it is written
  * from the math, so that the stages' gradients can be checked against something that was not
  * derived from them. The loss is the sum over the counted tokens of the cross-entropy.
@@ -20,17 +20,21 @@ import java.util.Map;
  *   {@code t * theta^(-2i/hd)}, or by {@code t * invFreq[i]} when the caller gives the frequencies
  *   (a scaled RoPE, computed by the caller from its own formula); grouped-query attention (query head h reads key/value head
  *   {@code h / (H / Hkv)}); SwiGLU MLP {@code W2 (silu(W1 h) * W3 h)}.</li>
+ *   <li>Qwen3: a Llama whose q and k, each head's hd values apart, go through an RMSNorm with gains
+ *   {@code l.qn.g} and {@code l.kn.g} [hd] after the projection and before the rotary positions; its head
+ *   size hd may differ from D / H (q is then H x hd wide, the output projection [D, H x hd]).</li>
  *   <li>Attention: causal softmax of {@code q . k / sqrt(hd)}; linear weights are [out, in].</li>
  * </ul>
  * Weight names: {@code tok_emb [V, D]}, {@code pos_emb [S, D]} (GPT-2), and per layer {@code l}:
  * {@code l.ln1.g}, {@code l.ln1.b}, {@code l.q.w}, {@code l.q.b}, {@code l.k.w}, {@code l.v.w},
  * {@code l.v.b}, {@code l.o.w}, {@code l.o.b}, {@code l.ln2.g}, {@code l.ln2.b}, {@code l.fc1.w},
- * {@code l.fc1.b}, {@code l.fc2.w}, {@code l.fc2.b}, {@code l.up.w} (Llama; fc1 is the gate), then
+ * {@code l.fc1.b}, {@code l.fc2.w}, {@code l.fc2.b}, {@code l.up.w} (Llama; fc1 is the gate), {@code l.qn.g},
+ * {@code l.kn.g} (Qwen3), then
  * {@code lnf.g}, {@code lnf.b}, {@code lm.w [V, D]}. Llama has no {@code .b} entries.
  */
 public final class PlainTransformer {
-    private final boolean llama;
-    private final int vocab, dim, heads, kvHeads, hidden, layers;
+    private final boolean llama, qkNorm;
+    private final int vocab, dim, heads, kvHeads, headDim, hidden, layers;
     private final double eps, theta;
     private final double[] invFreq;
     private final Map<String, double[]> w;
@@ -47,12 +51,20 @@ public final class PlainTransformer {
     /** A Llama whose rotary positions turn pair i by {@code t * invFreq[i]} ({@code invFreq} null: {@code theta^(-2i/hd)}). */
     public PlainTransformer(boolean llama, int vocab, int dim, int heads, int kvHeads, int hidden, int layers,
                             double eps, double theta, double[] invFreq, Map<String, double[]> weights) {
+        this(llama, false, vocab, dim, heads, kvHeads, dim / heads, hidden, layers, eps, theta, invFreq, weights);
+    }
+
+    /** {@code qkNorm}: a Qwen3 (a Llama with per-head q/k RMSNorms); {@code headDim}: the head size hd. */
+    public PlainTransformer(boolean llama, boolean qkNorm, int vocab, int dim, int heads, int kvHeads, int headDim, int hidden,
+                            int layers, double eps, double theta, double[] invFreq, Map<String, double[]> weights) {
         this.invFreq = invFreq == null ? null : invFreq.clone();
         this.llama = llama;
+        this.qkNorm = qkNorm;
         this.vocab = vocab;
         this.dim = dim;
         this.heads = heads;
         this.kvHeads = kvHeads;
+        this.headDim = headDim;
         this.hidden = hidden;
         this.layers = layers;
         this.eps = eps;
@@ -81,7 +93,7 @@ public final class PlainTransformer {
 
     /** What a layer's forward keeps for its backward. */
     private static final class LayerCache {
-        double[] x, h1, q, k, v, p, o, x1, h2, u1, u3, g;
+        double[] x, h1, qRaw, kRaw, q, k, v, p, o, x1, h2, u1, u3, g;
     }
 
     /** Loss and gradients for a batch of {@code batch} sequences of {@code seq} tokens; targets equal to {@code ignore} do not count. */
@@ -101,10 +113,16 @@ public final class PlainTransformer {
         for (int l = 0; l < layers; l++) {
             LayerCache c = cache[l] = new LayerCache();
             c.x = x;
-            c.h1 = norm(x, n, "" + l + ".ln1");
+            c.h1 = norm(x, n, dim, "" + l + ".ln1");
             c.q = linear(c.h1, n, dim, heads * hd(), l + ".q");
             c.k = linear(c.h1, n, dim, kvHeads * hd(), l + ".k");
             c.v = linear(c.h1, n, dim, kvHeads * hd(), l + ".v");
+            if (qkNorm) {                                // each head's hd values: rows of [n * heads, hd]
+                c.qRaw = c.q;
+                c.kRaw = c.k;
+                c.q = norm(c.qRaw, n * heads, hd(), l + ".qn");
+                c.k = norm(c.kRaw, n * kvHeads, hd(), l + ".kn");
+            }
             if (llama) {
                 rotate(c.q, n, seq, heads, false);
                 rotate(c.k, n, seq, kvHeads, false);
@@ -114,7 +132,7 @@ public final class PlainTransformer {
             attend(c, batch, seq);
             double[] a = linear(c.o, n, heads * hd(), dim, l + ".o");
             c.x1 = add(x, a);
-            c.h2 = norm(c.x1, n, l + ".ln2");
+            c.h2 = norm(c.x1, n, dim, l + ".ln2");
             c.u1 = linear(c.h2, n, dim, hidden, l + ".fc1");
             c.g = new double[n * hidden];
             if (llama) {
@@ -125,7 +143,7 @@ public final class PlainTransformer {
             }
             x = add(c.x1, linear(c.g, n, hidden, dim, l + ".fc2"));
         }
-        double[] hf = norm(x, n, "lnf");
+        double[] hf = norm(x, n, dim, "lnf");
         double[] logits = linear(hf, n, dim, vocab, "lm");
         double loss = 0;
         double[] dLogits = new double[n * vocab];
@@ -142,7 +160,7 @@ public final class PlainTransformer {
 
         // ---- backward ----
         double[] dHf = linearBack(dLogits, hf, n, dim, vocab, "lm", gr);
-        double[] dx = normBack(dHf, x, n, "lnf", gr);
+        double[] dx = normBack(dHf, x, n, dim, "lnf", gr);
         for (int l = layers - 1; l >= 0; l--) {
             LayerCache c = cache[l];
             // out = x1 + fc2(g)
@@ -160,7 +178,7 @@ public final class PlainTransformer {
             }
             double[] dH2 = linearBack(dU1, c.h2, n, dim, hidden, l + ".fc1", gr);
             if (llama) addInto(dH2, linearBack(dU3, c.h2, n, dim, hidden, l + ".up", gr));
-            double[] dX1 = add(dx, normBack(dH2, c.x1, n, l + ".ln2", gr));
+            double[] dX1 = add(dx, normBack(dH2, c.x1, n, dim, l + ".ln2", gr));
             // x1 = x + o(attention(h1))
             double[] dO = linearBack(dX1, c.o, n, heads * hd(), dim, l + ".o", gr);
             double[] dQ = new double[c.q.length], dK = new double[c.k.length], dV = new double[c.v.length];
@@ -169,10 +187,14 @@ public final class PlainTransformer {
                 rotate(dQ, n, seq, heads, true);
                 rotate(dK, n, seq, kvHeads, true);
             }
+            if (qkNorm) {
+                dQ = normBack(dQ, c.qRaw, n * heads, hd(), l + ".qn", gr);
+                dK = normBack(dK, c.kRaw, n * kvHeads, hd(), l + ".kn", gr);
+            }
             double[] dH1 = linearBack(dQ, c.h1, n, dim, heads * hd(), l + ".q", gr);
             addInto(dH1, linearBack(dK, c.h1, n, dim, kvHeads * hd(), l + ".k", gr));
             addInto(dH1, linearBack(dV, c.h1, n, dim, kvHeads * hd(), l + ".v", gr));
-            dx = add(dX1, normBack(dH1, c.x, n, l + ".ln1", gr));
+            dx = add(dX1, normBack(dH1, c.x, n, dim, l + ".ln1", gr));
         }
         for (int r = 0; r < n; r++) {
             for (int j = 0; j < dim; j++) {
@@ -184,7 +206,7 @@ public final class PlainTransformer {
     }
 
     private int hd() {
-        return dim / heads;
+        return headDim;
     }
 
     // ---- attention: per sequence b, query head h, query i, key j <= i ----
@@ -278,58 +300,58 @@ public final class PlainTransformer {
         }
     }
 
-    // ---- norms: LayerNorm (GPT-2) or RMSNorm (Llama) over rows of dim ----
+    // ---- norms: LayerNorm (GPT-2) or RMSNorm (Llama) over rows of width (dim, or hd for Qwen3's q/k norms) ----
 
-    private double[] norm(double[] x, int n, String name) {
+    private double[] norm(double[] x, int n, int width, String name) {
         double[] y = new double[x.length];
         for (int r = 0; r < n; r++) {
-            double[] xhat = normalized(x, r);
-            for (int j = 0; j < dim; j++) {
-                y[r * dim + j] = xhat[j] * w.get(name + ".g")[j] + (llama ? 0 : w.get(name + ".b")[j]);
+            double[] xhat = normalized(x, r, width);
+            for (int j = 0; j < width; j++) {
+                y[r * width + j] = xhat[j] * w.get(name + ".g")[j] + (llama ? 0 : w.get(name + ".b")[j]);
             }
         }
         return y;
     }
 
     /** Row r of x normalised: (x - mean) / sqrt(var + eps), or x / sqrt(mean(x^2) + eps). */
-    private double[] normalized(double[] x, int r) {
+    private double[] normalized(double[] x, int r, int width) {
         double mean = 0, sq = 0;
         if (!llama) {
-            for (int j = 0; j < dim; j++) mean += x[r * dim + j] / dim;
+            for (int j = 0; j < width; j++) mean += x[r * width + j] / width;
         }
-        for (int j = 0; j < dim; j++) sq += (x[r * dim + j] - mean) * (x[r * dim + j] - mean) / dim;
+        for (int j = 0; j < width; j++) sq += (x[r * width + j] - mean) * (x[r * width + j] - mean) / width;
         double inv = 1 / Math.sqrt(sq + eps);
-        double[] out = new double[dim];
-        for (int j = 0; j < dim; j++) out[j] = (x[r * dim + j] - mean) * inv;
+        double[] out = new double[width];
+        for (int j = 0; j < width; j++) out[j] = (x[r * width + j] - mean) * inv;
         return out;
     }
 
     /**
      * Through the full Jacobian of the normalisation: d xhat_k / d x_j = inv (delta_kj - [LN] 1/D)
-     * - xhat_k xhat_j inv / D (the same expression for RMSNorm, without the mean term).
+     * - xhat_k xhat_j inv / D (the same expression for RMSNorm, without the mean term), D the width.
      */
-    private double[] normBack(double[] dy, double[] x, int n, String name, Map<String, double[]> gr) {
+    private double[] normBack(double[] dy, double[] x, int n, int width, String name, Map<String, double[]> gr) {
         double[] dx = new double[x.length];
         double[] g = w.get(name + ".g");
         for (int r = 0; r < n; r++) {
-            double[] xhat = normalized(x, r);
+            double[] xhat = normalized(x, r, width);
             double mean = 0, sq = 0;
             if (!llama) {
-                for (int j = 0; j < dim; j++) mean += x[r * dim + j] / dim;
+                for (int j = 0; j < width; j++) mean += x[r * width + j] / width;
             }
-            for (int j = 0; j < dim; j++) sq += (x[r * dim + j] - mean) * (x[r * dim + j] - mean) / dim;
+            for (int j = 0; j < width; j++) sq += (x[r * width + j] - mean) * (x[r * width + j] - mean) / width;
             double inv = 1 / Math.sqrt(sq + eps);
-            for (int k = 0; k < dim; k++) {
-                gr.get(name + ".g")[k] += dy[r * dim + k] * xhat[k];
-                if (!llama) gr.get(name + ".b")[k] += dy[r * dim + k];
+            for (int k = 0; k < width; k++) {
+                gr.get(name + ".g")[k] += dy[r * width + k] * xhat[k];
+                if (!llama) gr.get(name + ".b")[k] += dy[r * width + k];
             }
-            for (int j = 0; j < dim; j++) {
+            for (int j = 0; j < width; j++) {
                 double s = 0;
-                for (int k = 0; k < dim; k++) {
-                    double jac = inv * ((k == j ? 1 : 0) - (llama ? 0 : 1.0 / dim)) - xhat[k] * xhat[j] * inv / dim;
-                    s += dy[r * dim + k] * g[k] * jac;
+                for (int k = 0; k < width; k++) {
+                    double jac = inv * ((k == j ? 1 : 0) - (llama ? 0 : 1.0 / width)) - xhat[k] * xhat[j] * inv / width;
+                    s += dy[r * width + k] * g[k] * jac;
                 }
-                dx[r * dim + j] = s;
+                dx[r * width + j] = s;
             }
         }
         return dx;
