@@ -1,8 +1,9 @@
 package dev.ttpipe.actors.cli;
 
-import dev.ttpipe.actors.UserInputException;
+import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.multihost.Launcher;
+import dev.ttpipe.actors.multihost.RankEnvironment;
 import dev.ttpipe.actors.multihost.Worker;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.telemetry.MetricsServer;
@@ -22,25 +23,30 @@ import java.util.Locale;
 import java.util.concurrent.Callable;
 
 /**
- * {@code ttpipe worker --rank R CONFIG}: one host's process of a multi-host job (as TTML runs one
- * process per host). It owns rank R's stages and submesh, joins the Pekko Cluster seeded by rank 0,
- * and moves tensors to and from the other ranks over Aeron UDP. Rank 0 also runs the Coordinator
- * and the training loop, and writes the run directory.
+ * {@code ttpipe worker CONFIG}: one host's process of a multi-host job (as TTML runs one process per
+ * host). It owns rank R's stages and submesh, joins the Pekko Cluster seeded by rank 0, and moves
+ * tensors to and from the other ranks over Aeron UDP. Rank 0 also runs the Coordinator and the training
+ * loop, and writes the run directory. The rank (and, where the launcher names them, the hosts) come from
+ * the launcher's environment ({@link RankEnvironment}: SLURM, torchrun, Open MPI, PMIx, Kubernetes) or
+ * from {@code --rank}.
  */
 @Command(name = "worker",
         mixinStandardHelpOptions = true,
         description = {"Run one rank of a multi-process job (one process per host, like tt-run).",
-                "Every host runs the same CONFIG with its own --rank; rank 0 is the cluster seed, runs the Coordinator",
-                "and prints progress. Hosts and ports come from the config's rank_bindings (default: 127.0.0.1,",
-                "control port 25520 + rank, data port 40456 + 2 x rank)."},
+                "Every host runs the same CONFIG; rank 0 is the cluster seed, runs the Coordinator and prints progress.",
+                "The rank comes from --rank or from the launcher that started the worker: SLURM (SLURM_PROCID), torchrun",
+                "(RANK), Open MPI (OMPI_COMM_WORLD_RANK), PMIx (PMIX_RANK) or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX).",
+                "Hosts come from the config's rank_bindings, else from SLURM's node list or the Kubernetes pods' DNS names",
+                "(TTPIPE_K8S_SERVICE), else 127.0.0.1; ports: control 25520 + the rank's index on its host, data 40456 + 2 x it."},
         footer = {"", "Examples:",
                 "  host-a$ ttpipe worker --rank 0 configs/multihost-pp2.yaml",
                 "  host-b$ ttpipe worker --rank 1 configs/multihost-pp2.yaml",
-                "  srun -N2 bash -c 'ttpipe worker --rank $SLURM_PROCID configs/multihost-pp2.yaml'",
-                "  mpirun -np 2 bash -c 'ttpipe worker --rank $OMPI_COMM_WORLD_RANK configs/multihost-pp2.yaml'"})
+                "  srun -N2 --ntasks-per-node=1 ttpipe worker configs/multihost-pp2.yaml",
+                "  mpirun -np 2 --map-by node ttpipe worker my-pp2.yaml      (rank_bindings give the hosts)"})
 public final class WorkerCommand implements Callable<Integer> {
-    @Option(names = "--rank", required = true, paramLabel = "R", description = "This process's pipeline rank (0..P-1).")
-    int rank;
+    @Option(names = "--rank", paramLabel = "R", description = {"This process's pipeline rank (0..P-1); default: the launcher's",
+            "(SLURM_PROCID, RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK, JOB_COMPLETION_INDEX)."})
+    Integer rank;
 
     @Parameters(index = "0", paramLabel = "CONFIG", description = "The job's config YAML (the same file on every host).")
     Path config;
@@ -65,10 +71,9 @@ public final class WorkerCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         TtpipeConfig cfg = job.resolve(config, null);
-        int ranks = cfg.pipeline().ranks();
-        if (rank < 0 || rank >= ranks) {
-            throw new UserInputException("--rank: " + rank + " given, expected 0.." + (ranks - 1) + " (the job has " + ranks + " ranks)");
-        }
+        RankEnvironment launcher = RankEnvironment.resolve(System.getenv(), rank, cfg.pipeline().ranks(), config.toString());
+        int rank = launcher.rank();
+        Deployment deployment = Deployment.of(cfg, launcher.placement());
         TrainingJob training = TrainingJob.fromConfig(cfg);
         // Rank 0 recovers failed steps in place: `ttpipe launch` restarts a dead worker (and says how often);
         // by hand, whatever restarts a worker (SLURM's requeue, Kubernetes) does, and rank 0 waits for it.
@@ -78,8 +83,10 @@ public final class WorkerCommand implements Callable<Integer> {
         if (resume != null && rank == 0) {
             training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
         }
-        Worker worker = new Worker(training, rank);
+        Worker worker = new Worker(training, rank, deployment);
+        System.out.println(launcher.describe());
         System.out.println(worker.describe());
+        training.launcher(launcher.engine(), launcher.variables());
         PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout));
         if (rank != 0) {
             String failure;

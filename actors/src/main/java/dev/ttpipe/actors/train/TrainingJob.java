@@ -37,8 +37,10 @@ import java.time.LocalDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Random;
 
 /**
@@ -241,6 +243,7 @@ public final class TrainingJob {
             this.runDir = runDir;
             this.out = out;
             this.record = runDir == null ? null : new RunRecord(runDir, invocation, cfg.origins.flags(), cfg.training.dataPath);
+            if (record != null && launcherEngine != null) record.launcher(launcherEngine, launcherVariables);
             Arrays.fill(losses, Double.NaN);          // steps before a resumed run's first stay NaN
         }
 
@@ -309,6 +312,14 @@ public final class TrainingJob {
     }
 
     private List<String> invocation = List.of("(Java API)");
+    private String launcherEngine;
+    private Map<String, String> launcherVariables = Map.of();
+
+    /** For run.json: the launcher that started this job's workers and the variables it was read from. */
+    public void launcher(String engine, Map<String, String> variables) {
+        this.launcherEngine = engine;
+        this.launcherVariables = new LinkedHashMap<>(variables);
+    }
     private int logEvery;
 
     /** When the output is not a terminal: a progress line every this many steps (0: about every 10 s). */
