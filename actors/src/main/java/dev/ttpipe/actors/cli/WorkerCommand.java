@@ -42,7 +42,11 @@ import java.util.concurrent.Callable;
                 "  host-a$ ttpipe worker --rank 0 configs/multihost-pp2.yaml",
                 "  host-b$ ttpipe worker --rank 1 configs/multihost-pp2.yaml",
                 "  srun -N2 --ntasks-per-node=1 ttpipe worker configs/multihost-pp2.yaml",
-                "  mpirun -np 2 --map-by node ttpipe worker my-pp2.yaml      (rank_bindings give the hosts)"})
+                "  mpirun -np 2 --map-by node ttpipe worker my-pp2.yaml      (rank_bindings give the hosts)",
+                "  sbatch examples/slurm/multihost-pp2.sbatch",
+                "  kubectl apply -f examples/kubernetes/multihost-pp2.yaml   (an Indexed Job and a headless Service)",
+                "",
+                "See docs/clusters.md for the variables each launcher sets and how hosts and ports are derived."})
 public final class WorkerCommand implements Callable<Integer> {
     @Option(names = "--rank", paramLabel = "R", description = {"This process's pipeline rank (0..P-1); default: the launcher's",
             "(SLURM_PROCID, RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK, JOB_COMPLETION_INDEX)."})
