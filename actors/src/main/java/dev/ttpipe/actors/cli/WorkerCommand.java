@@ -9,6 +9,9 @@ import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.TrainingJob;
+import dev.ttpipe.actors.runtime.HostGuardian;
+import dev.ttpipe.actors.train.Preemption;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
@@ -18,9 +21,12 @@ import java.io.IOException;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
 
 /**
  * {@code ttpipe worker CONFIG}: one host's process of a multi-host job (as TTML runs one process per
@@ -66,11 +72,15 @@ public final class WorkerCommand implements Callable<Integer> {
     Path runDir;
 
     @Option(names = "--resume", paramLabel = "PATH", description = {"Rank 0: continue from a checkpoint (a checkpoint directory,",
-            "a run directory or 'latest'); every rank loads its part of it, whatever split wrote it. Other ranks ignore it."})
+            "a run directory, 'latest', or 'auto': the newest of --run-dir's own checkpoints, or the beginning when it has",
+            "none); every rank loads its part of it, whatever split wrote it. Other ranks ignore it."})
     String resume;
 
     @Option(names = "--allow-config-change", description = "Rank 0: resume although the config differs from the checkpoint's.")
     boolean allowConfigChange;
+
+    @CommandLine.Spec
+    CommandLine.Model.CommandSpec spec;
 
     @Override
     public Integer call() throws Exception {
@@ -84,50 +94,87 @@ public final class WorkerCommand implements Callable<Integer> {
         String launched = System.getenv(Launcher.MAX_RESTARTS_ENV);
         int restarts = launched != null ? Integer.parseInt(launched) : Math.max(0, cfg.training.maxRestarts);
         if (rank == 0 && restarts > 0) training.recoverInPlace(restarts);
-        if (resume != null && rank == 0) {
+        boolean work = true;
+        if (rank == 0 && TrainCommand.AUTO.equals(resume)) {
+            work = training.resumeAuto(TrainCommand.requireRunDir(runDir), allowConfigChange, System.out);
+        } else if (rank == 0 && resume != null) {
             training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
         }
         Worker worker = new Worker(training, rank, deployment);
         System.out.println(launcher.describe());
         System.out.println(worker.describe());
         training.launcher(launcher.engine(), launcher.variables());
-        PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout));
-        if (rank != 0) {
-            String failure;
-            MetricsServer telemetry = null;
-            if (cfg.telemetry.port > 0) {
-                // this worker's own rank, on telemetry.port + rank (rank 0 serves the whole job on telemetry.port)
-                try {
-                    telemetry = MetricsServer.start(runtime, cfg.telemetry.bindHost,
-                            cfg.telemetry.port + rank, List.of(rank));
-                } catch (IOException e) {
-                    System.out.println("telemetry: no endpoint for rank " + rank + " (" + e.getMessage() + ")");
-                }
+        List<String> commandLine = new ArrayList<>(List.of("ttpipe"));
+        commandLine.addAll(spec.commandLine().getParseResult().originalArgs());
+        training.invocation(commandLine);
+        // SIGTERM or Ctrl-C on any worker: rank 0 finishes the step and saves; every worker exits 143 or 130. Under
+        // `ttpipe launch`, which passes its own signal on to every worker, a second signal is the same request again.
+        try (Preemption preemption = Preemption.onSignals(System.err, !RankEnvironment.LAUNCH.equals(launcher.engine()))) {
+            // rank 0 hears a worker's signal; a worker hears that rank 0 ended the job for one
+            AtomicReference<HostGuardian.Preempt> endedFor = new AtomicReference<>();
+            Consumer<HostGuardian.Preempt> heard = rank == 0
+                    ? p -> preemption.request(new Preemption.Request(p.signal(), p.exitCode(), "on rank " + p.rank()))
+                    : endedFor::set;
+            PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout), heard);
+            if (rank != 0) {
+                preemption.onRequest(r -> runtime.relayPreemption(r.signal(), r.exitCode(), rank));
+                return serve(cfg, runtime, rank, endedFor);
             }
-            try (runtime) {
-                System.out.println("rank " + rank + " joined " + String.format(Locale.ROOT, "%.1f s after its process started",
-                        ManagementFactory.getRuntimeMXBean().getUptime() / 1e3) + "; serving until rank 0 ends the job"
-                        + (telemetry == null ? "" : "; telemetry " + telemetry.url() + "/metrics"));
-                failure = runtime.awaitEnd();
-            } finally {
-                if (telemetry != null) telemetry.close();
-            }
-            if (failure != null) {
-                System.err.println("ttpipe: rank " + rank + ": the job ended: " + failure);
-                return Main.EXIT_FAILURE;
-            }
-            System.out.println("rank " + rank + ": job done");
-            return Main.EXIT_OK;
+            training.preemption(preemption);
+            return lead(cfg, training, runtime, work);
         }
+    }
+
+    /** Rank 0: the training loop, then the end of the job for every worker. */
+    private int lead(TtpipeConfig cfg, TrainingJob training, PipelineRuntime runtime, boolean work) throws IOException {
         String failure = null;
         try {
-            training.run(runtime, TrainingJob.newRunDir(cfg, runDir), System.out);
-            return Main.EXIT_OK;
+            if (!work) return Main.EXIT_OK;                                 // --resume auto: the run is finished
+            TrainingJob.Result result = training.run(runtime, TrainingJob.newRunDir(cfg, runDir), System.out);
+            Preemption.Request stopped = result.stoppedBy();
+            if (stopped == null) return Main.EXIT_OK;
+            runtime.endPreempted(new HostGuardian.Preempt(stopped.where().isEmpty() ? stopped.signal() + " on rank 0"
+                    : stopped.describe(), stopped.exitCode(), 0));
+            return stopped.exitCode();
         } catch (RuntimeException e) {
             failure = e.getMessage();
             throw e;
         } finally {
             runtime.close(failure);
         }
+    }
+
+    /** A worker other than rank 0: serves its stages until rank 0 ends the job. */
+    private int serve(TtpipeConfig cfg, PipelineRuntime runtime, int rank, AtomicReference<HostGuardian.Preempt> endedFor)
+            throws InterruptedException {
+        String failure;
+        MetricsServer telemetry = null;
+        if (cfg.telemetry.port > 0) {
+            // this worker's own rank, on telemetry.port + rank (rank 0 serves the whole job on telemetry.port)
+            try {
+                telemetry = MetricsServer.start(runtime, cfg.telemetry.bindHost, cfg.telemetry.port + rank, List.of(rank));
+            } catch (IOException e) {
+                System.out.println("telemetry: no endpoint for rank " + rank + " (" + e.getMessage() + ")");
+            }
+        }
+        try (runtime) {
+            System.out.println("rank " + rank + " joined " + String.format(Locale.ROOT, "%.1f s after its process started",
+                    ManagementFactory.getRuntimeMXBean().getUptime() / 1e3) + "; serving until rank 0 ends the job"
+                    + (telemetry == null ? "" : "; telemetry " + telemetry.url() + "/metrics"));
+            failure = runtime.awaitEnd();
+        } finally {
+            if (telemetry != null) telemetry.close();
+        }
+        if (failure != null) {
+            System.err.println("ttpipe: rank " + rank + ": the job ended: " + failure);
+            return Main.EXIT_FAILURE;
+        }
+        HostGuardian.Preempt stopped = endedFor.get();
+        if (stopped != null) {
+            System.out.println("rank " + rank + ": the job stopped for " + stopped.signal() + "; rank 0 saved a checkpoint");
+            return stopped.exitCode();
+        }
+        System.out.println("rank " + rank + ": job done");
+        return Main.EXIT_OK;
     }
 }

@@ -4,6 +4,7 @@ import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.runtime.HostGuardian;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.TrainingJob;
@@ -15,6 +16,7 @@ import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Consumer;
 
 /**
  * One process of a multi-host job ({@code ttpipe worker --rank R}): rank R's submesh and stages, an
@@ -60,10 +62,15 @@ public final class Worker {
      * {@code joinTimeout} for every rank; the others for the seed.
      */
     public PipelineRuntime start(Duration joinTimeout) {
+        return start(joinTimeout, p -> { });
+    }
+
+    /** {@link #start(Duration)}, with {@code onPreempt} told of preemptions (see {@link PipelineRuntime#startWorker}). */
+    public PipelineRuntime start(Duration joinTimeout, Consumer<HostGuardian.Preempt> onPreempt) {
         awaitResolvable(deployment.rank(rank).host(), joinTimeout);
         AeronTransport transport = AeronTransport.start(aeronConfig(job.plan(), deployment, rank));
         try {
-            return PipelineRuntime.startWorker(job.plan(), deployment, rank, transport, joinTimeout);
+            return PipelineRuntime.startWorker(job.plan(), deployment, rank, transport, joinTimeout, onPreempt);
         } catch (RuntimeException e) {
             transport.close();
             throw e;

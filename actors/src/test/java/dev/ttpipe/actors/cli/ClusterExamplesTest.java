@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.ExitCodes;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
@@ -65,11 +66,21 @@ class ClusterExamplesTest {
         assertEquals(1, srun.size(), "one srun line: " + srun);
         int build = indexOf(lines, "./ttpipe --version"), run = lines.indexOf(srun.get(0));
         assertTrue(build >= 0 && build < run, "the jar is built once, before srun starts it on every node");
-        List<String> args = DocsTest.parseArgs(srun.get(0).substring(srun.get(0).indexOf("./ttpipe ")));
+        String command = srun.get(0).substring(srun.get(0).indexOf("./ttpipe ")).replaceFirst(" \\|\\| status=\\$\\?$", "");
+        List<String> args = DocsTest.parseArgs(command);
         WorkerCommand w = worker(args);
         assertNull(w.rank, "no --rank: the rank comes from SLURM_PROCID");
         assertEquals("\"$RUN_DIR\"", srun.get(0).replaceAll(".*--run-dir (\\S+).*", "$1"), "the run directory is the job's");
-        assertTrue(lines.stream().anyMatch(l -> l.startsWith("RUN_DIR=") && l.contains("${SLURM_JOB_ID}")), "one run directory per job");
+        assertTrue(lines.stream().anyMatch(l -> l.startsWith("RUN_DIR=") && l.contains("${SLURM_JOB_ID}")),
+                "one run directory per job, the same after a requeue (the job keeps its id)");
+        // preemption: every start resumes from the run directory's latest checkpoint, a 143 is requeued
+        assertEquals(TrainCommand.AUTO, w.resume, "--resume auto: one command line for the first start and every requeue");
+        assertTrue(sbatch.containsKey("requeue"), "#SBATCH --requeue");
+        assertTrue(sbatch.containsKey("signal") && sbatch.get("signal").startsWith("TERM@"), "SIGTERM before the time limit");
+        int check = indexOf(lines, "if [ \"$status\" -eq " + ExitCodes.SIGTERM + " ]; then");
+        int requeue = indexOf(lines, "scontrol requeue \"$SLURM_JOB_ID\"");
+        assertTrue(run < check && check < requeue && lines.subList(check, requeue).stream().noneMatch(l -> l.strip().equals("fi")),
+                "the job is requeued when the workers stopped for SIGTERM (" + ExitCodes.SIGTERM + ")");
 
         TtpipeConfig cfg = config(w);
         int ranks = cfg.pipeline().ranks();
@@ -122,6 +133,16 @@ class ClusterExamplesTest {
         assertEquals("./ttpipe", command.get(0));
         WorkerCommand w = worker(command.subList(1, command.size()));
         assertNull(w.rank, "no --rank: the rank comes from JOB_COMPLETION_INDEX");
+        assertEquals(TrainCommand.AUTO, w.resume, "--resume auto: a pod started again goes on from the checkpoint");
+        boolean ignores143 = false;
+        for (Object rule : list(map(spec.get("podFailurePolicy")).get("rules"))) {
+            Map<String, Object> r = map(rule);
+            if ("Ignore".equals(r.get("action")) && r.get("onExitCodes") != null) {
+                ignores143 |= list(map(r.get("onExitCodes")).get("values")).contains(ExitCodes.SIGTERM);
+            }
+        }
+        assertTrue(ignores143, "a pod that stopped for SIGTERM (exit " + ExitCodes.SIGTERM + ") is started again, not counted as failed");
+        assertTrue((Integer) pod.get("terminationGracePeriodSeconds") >= 30, "time to finish the step and save");
         Map<String, String> env = new HashMap<>();
         for (Object e : list(c.get("env"))) env.put((String) map(e).get("name"), String.valueOf(map(e).get("value")));
         assertEquals(serviceName, env.get(RankEnvironment.K8S_SERVICE_ENV));
