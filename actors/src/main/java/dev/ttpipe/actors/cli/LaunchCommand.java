@@ -1,10 +1,12 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.ExitCodes;
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.multihost.Launcher;
+import dev.ttpipe.actors.train.Preemption;
 import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -30,8 +32,11 @@ import java.util.concurrent.Callable;
         footer = {"", "Examples:",
                 "  ttpipe launch configs/multihost-pp2.yaml",
                 "  ttpipe launch configs/multihost-pp4.yaml --hosts 4 --max-steps 10",
+                "  ttpipe launch configs/multihost-pp2.yaml --run-dir runs/pp2 --resume auto",
                 "",
-                "Flags after CONFIG other than --hosts are passed to every worker (e.g. --max-steps, --schedule)."})
+                "Flags after CONFIG other than --hosts are passed to every worker (e.g. --max-steps, --schedule).",
+                "SIGTERM or Ctrl-C: passed on to the workers; rank 0 finishes the step and saves a checkpoint, and launch",
+                "exits with 143 (SIGTERM) or 130 (SIGINT) and prints the command that resumes."})
 public final class LaunchCommand implements Callable<Integer> {
     /** Restarts of a launched job when training_config.max_restarts is not given. */
     static final int DEFAULT_RESTARTS = 3;
@@ -69,8 +74,25 @@ public final class LaunchCommand implements Callable<Integer> {
             args.add("--run-dir");
             args.add(runDir.toString());
         }
-        return new Launcher(config, args, deployment, System.out, System.err).runWithRestarts(n, maxRestarts, runDir);
+        if (TrainCommand.AUTO.equals(check.resume)) TrainCommand.requireRunDir(check.runDir);
+        Launcher launcher = new Launcher(config, args, deployment, System.out, System.err);
+        int exit;
+        try (Preemption preemption = Preemption.onSignals(System.err)) {
+            preemption.onRequest(r -> launcher.signalAll());
+            exit = launcher.runWithRestarts(n, maxRestarts, runDir);
+            boolean preempted = exit == ExitCodes.SIGTERM || exit == ExitCodes.SIGINT;
+            if (preempted && preemption.requested() != null) exit = preemption.requested().exitCode();   // launch's own signal
+        }
+        if (exit == ExitCodes.SIGTERM || exit == ExitCodes.SIGINT) {
+            List<String> again = new ArrayList<>(List.of("ttpipe"));
+            again.addAll(spec.commandLine().getParseResult().originalArgs());
+            System.out.println("resume with: " + Preemption.resumeCommand(again, runDir));
+        }
+        return exit;
     }
+
+    @CommandLine.Spec
+    CommandLine.Model.CommandSpec spec;
 
     /** The worker flags the launcher itself reads from the ones it passes on. */
     static final class LaunchedWorkerOptions {
@@ -79,5 +101,8 @@ public final class LaunchCommand implements Callable<Integer> {
 
         @Option(names = "--run-dir")
         Path runDir;
+
+        @Option(names = "--resume")
+        String resume;
     }
 }

@@ -4,6 +4,7 @@ import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.Checkpoints;
+import dev.ttpipe.actors.train.Preemption;
 import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -29,9 +30,12 @@ import java.util.concurrent.Callable;
                 "  ttpipe train configs/sim-pp16.yaml",
                 "  ttpipe train configs/nanogpt-pp4-1f1b.yaml --resume runs/20261123-101500-nanogpt-pp4-1f1b",
                 "  ttpipe train configs/nanogpt-pp2.yaml --resume latest --allow-config-change --max-steps 80",
+                "  ttpipe train configs/nanogpt-pp2.yaml --run-dir runs/job-42 --resume auto      (first start and every requeue)",
                 "",
                 "Each run writes runs/<time>-<project>/ with config.yaml, vocab.txt, metrics.jsonl, trace.json and",
-                "checkpoints/ (every model_save_interval steps and at the last step)."})
+                "checkpoints/ (every model_save_interval steps and at the last step).",
+                "SIGTERM or Ctrl-C: the step running finishes, a checkpoint is saved there, run.json says preempted, the",
+                "command that resumes is printed, and the exit code is 143 (SIGTERM) or 130 (SIGINT); a second signal stops at once."})
 public final class TrainCommand implements Callable<Integer> {
     static final String DEFAULT_CONFIG = "/dev/ttpipe/actors/default-train.yaml";
 
@@ -48,7 +52,9 @@ public final class TrainCommand implements Callable<Integer> {
     Path runDir;
 
     @Option(names = "--resume", paramLabel = "PATH", description = {"Continue from a checkpoint: a checkpoint directory",
-            "(step-NNNNNN), a run directory or checkpoint root (its newest), or 'latest' (the newest run's)."})
+            "(step-NNNNNN), a run directory or checkpoint root (its newest), 'latest' (the newest run's), or 'auto':",
+            "the newest of --run-dir's own checkpoints, or the beginning when it has none (one command line for",
+            "the first start and every requeue)."})
     String resume;
 
     @Option(names = "--log-every", paramLabel = "N", description = {"When the output is not a terminal (a log), one progress",
@@ -72,7 +78,11 @@ public final class TrainCommand implements Callable<Integer> {
             cfg.training.projectName = stem.isEmpty() ? "train" : stem;
         }
         TrainingJob job = TrainingJob.fromConfig(cfg);
-        if (resume != null) job.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
+        if (AUTO.equals(resume)) {
+            if (!job.resumeAuto(requireRunDir(runDir), allowConfigChange, System.out)) return Main.EXIT_OK;
+        } else if (resume != null) {
+            job.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
+        }
         if (logEvery != null) {
             if (logEvery < 1) throw new UserInputException("--log-every: " + logEvery + " given, expected a positive integer");
             job.logEvery(logEvery);
@@ -81,11 +91,15 @@ public final class TrainCommand implements Callable<Integer> {
         commandLine.addAll(spec.commandLine().getParseResult().originalArgs());
         job.invocation(commandLine);
         Path dir = TrainingJob.newRunDir(cfg, runDir);
-        // Ctrl-C or SIGTERM (SLURM's): keep the timeline and the summary so far, and say where it stopped.
+        // SIGTERM (SLURM's, Kubernetes') or Ctrl-C: finish the step, save a checkpoint there, exit 143 or 130.
+        // A second one stops at once: this hook keeps the timeline and the summary so far, and says where it stopped.
         Thread onSignal = new Thread(job::interrupted, "ttpipe-interrupted");
         Runtime.getRuntime().addShutdownHook(onSignal);
-        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan(), main.faults())) {
-            job.run(runtime, dir, System.out);
+        TrainingJob.Result result;
+        try (Preemption preemption = Preemption.onSignals(System.err);
+             PipelineRuntime runtime = PipelineRuntime.start(job.plan(), main.faults())) {
+            job.preemption(preemption);
+            result = job.run(runtime, dir, System.out);
         } finally {
             try {
                 Runtime.getRuntime().removeShutdownHook(onSignal);
@@ -93,6 +107,18 @@ public final class TrainCommand implements Callable<Integer> {
                 // the hook is running: it writes what there is
             }
         }
-        return Main.EXIT_OK;
+        return result.stoppedBy() != null ? result.stoppedBy().exitCode() : Main.EXIT_OK;
+    }
+
+    /** {@code --resume auto}'s value. */
+    static final String AUTO = "auto";
+
+    /** --resume auto resumes in the run directory every start shares: it must be named. */
+    static Path requireRunDir(Path runDir) {
+        if (runDir == null) {
+            throw new UserInputException("--resume auto: no --run-dir given, expected --run-dir DIR (the run directory that the"
+                    + " first start and every requeue share)");
+        }
+        return runDir;
     }
 }

@@ -6,15 +6,24 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 
 /**
  * Where each rank of a multi-process job runs: host, Pekko Artery (control) port and Aeron UDP
- * (data) port, from tt-run style {@code rank_bindings} (defaults: 127.0.0.1, 25520 + rank,
- * 40456 + 2 x rank), plus each rank's environment (the job's {@code global_env} and
- * {@code mesh_graph_desc_path}, then the rank's {@code env_overrides} over them, as tt-run), and the
- * control plane's TLS (null: plain TCP). Rank 0 is the cluster's seed and runs the Coordinator.
+ * (data) port, from tt-run style {@code rank_bindings} and from the {@link Placement} of the launcher
+ * that started the workers (SLURM's node list, Kubernetes' pod names), plus each rank's environment
+ * (the job's {@code global_env} and {@code mesh_graph_desc_path}, then the rank's {@code env_overrides}
+ * over them, as tt-run), and the control plane's TLS (null: plain TCP). Rank 0 is the cluster's seed
+ * and runs the Coordinator.
+ *
+ * <p>A rank's host is its binding's, unless that is a loopback address and the launcher names the
+ * rank's host (a config written for one machine runs unchanged on an allocation); without either,
+ * {@code multihost_config.bind_host}. A rank without ports in its binding takes
+ * {@code multihost_config.control_port} (25520) + its index among the ranks on its host, and
+ * {@code data_port} (40456) + 2 x that index: on one machine 25520 + rank, on one rank per host the
+ * same two ports everywhere.
  */
 public record Deployment(List<Binding> bindings, ControlPlaneTls tls) {
 
@@ -25,19 +34,59 @@ public record Deployment(List<Binding> bindings, ControlPlaneTls tls) {
         }
     }
 
-    public static final int BASE_CONTROL_PORT = 25520;
-    public static final int BASE_DATA_PORT = 40456;
+    /**
+     * Where a launcher put the ranks: {@code hosts.get(r)} is rank r's host (in order; ranks past the
+     * list are on hosts it does not name); {@code complete}: every rank it does not name runs on this
+     * host (a one-node job), else those ranks need a host in rank_bindings. {@code source} names the
+     * variables it came from, for messages.
+     */
+    public record Placement(String source, List<String> hosts, boolean complete) {
+        /** No launcher: the config says where every rank runs. */
+        public static final Placement NONE = new Placement(null, List.of(), true);
+
+        public Placement {
+            hosts = List.copyOf(hosts);
+        }
+
+        String host(int rank) {
+            return rank < hosts.size() ? hosts.get(rank) : null;
+        }
+    }
 
     public static Deployment of(TtpipeConfig cfg) {
+        return of(cfg, Placement.NONE);
+    }
+
+    /** @throws ConfigException naming the ranks that have no host when {@code placement} is not complete and rank_bindings miss them */
+    public static Deployment of(TtpipeConfig cfg, Placement placement) {
         int ranks = cfg.pipeline().ranks();
         Map<Integer, TtpipeConfig.RankBinding> given = new TreeMap<>();
         for (TtpipeConfig.RankBinding b : cfg.rankBindings) given.put(b.rank, b);
+        List<String> hosts = new ArrayList<>();
+        List<Integer> unplaced = new ArrayList<>();
+        for (int r = 0; r < ranks; r++) {
+            TtpipeConfig.RankBinding b = given.get(r);
+            String launcher = placement.host(r);
+            if (launcher != null && (b == null || isLoopback(b.host))) hosts.add(launcher);
+            else if (b != null && b.host != null) hosts.add(b.host);
+            else if (launcher == null && !placement.complete()) unplaced.add(r);
+            else hosts.add(cfg.multihost.bindHost);
+        }
+        if (!unplaced.isEmpty()) {
+            throw new ConfigException(cfg.origins.where("rank_bindings") + ": no host for rank" + (unplaced.size() > 1 ? "s " : " ")
+                    + ranges(unplaced) + ": " + placement.source() + " names " + (placement.hosts().isEmpty() ? "no rank's host"
+                    : placement.hosts().size() == 1 ? "only rank 0's host" : "the hosts of ranks 0.." + (placement.hosts().size() - 1))
+                    + ", expected rank_bindings with the host of every rank (or a launcher that names every rank's host: SLURM,"
+                    + " Kubernetes)");
+        }
+        Map<String, Integer> onHost = new LinkedHashMap<>();
         List<Binding> out = new ArrayList<>();
         for (int r = 0; r < ranks; r++) {
             TtpipeConfig.RankBinding b = given.get(r);
-            String host = b != null && b.host != null ? b.host : cfg.multihost.bindHost;
-            int control = b != null && b.controlPort > 0 ? b.controlPort : BASE_CONTROL_PORT + r;
-            int data = b != null && b.dataPort > 0 ? b.dataPort : BASE_DATA_PORT + 2 * r;
+            String host = hosts.get(r);
+            int index = onHost.merge(host, 1, Integer::sum) - 1;
+            int control = b != null && b.controlPort > 0 ? b.controlPort : cfg.multihost.controlPort + index;
+            int data = b != null && b.dataPort > 0 ? b.dataPort : cfg.multihost.dataPort + 2 * index;
             Map<String, String> env = new LinkedHashMap<>(cfg.environment());
             if (b != null) env.putAll(b.envOverrides);
             out.add(new Binding(r, host, control, data, b == null ? 0 : b.meshId, b == null ? r : b.meshHostRank, Map.copyOf(env)));
@@ -45,6 +94,25 @@ public record Deployment(List<Binding> bindings, ControlPlaneTls tls) {
         Deployment d = new Deployment(List.copyOf(out), ControlPlaneTls.of(cfg));
         d.checkPortsDistinct(cfg);
         return d;
+    }
+
+    /** 127.x.x.x, ::1 or localhost: an address that means "this machine" on every machine. */
+    static boolean isLoopback(String host) {
+        if (host == null) return true;
+        String h = host.strip().toLowerCase(Locale.ROOT);
+        return h.startsWith("127.") || h.equals("localhost") || h.equals("::1") || h.equals("[::1]");
+    }
+
+    /** [1, 2, 3, 5] as "1..3, 5". */
+    private static String ranges(List<Integer> ranks) {
+        StringBuilder sb = new StringBuilder();
+        for (int i = 0; i < ranks.size(); ) {
+            int j = i;
+            while (j + 1 < ranks.size() && ranks.get(j + 1) == ranks.get(j) + 1) j++;
+            sb.append(sb.length() == 0 ? "" : ", ").append(ranks.get(i)).append(j > i ? ".." + ranks.get(j) : "");
+            i = j + 1;
+        }
+        return sb.toString();
     }
 
     public Binding rank(int r) {

@@ -476,6 +476,8 @@ public final class ConfigLoader {
             m.socketType = s.choice("socket_type", m.socketType, SocketType.class);
         }
         m.bindHost = s.string("bind_host", m.bindHost);
+        m.controlPort = s.integer("control_port", m.controlPort, 1, 65535);
+        m.dataPort = s.integer("data_port", m.dataPort, 1, 65534);
         YamlSection p = s.section("pipeline_parallel_config");
         PipelineReader.read(p, m.pipeline);
         p.rejectUnknownKeys();

@@ -104,6 +104,9 @@ public final class ConfigWriter {
         kv(y, 2, "enabled", h.enabled);
         if (h.numWorkers > 0) kv(y, 2, "num_workers", h.numWorkers);
         kv(y, 2, "socket_type", h.socketType);
+        TtpipeConfig.MultihostConfig defaults = new TtpipeConfig.MultihostConfig();
+        if (h.controlPort != defaults.controlPort) kv(y, 2, "control_port", h.controlPort);
+        if (h.dataPort != defaults.dataPort) kv(y, 2, "data_port", h.dataPort);
         if (h.tls.enabled) tls(y, h.tls);
         y.append("  pipeline_parallel_config:\n");
         kv(y, 4, "num_blocks", m.numBlocks);

@@ -239,6 +239,10 @@ public final class TtpipeConfig {
         public SocketType socketType = SocketType.LOCAL;
         /** Pekko Artery / Aeron bind address when rank_bindings give none. */
         public String bindHost = "127.0.0.1";
+        /** The first Pekko Artery port on each host: a rank without one in its binding takes this + its index on its host. */
+        public int controlPort = 25520;
+        /** The first Aeron UDP port on each host: a rank without one in its binding takes this + 2 x its index on its host. */
+        public int dataPort = 40456;
         public final PipelineConfig pipeline = new PipelineConfig();
         public final TlsConfig tls = new TlsConfig();
     }
@@ -345,9 +349,9 @@ public final class TtpipeConfig {
         public int meshHostRank;
         public Map<String, String> envOverrides = new LinkedHashMap<>();
         public String host = "127.0.0.1";
-        /** Pekko Artery port (0: 25520 + rank). */
+        /** Pekko Artery port (0: multihost_config.control_port + the rank's index on its host). */
         public int controlPort = 0;
-        /** Aeron UDP port (0: 40456 + rank). */
+        /** Aeron UDP port (0: multihost_config.data_port + 2 x the rank's index on its host). */
         public int dataPort = 0;
     }
 

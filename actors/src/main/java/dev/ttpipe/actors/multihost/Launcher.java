@@ -31,6 +31,8 @@ import java.util.stream.Stream;
 public final class Launcher {
     /** After a worker fails, how long the others get to notice and stop by themselves. */
     static final int GRACE_SECONDS = 10;
+    /** After a worker stopped for a preemption, how long rank 0 gets to finish its checkpoint and the others to exit. */
+    static final int PREEMPTED_GRACE_SECONDS = 60;
     /** The command-line entry point the workers run. */
     static final String MAIN_CLASS = "dev.ttpipe.actors.cli.Main";
     /** Set in every worker the launcher starts: such a job can be restarted (training_config.max_restarts). */
@@ -136,7 +138,7 @@ public final class Launcher {
         try {
             start(0, n);
             for (int restarts = 0; ; restarts++) {
-                int exit = waitForAll(restarts < maxRestarts);
+                int exit = waitForAll(restarts < maxRestarts && !signalled);
                 if (exit != RESTART) {
                     for (Thread t : pumps) t.join(2000);
                     return exit;
@@ -268,7 +270,13 @@ public final class Launcher {
                     continue;
                 }
                 if (p.exitValue() != 0) {
-                    if (restart && died(p.exitValue())) {
+                    if (preempted(p.exitValue())) {
+                        err.println("ttpipe launch: rank " + r + " stopped for a preemption (exit code " + p.exitValue()
+                                + "); waiting up to " + PREEMPTED_GRACE_SECONDS + " s for the others");
+                        finish(PREEMPTED_GRACE_SECONDS);
+                        return p.exitValue();
+                    }
+                    if (restart && !signalled && died(p.exitValue())) {
                         err.println("ttpipe launch: rank " + r + " (" + deployment.rank(r).controlAddress() + ") died (exit code "
                                 + p.exitValue() + (p.exitValue() > 128 ? ", signal " + (p.exitValue() - 128) : "") + ")");
                         lastDead = i;
@@ -292,7 +300,24 @@ public final class Launcher {
      * which a restart would only repeat.
      */
     static boolean died(int exitCode) {
+        if (preempted(exitCode)) return false;
         return exitCode > 128 || (exitCode != ExitCodes.FAILURE && exitCode != ExitCodes.BAD_INPUT && exitCode != ExitCodes.OK);
+    }
+
+    /** 143 or 130: a worker stopped at a step boundary for SIGTERM or SIGINT, rank 0 saved a checkpoint (see {@code Preemption}). */
+    static boolean preempted(int exitCode) {
+        return exitCode == ExitCodes.SIGTERM || exitCode == ExitCodes.SIGINT;
+    }
+
+    private volatile boolean signalled;
+
+    /**
+     * Passes a SIGTERM or Ctrl-C that this process got on to every worker (as SIGTERM): rank 0 finishes its step,
+     * saves a checkpoint and ends the job, every worker exits with 143 or 130, and no worker is restarted.
+     */
+    public synchronized void signalAll() {
+        signalled = true;
+        for (Process p : children) if (p.isAlive()) p.destroy();
     }
 
     List<String> workerCommand(int rank) {

@@ -4,15 +4,19 @@ import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.runtime.HostGuardian;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.transport.AeronTransport;
 
+import java.net.InetAddress;
+import java.net.UnknownHostException;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Consumer;
 
 /**
  * One process of a multi-host job ({@code ttpipe worker --rank R}): rank R's submesh and stages, an
@@ -24,8 +28,13 @@ public final class Worker {
     private final int rank;
     private final Deployment deployment;
 
-    /** @throws ConfigException when the config's ranks do not run in separate processes (socket_type is not aeron) */
+    /** Rank {@code rank} where the config's rank_bindings put the ranks. */
     public Worker(TrainingJob job, int rank) {
+        this(job, rank, Deployment.of(job.config()));
+    }
+
+    /** @throws ConfigException when the config's ranks do not run in separate processes (socket_type is not aeron) */
+    public Worker(TrainingJob job, int rank, Deployment deployment) {
         TtpipeConfig cfg = job.config();
         if (cfg.multihost.socketType != SocketType.AERON) {
             throw new ConfigException(cfg.origins.where("multihost_config.socket_type") + ": '" + cfg.multihost.socketType
@@ -33,7 +42,7 @@ public final class Worker {
         }
         this.job = job;
         this.rank = rank;
-        this.deployment = Deployment.of(cfg);
+        this.deployment = deployment;
     }
 
     public Deployment deployment() {
@@ -53,12 +62,44 @@ public final class Worker {
      * {@code joinTimeout} for every rank; the others for the seed.
      */
     public PipelineRuntime start(Duration joinTimeout) {
+        return start(joinTimeout, p -> { });
+    }
+
+    /** {@link #start(Duration)}, with {@code onPreempt} told of preemptions (see {@link PipelineRuntime#startWorker}). */
+    public PipelineRuntime start(Duration joinTimeout, Consumer<HostGuardian.Preempt> onPreempt) {
+        awaitResolvable(deployment.rank(rank).host(), joinTimeout);
         AeronTransport transport = AeronTransport.start(aeronConfig(job.plan(), deployment, rank));
         try {
-            return PipelineRuntime.startWorker(job.plan(), deployment, rank, transport, joinTimeout);
+            return PipelineRuntime.startWorker(job.plan(), deployment, rank, transport, joinTimeout, onPreempt);
         } catch (RuntimeException e) {
             transport.close();
             throw e;
+        }
+    }
+
+    /**
+     * Waits until this rank's own host resolves: a launcher's host name (a Kubernetes pod's DNS name) can
+     * resolve only a moment after the process started.
+     */
+    private void awaitResolvable(String host, Duration timeout) {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (true) {
+            try {
+                InetAddress.getByName(host);
+                return;
+            } catch (UnknownHostException e) {
+                if (System.nanoTime() > deadline) {
+                    throw new ConfigException("rank_bindings: rank " + rank + "'s host '" + host + "' does not resolve after "
+                            + timeout.toSeconds() + " s, expected a name this machine's resolver knows (a Kubernetes pod's"
+                            + " name needs its headless Service, with publishNotReadyAddresses: true)");
+                }
+            }
+            try {
+                Thread.sleep(500);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted while waiting for " + host + " to resolve", e);
+            }
         }
     }
 

@@ -31,6 +31,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.Consumer;
 
 /**
  * The root actor of a host process: spawns a {@link StageActor} for every rank bound to this host
@@ -50,12 +51,22 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     public record GetRank(int rank, ActorRef<ActorRef<StageActor.Command>> replyTo) implements Command {
     }
 
-    /** Sent by rank 0 to every worker when the job is over: the worker's process then exits. */
-    public record EndJob(String reason, boolean failed) implements Command, ClusterMessage {
+    /**
+     * Sent by rank 0 to every worker when the job is over: the worker's process then exits ({@code preempted}:
+     * the job stopped at a step boundary for that request, its checkpoint saved; null otherwise).
+     */
+    public record EndJob(String reason, boolean failed, Preempt preempted) implements Command, ClusterMessage {
     }
 
     /** On rank 0 at the end of the job: tells every other worker to exit; replies once sent. */
-    public record EndAll(String reason, boolean failed, ActorRef<Boolean> replyTo) implements Command {
+    public record EndAll(String reason, boolean failed, Preempt preempted, ActorRef<Boolean> replyTo) implements Command {
+    }
+
+    /**
+     * A worker's process got {@code signal} (SIGTERM, SIGINT): sent to itself, a worker passes it on to rank 0's
+     * host, whose training loop then stops at the next step boundary (see {@code createWorker}'s {@code onPreempt}).
+     */
+    public record Preempt(String signal, int exitCode, int rank) implements Command, ClusterMessage {
     }
 
     /** The ranks that have not joined yet. */
@@ -84,19 +95,20 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
 
     /** Every rank in this JVM, the Coordinator here too. */
     public static Behavior<Command> create(JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport, Faults faults) {
-        return Behaviors.setup(ctx -> new HostGuardian(ctx, plan, submeshes, transport, null, true, null, faults));
+        return Behaviors.setup(ctx -> new HostGuardian(ctx, plan, submeshes, transport, null, true, null, faults, p -> { }));
     }
 
     /**
      * One worker of a multi-process job: the ranks in {@code submeshes} live here; the Coordinator
      * too when {@code hostsCoordinator}. {@code ended} completes with null when rank 0 ends the job
-     * normally, or with the reason it ended otherwise.
+     * normally, or with the reason it ended otherwise. {@code onPreempt} hears, on rank 0, a worker's
+     * {@link Preempt}; on the other workers, that rank 0 ended the job for one (before {@code ended} completes).
      */
     public static Behavior<Command> createWorker(JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport,
                                                  Deployment deployment, boolean hostsCoordinator,
-                                                 CompletableFuture<String> ended) {
+                                                 CompletableFuture<String> ended, Consumer<Preempt> onPreempt) {
         return Behaviors.setup(ctx -> new HostGuardian(ctx, plan, submeshes, transport, deployment, hostsCoordinator, ended,
-                Faults.NONE));
+                Faults.NONE, onPreempt));
     }
 
     /**
@@ -137,11 +149,16 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     private final Set<Integer> lost = new TreeSet<>();
     private String failure;
     private boolean ending;
+    private final Consumer<Preempt> onPreempt;
+    /** A worker's preemption that waits for rank 0's host to be listed. */
+    private Preempt unsent;
 
     @SuppressWarnings("unchecked")
     private HostGuardian(ActorContext<Command> ctx, JobPlan plan, Map<Integer, Submesh> submeshes, Transport transport,
-                         Deployment deployment, boolean hostsCoordinator, CompletableFuture<String> ended, Faults faults) {
+                         Deployment deployment, boolean hostsCoordinator, CompletableFuture<String> ended, Faults faults,
+                         Consumer<Preempt> onPreempt) {
         super(ctx);
+        this.onPreempt = onPreempt;
         this.plan = plan;
         this.faults = faults;
         this.deployment = deployment;
@@ -163,14 +180,16 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         if (deployment == null) {
             startCoordinator();
         } else {
+            // One adapter for every listing (an actor keeps one adapter per message class); the key says which.
+            ActorRef<Receptionist.Listing> listings = ctx.messageAdapter(Receptionist.Listing.class, Listed::new);
             if (hostsCoordinator) {
-                // One adapter for every listing (an actor keeps one adapter per message class); the key says which.
-                ActorRef<Receptionist.Listing> listings = ctx.messageAdapter(Receptionist.Listing.class, Listed::new);
                 for (int r = 0; r < plan.ranks(); r++) {
                     if (local.containsKey(r)) continue;
                     ctx.getSystem().receptionist().tell(Receptionist.subscribe(stageKey(r), listings));
                     ctx.getSystem().receptionist().tell(Receptionist.subscribe(hostKey(r), listings));
                 }
+            } else {
+                ctx.getSystem().receptionist().tell(Receptionist.subscribe(hostKey(0), listings));   // where a preemption goes
             }
             Cluster cluster = Cluster.get(ctx.getSystem());
             cluster.subscriptions().tell(Subscribe.create(
@@ -196,10 +215,11 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
                 .onMessage(EndJob.class, this::onEndJob)
                 .onMessage(EndAll.class, m -> {
                     ending = true;
-                    for (ActorRef<Command> h : hosts.values()) h.tell(new EndJob(m.reason(), m.failed()));
+                    for (ActorRef<Command> h : hosts.values()) h.tell(new EndJob(m.reason(), m.failed(), m.preempted()));
                     m.replyTo().tell(Boolean.TRUE);
                     return this;
                 })
+                .onMessage(Preempt.class, this::onPreempt)
                 .onMessage(GetMissing.class, m -> {
                     List<Integer> missing = new ArrayList<>();
                     for (int r = 0; r < ranks.length; r++) if (ranks[r] == null || lost.contains(r)) missing.add(r);
@@ -221,6 +241,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         if (id.startsWith("ttpipe-host-")) {
             Set<ActorRef<Command>> refs = m.listing().getServiceInstances(hostKey(rank));
             refs.stream().filter(r -> !r.equals(hosts.get(rank))).findFirst().ifPresent(r -> hosts.put(rank, r));
+            if (unsent != null && hosts.containsKey(0)) onPreempt(unsent);
             return this;
         }
         Set<ActorRef<StageActor.Command>> refs = m.listing().getServiceInstances(stageKey(rank));
@@ -298,8 +319,21 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         return this;
     }
 
+    /** On rank 0's host: the training loop hears it; on another worker's: passed on to rank 0's host. */
+    private Behavior<Command> onPreempt(Preempt m) {
+        if (hostsCoordinator) {
+            onPreempt.accept(m);
+            return this;
+        }
+        ActorRef<Command> seed = hosts.get(0);
+        unsent = seed == null ? m : null;
+        if (seed != null) seed.tell(m);
+        return this;
+    }
+
     private Behavior<Command> onEndJob(EndJob m) {
         ending = true;
+        if (m.preempted() != null) onPreempt.accept(m.preempted());
         return end(m.failed() ? m.reason() : null);
     }
 

@@ -153,12 +153,21 @@ public final class PipelineRuntime implements AutoCloseable {
      */
     public static PipelineRuntime startWorker(JobPlan plan, Deployment deployment, int rank, Transport transport,
                                               Duration joinTimeout) {
+        return startWorker(plan, deployment, rank, transport, joinTimeout, p -> { });
+    }
+
+    /**
+     * {@link #startWorker(JobPlan, Deployment, int, Transport, Duration)}, with {@code onPreempt} told, on rank 0, when
+     * a worker passes on a signal ({@link #relayPreemption}) and, on the other ranks, when rank 0 ends the job for one.
+     */
+    public static PipelineRuntime startWorker(JobPlan plan, Deployment deployment, int rank, Transport transport,
+                                              Duration joinTimeout, Consumer<HostGuardian.Preempt> onPreempt) {
         MeshDevice mesh = Backends.open(plan.backend().id(), plan.rankMesh(), plan.meshOptions());
         try {
             Map<Integer, Submesh> byRank = Map.of(rank, mesh.createSubmeshes(plan.rankMesh()).get(0));
             CompletableFuture<String> ended = new CompletableFuture<>();
             ActorSystem<HostGuardian.Command> system = ClusterSettings.startSystem(
-                    HostGuardian.createWorker(plan, byRank, transport, deployment, rank == 0, ended), deployment, rank);
+                    HostGuardian.createWorker(plan, byRank, transport, deployment, rank == 0, ended, onPreempt), deployment, rank);
             try {
                 if (rank != 0) ClusterSettings.awaitJoined(system, deployment, joinTimeout, ended::isDone);
                 return new PipelineRuntime(plan, mesh, transport, system, Duration.ofMinutes(30), deployment, ended,
@@ -405,6 +414,18 @@ public final class PipelineRuntime implements AutoCloseable {
         }
     }
 
+    /** On a worker that is not rank 0: passes this process's {@code signal} on to rank 0, whose loop stops at the next step. */
+    public void relayPreemption(String signal, int exitCode, int rank) {
+        system.tell(new HostGuardian.Preempt(signal, exitCode, rank));
+    }
+
+    private HostGuardian.Preempt endedFor;
+
+    /** On rank 0: the job stopped for {@code why} (its checkpoint saved); {@link #close} tells every worker so. */
+    public synchronized void endPreempted(HostGuardian.Preempt why) {
+        this.endedFor = why;
+    }
+
     @Override
     public void close() {
         close(null);
@@ -416,7 +437,8 @@ public final class PipelineRuntime implements AutoCloseable {
         closed = true;
         if (deployment != null && coordinator != null) {
             try {
-                ask(system, (ActorRef<Boolean> r) -> new HostGuardian.EndAll(failure, failure != null, r), Duration.ofSeconds(10));
+                ask(system, (ActorRef<Boolean> r) -> new HostGuardian.EndAll(failure, failure != null, endedFor, r),
+                        Duration.ofSeconds(10));
                 Thread.sleep(300); // let the messages leave before the node goes away
             } catch (RuntimeException | InterruptedException ignored) {
                 // workers notice rank 0 leaving anyway

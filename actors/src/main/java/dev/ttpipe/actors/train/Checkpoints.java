@@ -87,6 +87,11 @@ public final class Checkpoints implements AutoCloseable {
         return stepsDone == total || (interval > 0 && stepsDone % interval == 0);
     }
 
+    /** Whether a complete checkpoint of step {@code stepsDone} is on the disk. */
+    boolean has(int stepsDone) {
+        return Files.isRegularFile(root.resolve(dirName(stepsDone)).resolve(STATE));
+    }
+
     /** Saves the state after {@code stepsDone} steps; returns once the host copies are taken (milliseconds). */
     void save(PipelineRuntime runtime, int stepsDone) throws IOException {
         save(runtime, stepsDone, stepsDone);

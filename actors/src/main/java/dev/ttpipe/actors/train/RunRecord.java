@@ -20,10 +20,12 @@ import java.util.concurrent.TimeUnit;
 /**
  * {@code run.json} in a run directory: what ran and how it ended, so a run can be reproduced and
  * compared: the command line and the flags it applied, ttpipe's version and git commit, the JVM and
- * host, the matmul kernel the cpu backend loaded, the bridge library the ttnn backend ran on (the TTNN
- * C++ shim or the reference C emulation, and its path), the data file's SHA-256, the status ({@code running},
- * {@code finished}, {@code interrupted at step N}, {@code failed: ...}), the steps done and the final
- * validation loss. Rewritten (atomically) at the start and at the end.
+ * host, the launcher that started a multi-process job's workers, the matmul kernel the cpu backend
+ * loaded, the bridge library the ttnn backend ran on (the TTNN C++ shim or the reference C emulation,
+ * and its path), the data file's SHA-256, the status ({@code running}, {@code finished},
+ * {@code preempted} with what stopped it and the command that resumes it, {@code interrupted at step N},
+ * {@code failed: ...}), the steps done and the final validation loss. Rewritten (atomically) at the
+ * start and at the end.
  */
 public final class RunRecord {
     private final Map<String, String> fixed = new LinkedHashMap<>();
@@ -53,6 +55,21 @@ public final class RunRecord {
         fixed.put("bridge_library", lib == null ? "null"
                 : "{\"kind\": " + Json.str(lib.kind()) + ", \"implementation\": " + Json.str(lib.implementation())
                         + ", \"path\": " + Json.str(lib.path().toString()) + "}");
+    }
+
+    /** Which launcher started the job's workers (SLURM, torchrun, ...) and the variables rank 0 read it from. */
+    void launcher(String engine, Map<String, String> variables) {
+        StringBuilder v = new StringBuilder("{");
+        for (Map.Entry<String, String> e : variables.entrySet()) {
+            v.append(v.length() == 1 ? "" : ", ").append(Json.str(e.getKey())).append(": ").append(Json.str(e.getValue()));
+        }
+        fixed.put("launcher", "{\"engine\": " + Json.str(engine) + ", \"variables\": " + v.append('}') + "}");
+    }
+
+    /** A run stopped at a step boundary: what stopped it (SIGTERM, ...) and the command that resumes it. */
+    void preempted(String by, String resumeCommand) {
+        fixed.put("preempted_by", Json.str(by));
+        fixed.put("resume_command", resumeCommand == null ? "null" : Json.str(resumeCommand));
     }
 
     /** The address of the job's telemetry endpoint. */

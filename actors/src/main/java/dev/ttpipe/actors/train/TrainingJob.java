@@ -37,8 +37,10 @@ import java.time.LocalDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Random;
 
 /**
@@ -152,6 +154,40 @@ public final class TrainingJob {
         this.resumeFrom = checkpoint;
     }
 
+    /**
+     * {@code --resume auto}: continues from the latest complete checkpoint this run saves to ({@code runDir}'s
+     * checkpoints, or training_config.checkpoint_dir), or starts from the beginning when there is none yet, so
+     * one command line serves the first start and every requeue. False when that checkpoint is at max_steps
+     * already: the run is finished and there is nothing to do.
+     */
+    public boolean resumeAuto(Path runDir, boolean allowConfigChange, PrintStream out) {
+        Checkpoints own = checkpoints(runDir);
+        if (own == null) {
+            out.println("--resume auto: the sim backend saves no checkpoints; starting from the beginning");
+            return true;
+        }
+        own.close();
+        if (!Files.isRegularFile(own.root().resolve(Checkpoints.LATEST))) {
+            out.println("--resume auto: no checkpoint in " + own.root() + " yet; starting from the beginning");
+            return true;
+        }
+        Checkpoints.Found found = Checkpoints.find(own.root().toString(), Path.of(cfg.training.runsDir));
+        if (found.step() >= steps()) {
+            out.println("--resume auto: " + found.dir() + " is at step " + found.step() + " of " + steps()
+                    + ": the run is finished, nothing to do");
+            return false;
+        }
+        resumeFrom(found, allowConfigChange);
+        return true;
+    }
+
+    private Preemption preemption = new Preemption();
+
+    /** Stop at the next step boundary when {@code p} is requested (SIGTERM, SIGINT): save, record, return. */
+    public void preemption(Preemption p) {
+        this.preemption = p;
+    }
+
     /** How long a recovery waits for a dead rank's replacement to join. */
     static final Duration RECOVERY_TIMEOUT = Duration.ofSeconds(120);
 
@@ -197,8 +233,12 @@ public final class TrainingJob {
         return out;
     }
 
-    /** What a finished run measured. */
-    public record Result(double[] losses, double tokensPerSecond, double validationLoss, Coordinator.StepReport last) {
+    /**
+     * What a run measured; {@code stoppedBy}: the preemption it stopped for at a step boundary (checkpoint saved),
+     * null when it ran to max_steps.
+     */
+    public record Result(double[] losses, double tokensPerSecond, double validationLoss, Coordinator.StepReport last,
+                         Preemption.Request stoppedBy) {
     }
 
     /**
@@ -241,6 +281,7 @@ public final class TrainingJob {
             this.runDir = runDir;
             this.out = out;
             this.record = runDir == null ? null : new RunRecord(runDir, invocation, cfg.origins.flags(), cfg.training.dataPath);
+            if (record != null && launcherEngine != null) record.launcher(launcherEngine, launcherVariables);
             Arrays.fill(losses, Double.NaN);          // steps before a resumed run's first stay NaN
         }
 
@@ -309,6 +350,14 @@ public final class TrainingJob {
     }
 
     private List<String> invocation = List.of("(Java API)");
+    private String launcherEngine;
+    private Map<String, String> launcherVariables = Map.of();
+
+    /** For run.json: the launcher that started this job's workers and the variables it was read from. */
+    public void launcher(String engine, Map<String, String> variables) {
+        this.launcherEngine = engine;
+        this.launcherVariables = new LinkedHashMap<>(variables);
+    }
     private int logEvery;
 
     /** When the output is not a terminal: a progress line every this many steps (0: about every 10 s). */
@@ -379,7 +428,7 @@ public final class TrainingJob {
         out.println("save_and_exit: wrote the weights at step " + st.first + " to " + saved.get(saved.size() - 1).dir()
                 + " (" + cfg.origins.where("training_config.save_and_exit") + "); not training");
         if (st.record != null) st.record.write("saved and exited (training_config.save_and_exit)", st.first, Double.NaN);
-        return new Result(st.losses, Double.NaN, Double.NaN, null);
+        return new Result(st.losses, Double.NaN, Double.NaN, null, null);
     }
 
     private Result trainSteps(PipelineRuntime runtime, Session st, PrintStream out, MetricsServer metricsServer) throws IOException {
@@ -393,11 +442,16 @@ public final class TrainingJob {
                 StandardOpenOption.APPEND);
         long tokensTotal = 0;
         double secondsTotal = 0;
+        int optimizerSteps = resumeFrom != null ? resumeFrom.optimizerSteps() : 0;   // steps applied: not the non-finite ones
+        int stoppedAt = -1;
         try {
             Progress progress = new Progress(out, steps, first, logEvery);
             int recoveries = 0, nonFiniteInARow = 0;
-            int optimizerSteps = resumeFrom != null ? resumeFrom.optimizerSteps() : 0;   // steps applied: not the non-finite ones
             for (int step = first; step < steps; step++) {
+                if (preemption.requested() != null) {
+                    stoppedAt = step;
+                    break;
+                }
                 Coordinator.StepReport r;
                 try {
                     r = runtime.step(step, batches(step));
@@ -466,9 +520,10 @@ public final class TrainingJob {
             if (metrics != null) metrics.close();
         }
         synchronized (st) {
-            if (st.finished) return new Result(st.losses, Double.NaN, Double.NaN, st.last);   // interrupted meanwhile
+            if (st.finished) return new Result(st.losses, Double.NaN, Double.NaN, st.last, null);   // interrupted meanwhile
             st.finished = true;
         }
+        if (stoppedAt >= 0) return preempted(runtime, st, checkpoints, stoppedAt, optimizerSteps, out);
         List<Checkpoints.Saved> saves = List.of();
         if (checkpoints != null) {
             try (checkpoints) {
@@ -502,7 +557,47 @@ public final class TrainingJob {
             out.println("wrote " + runDir.resolve("metrics.jsonl") + ", " + runDir.resolve("trace.json")
                     + " (open in https://ui.perfetto.dev), run.json, stdout.log");
         }
-        return new Result(losses, tokensPerSecond, val, last);
+        return new Result(losses, tokensPerSecond, val, last, null);
+    }
+
+    /**
+     * Preempted before step {@code step} (0-based: {@code step} steps are done): saves a checkpoint of this step
+     * boundary unless this run's checkpoints hold one, waits for every save, writes the trace, the summary so far
+     * and run.json (status {@code preempted}), and prints the command that resumes.
+     */
+    private Result preempted(PipelineRuntime runtime, Session st, Checkpoints checkpoints, int step, int optimizerSteps,
+                             PrintStream out) throws IOException {
+        Preemption.Request why = preemption.requested();
+        out.println();
+        String saved;
+        if (checkpoints == null) {
+            saved = "no checkpoint (" + (plan.backend() == Backend.SIM ? "the sim backend saves none" : "no run directory") + ")";
+        } else {
+            try (checkpoints) {
+                checkpoints.awaitAll();                             // the interval's saves, finished first
+                if (step > 0 && !checkpoints.has(step)) {
+                    checkpoints.save(runtime, step, optimizerSteps);
+                    checkpoints.awaitAll();
+                }
+            }
+            saved = step == 0 ? "no step done, no checkpoint" : "the checkpoint of step " + step + " is saved ("
+                    + checkpoints.root().resolve(Checkpoints.dirName(step)) + ")";
+        }
+        st.writeTrace();
+        String resume = st.runDir == null ? null : Preemption.resumeCommand(invocation, st.runDir);
+        if (st.record != null) {
+            st.record.preempted(why.describe(), resume);
+            st.record.write("preempted", step, Double.NaN);
+        }
+        out.println("preempted (" + why.describe() + ") at step " + step + " of " + steps() + ": " + saved);
+        if (st.last != null) {
+            out.printf(Locale.ROOT, "loss %s -> %s over steps %d..%d%n", lossText(st.losses[st.first]), lossText(st.last.loss()),
+                    st.first + 1, step);
+            StageTable.print(out, plan, st.lastAnalysis, st.last);
+        }
+        if (resume != null) out.println("resume with: " + resume + (allLocal(runtime) ? "" : "   (every worker, as it was started)"));
+        out.flush();
+        return new Result(st.losses, Double.NaN, Double.NaN, st.last, why);
     }
 
     /**

@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.ExitCodes;
 import dev.ttpipe.actors.runtime.Faults;
 import dev.ttpipe.device.ttnn.BridgeLibrary;
 import dev.ttpipe.schedules.Action;
@@ -8,11 +9,9 @@ import dev.ttpipe.stages.checkpoint.MiniJson;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -22,8 +21,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
- * Ctrl-C (a real SIGINT to a real `ttpipe train` process) leaves a loadable trace.json with the
- * steps so far, prints "interrupted at step N" and the summary, and run.json records it; a finished
+ * Ctrl-C (a real SIGINT to a real `ttpipe train` process) stops at a step boundary with a checkpoint, leaves
+ * a loadable trace.json with the steps so far, prints "preempted (SIGINT) at step N" and the summary, run.json
+ * records it and the exit code is 130 (SIGTERM and --resume auto: {@link PreemptionTest}); a finished
  * run's directory records the command line, the flags, the host and the final validation loss; a ttnn
  * run's header and run.json name the bridge library that ran.
  */
@@ -36,36 +36,28 @@ class InterruptTest {
             "");
 
     @Test
-    void sigintKeepsTheTimelineAndTheSummary(@TempDir Path dir) throws Exception {
+    void sigintStopsAtAStepWithACheckpointAndKeepsTheTimelineAndTheSummary(@TempDir Path dir) throws Exception {
         Path cfg = Files.writeString(dir.resolve("job.yaml"), CONFIG);
         Path run = dir.resolve("run");
-        List<String> cmd = new ArrayList<>();
-        cmd.add(ProcessHandle.current().info().command().orElse("java"));
-        cmd.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
-                .filter(a -> !a.startsWith("-agentlib:jdwp") && !a.startsWith("-javaagent")).toList());
-        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName(), "train", cfg.toString(),
-                "--run-dir", run.toString(), "--log-every", "50"));
-        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(dir.resolve("out.txt").toFile()).start();
+        Process p = TtpipeProcesses.start(dir, "out", Map.of(), List.of("train", cfg.toString(), "--run-dir", run.toString(),
+                "--log-every", "50"));
         try {
-            Path metrics = run.resolve("metrics.jsonl");
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (System.nanoTime() < deadline && !(Files.isRegularFile(metrics) && Files.readAllLines(metrics).size() >= 5)) {
-                Thread.sleep(50);
-            }
-            assertTrue(Files.readAllLines(metrics).size() >= 5, "the run never trained 5 steps");
-            new ProcessBuilder("kill", "-INT", Long.toString(p.pid())).start().waitFor();
+            TtpipeProcesses.awaitSteps(run.resolve("metrics.jsonl"), 5, p, dir.resolve("out.log"), 60);
+            TtpipeProcesses.signal(p, "INT");
             assertTrue(p.waitFor(60, TimeUnit.SECONDS), "the process did not end after SIGINT");
         } finally {
             p.destroyForcibly();
         }
-        String out = Files.readString(dir.resolve("out.txt"), StandardCharsets.UTF_8);
-        assertTrue(out.matches("(?s).*interrupted at step \\d+ of 5000.*"), out);
+        String out = Files.readString(dir.resolve("out.log"), StandardCharsets.UTF_8);
+        assertEquals(ExitCodes.SIGINT, p.exitValue(), out);
+        assertTrue(out.matches("(?s).*preempted \\(SIGINT\\) at step \\d+ of 5000: the checkpoint of step \\d+ is saved.*"), out);
         assertTrue(out.contains("sim bubble"), "the per-rank table of the steps so far:\n" + out);
         Object trace = MiniJson.parse(Files.readString(run.resolve("trace.json")));
         assertTrue(((List<?>) ((Map<?, ?>) trace).get("traceEvents")).size() > 100, "the trace holds the steps so far");
         Map<?, ?> record = (Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("run.json")));
-        assertTrue(String.valueOf(record.get("status")).startsWith("interrupted at step "), record.toString());
-        assertTrue(Files.readString(run.resolve("stdout.log")).contains("interrupted at step"), "stdout.log has it too");
+        assertEquals("preempted", record.get("status"), record.toString());
+        assertEquals("SIGINT", record.get("preempted_by"), record.toString());
+        assertTrue(Files.readString(run.resolve("stdout.log")).contains("preempted (SIGINT) at step"), "stdout.log has it too");
     }
 
     @Test

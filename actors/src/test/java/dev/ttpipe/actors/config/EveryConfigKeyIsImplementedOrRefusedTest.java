@@ -252,6 +252,8 @@ class EveryConfigKeyIsImplementedOrRefusedTest {
                     "given: no such file, expected a tt-metal mesh graph descriptor (.textproto)"),
             // ---- multihost_config
             changes("multihost_config.bind_host", "multihost_config: {bind_host: 0.0.0.0}", c -> Deployment.of(c).rank(0).host()),
+            changes("multihost_config.control_port", "multihost_config: {control_port: 26000}", c -> Deployment.of(c).rank(0).controlPort()),
+            changes("multihost_config.data_port", "multihost_config: {data_port: 41000}", c -> Deployment.of(c).rank(0).dataPort()),
             changes("multihost_config.enabled", "multihost_config: {enabled: true, socket_type: aeron}", c -> c.multihost.enabled),
             refuses("multihost_config.num_workers", "multihost_config: {num_workers: 3}",
                     "3 given for 4 pipeline ranks: not supported (ttpipe runs one worker process per pipeline rank), expected 4"),

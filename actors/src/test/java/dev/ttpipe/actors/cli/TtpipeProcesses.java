@@ -1,0 +1,55 @@
+package dev.ttpipe.actors.cli;
+
+import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/** Real ttpipe processes for the tests that signal or start them as a launcher would: this JVM's java and class path. */
+final class TtpipeProcesses {
+    /** The variables of every launcher ttpipe reads: the test's own environment must not leak one into a child. */
+    static final List<String> LAUNCHER_PREFIXES = List.of("SLURM", "OMPI_", "PMIX_", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+            "LOCAL_WORLD_SIZE", "MASTER_", "JOB_COMPLETION_INDEX", "JOBSET_NAME", "TTPIPE_LAUNCHED", "TTPIPE_MAX_RESTARTS",
+            "TTPIPE_WORLD_SIZE", "TTPIPE_K8S_");
+
+    private TtpipeProcesses() {
+    }
+
+    /** {@code ttpipe ARGS} with {@code env} as its only launcher variables, its output in {@code dir/name.log}. */
+    static Process start(Path dir, String name, Map<String, String> env, List<String> args) throws IOException {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(ProcessHandle.current().info().command().orElse("java"));
+        cmd.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
+                .filter(a -> !a.startsWith("-agentlib:jdwp") && !a.startsWith("-javaagent")).toList());
+        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName()));
+        cmd.addAll(args);
+        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(dir.resolve(name + ".log").toFile());
+        pb.environment().keySet().removeIf(k -> LAUNCHER_PREFIXES.stream().anyMatch(k::startsWith));
+        pb.environment().putAll(env);
+        return pb.start();
+    }
+
+    static String log(Path dir, String name) throws IOException {
+        return Files.readString(dir.resolve(name + ".log"));
+    }
+
+    /** Waits until {@code metrics} holds {@code n} steps (a hang fails after {@code seconds}, naming the process's log). */
+    static void awaitSteps(Path metrics, int n, Process p, Path log, int seconds) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
+        while (System.nanoTime() < deadline) {
+            if (Files.isRegularFile(metrics) && Files.readAllLines(metrics).size() >= n) return;
+            if (!p.isAlive()) throw new AssertionError("the process ended before step " + n + ":\n" + Files.readString(log));
+            Thread.sleep(50);
+        }
+        throw new AssertionError("no " + n + " steps within " + seconds + " s:\n" + Files.readString(log));
+    }
+
+    /** Sends {@code signal} (TERM, INT) to {@code p} as a scheduler or a terminal would. */
+    static void signal(Process p, String signal) throws Exception {
+        new ProcessBuilder("kill", "-" + signal, Long.toString(p.pid())).start().waitFor();
+    }
+}
