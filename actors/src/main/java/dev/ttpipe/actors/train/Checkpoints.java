@@ -297,7 +297,7 @@ public final class Checkpoints implements AutoCloseable {
         }
         Map<String, Object> s;
         try {
-            Object parsed = MiniJson.parse(Files.readString(state, StandardCharsets.UTF_8));
+            Object parsed = MiniJson.read(state);
             if (!(parsed instanceof Map<?, ?>)) throw new IllegalArgumentException("not a JSON object");
             @SuppressWarnings("unchecked") Map<String, Object> m = (Map<String, Object>) parsed;
             s = m;

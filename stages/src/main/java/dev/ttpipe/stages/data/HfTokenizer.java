@@ -56,7 +56,7 @@ public final class HfTokenizer implements Tokenizer {
     public static HfTokenizer load(Path file) {
         Map<?, ?> root;
         try {
-            Object o = MiniJson.parse(Files.readString(file, StandardCharsets.UTF_8));
+            Object o = MiniJson.read(file);
             if (!(o instanceof Map<?, ?> m)) throw new DataException(file + ": not a JSON object, expected a tokenizer.json");
             root = m;
         } catch (IOException | IllegalArgumentException e) {
