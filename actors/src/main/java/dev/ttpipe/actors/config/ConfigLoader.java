@@ -50,10 +50,11 @@ public final class ConfigLoader {
     static final List<String> POSITIONAL = List.of("trainable", "rope", "none");
 
     /**
-     * The most bytes a config file (comments included) may hold: a real one is a few KiB. Counted on the bytes read,
-     * before the parser sees any, so that a huge scalar or comment costs no parsing time.
+     * The most bytes a config file (comments included) may hold: a real one is a few KiB, a 256-rank one with its
+     * rank bindings tens of KiB. Counted on the bytes read, before the parser sees any, so that a huge scalar or comment
+     * costs no parsing time (SnakeYAML takes about 1.7 s per MiB of a comment on this project's machines).
      */
-    public static final int MAX_BYTES = 3 << 20;
+    public static final int MAX_BYTES = 1 << 20;
 
     private ConfigLoader() {
     }
@@ -251,7 +252,7 @@ public final class ConfigLoader {
         options.setAllowDuplicateKeys(true);           // reported by duplicateKeys, every one with both lines
         // Bounds on what a config file can make the parser do (SnakeYAML's defaults, set here so that they stay):
         // an alias bomb fails at the 51st alias of a list or mapping, nesting deeper than 50 fails, and so does a
-        // text of more than 3 Mi characters (files are refused before, by MAX_BYTES); no mapping may have itself as a key.
+        // text of more than MAX_BYTES characters (files are refused before, on their bytes); no mapping may have itself as a key.
         options.setMaxAliasesForCollections(50);
         options.setNestingDepthLimit(50);
         options.setCodePointLimit(MAX_BYTES);

@@ -289,7 +289,7 @@ class ConfigLoaderTest {
     @Test
     void aFiftyMegabyteScalarOrCommentIsRefusedOnItsBytesBeforeParsing(@TempDir Path dir) throws Exception {
         byte[] fifty = "x".repeat(50 << 20).getBytes(StandardCharsets.US_ASCII);
-        String limit = ": more than 3145728 bytes (3 MiB), over the limit for a config file (comments included; a real one is a"
+        String limit = ": more than 1048576 bytes (1 MiB), over the limit for a config file (comments included; a real one is a"
                 + " few KiB)";
         for (String before : List.of("training_config: {project_name: \"", "training_config: {seed: 1}\n# ")) {
             Path file = dir.resolve("big.yaml");
@@ -304,7 +304,7 @@ class ConfigLoaderTest {
         // the same limit for a config that comes as text (a checkpoint's), counted in characters
         ConfigException e = assertThrows(ConfigException.class,
                 () -> ConfigLoader.read("# " + "x".repeat(ConfigLoader.MAX_BYTES) + "\n", "ckpt (its config)", null));
-        assertEquals(List.of("ckpt (its config): more than 3145728 characters (3 MiB), over the limit for a config file (comments"
+        assertEquals(List.of("ckpt (its config): more than 1048576 characters (1 MiB), over the limit for a config file (comments"
                 + " included; a real one is a few KiB)"), e.problems());
         // and a file just under it, most of it a comment, is read
         Path under = Files.writeString(dir.resolve("under.yaml"), "# " + "x".repeat(ConfigLoader.MAX_BYTES - 40) + "\n"
