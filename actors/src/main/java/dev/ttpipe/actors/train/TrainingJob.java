@@ -272,6 +272,19 @@ public final class TrainingJob {
             } catch (IOException e) {
                 out.println("(could not write the run directory: " + e.getMessage() + ")");
             }
+            printSoFar();
+        }
+
+        /** A run that failed: the summary of the steps so far (the record and the trace are written by the caller). */
+        synchronized void failed() {
+            if (finished) return;
+            finished = true;
+            out.println();
+            printSoFar();
+        }
+
+        /** The loss and the stage table of the steps so far, and where the trace is. */
+        private void printSoFar() {
             if (last != null) {
                 out.printf(Locale.ROOT, "loss %s -> %s over steps %d..%d%n", lossText(losses[first]), lossText(last.loss()),
                         first + 1, done);
@@ -393,11 +406,14 @@ public final class TrainingJob {
                 StandardOpenOption.APPEND);
         long tokensTotal = 0;
         double secondsTotal = 0;
+        List<Checkpoints.Saved> saves = List.of();
         try {
             Progress progress = new Progress(out, steps, first, logEvery);
             int recoveries = 0, nonFiniteInARow = 0;
             int optimizerSteps = resumeFrom != null ? resumeFrom.optimizerSteps() : 0;   // steps applied: not the non-finite ones
             for (int step = first; step < steps; step++) {
+                String saveFailed = checkpoints == null ? null : checkpoints.failure();     // at each step boundary
+                if (saveFailed != null) throw stopped(saveFailed, step, steps);
                 Coordinator.StepReport r;
                 try {
                     r = runtime.step(step, batches(step));
@@ -436,7 +452,13 @@ public final class TrainingJob {
                     metrics.newLine();
                     metrics.flush();
                 }
-                if (checkpoints != null && checkpoints.due(step + 1, steps)) checkpoints.save(runtime, step + 1, optimizerSteps);
+                if (checkpoints != null && checkpoints.due(step + 1, steps)) {
+                    try {
+                        checkpoints.save(runtime, step + 1, optimizerSteps);
+                    } catch (PipelineFailure e) {
+                        throw stopped(e.getMessage(), step + 1, steps);
+                    }
+                }
                 if (step > first) {             // the first step includes warm-up (JIT, allocations)
                     tokensTotal += r.tokens();
                     secondsTotal += r.seconds();
@@ -446,6 +468,7 @@ public final class TrainingJob {
                         lossText(r.loss()), human(tps), 100 * a.bubble(),
                         a.predicted() == null ? "" : String.format(Locale.ROOT, " (sim %.0f%%)", 100 * a.predicted().bubbleFraction())));
             }
+            if (checkpoints != null) saves = checkpoints.awaitAll();     // a save that failed fails the run like a failed step
         } catch (RuntimeException e) {
             if (st.record != null) st.record.write("failed: " + e.getMessage(), st.done, Double.NaN);
             if (checkpoints != null) {
@@ -461,6 +484,7 @@ public final class TrainingJob {
             } catch (IOException | RuntimeException ignored) {
                 // the failure is what gets reported
             }
+            st.failed();
             throw e;
         } finally {
             if (metrics != null) metrics.close();
@@ -469,12 +493,7 @@ public final class TrainingJob {
             if (st.finished) return new Result(st.losses, Double.NaN, Double.NaN, st.last);   // interrupted meanwhile
             st.finished = true;
         }
-        List<Checkpoints.Saved> saves = List.of();
-        if (checkpoints != null) {
-            try (checkpoints) {
-                saves = checkpoints.awaitAll();
-            }
-        }
+        if (checkpoints != null) checkpoints.close();
         st.writeTrace();
         Coordinator.StepReport last = st.last;
         double[] losses = st.losses;
@@ -503,6 +522,11 @@ public final class TrainingJob {
                     + " (open in https://ui.perfetto.dev), run.json, stdout.log");
         }
         return new Result(losses, tokensPerSecond, val, last);
+    }
+
+    /** A checkpoint that was not saved: it stops the job at the step boundary where that is known. */
+    private static PipelineFailure stopped(String saveFailed, int stepsDone, int steps) {
+        return new PipelineFailure(saveFailed + "; the job stopped after step " + stepsDone + " of " + steps);
     }
 
     /**
