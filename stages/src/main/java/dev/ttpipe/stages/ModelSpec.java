@@ -172,6 +172,17 @@ public record ModelSpec(ModelType type, int vocabSize, int embeddingDim, int num
     }
 
     /**
+     * Parameters of the whole model: the blocks, the token embedding (and GPT-2's learned positions), the final norm and
+     * the LM head (none of its own when tied).
+     */
+    public long parameters() {
+        long d = embeddingDim, v = vocabSize;
+        long embedding = v * d + (isLlama() ? 0 : (long) maxSequenceLength * d);
+        long head = (weightTying ? 0 : v * d) + (isLlama() ? d : 2 * d);
+        return numBlocks * blockParameters() + embedding + head;
+    }
+
+    /**
      * Model FLOPs of one block, forward and backward, for {@code tokens} tokens of context {@code seq}:
      * 6 per parameter per token plus attention's 12 x (heads x head_dim) x seq per token (PaLM / nanoGPT's count).
      */

@@ -12,10 +12,12 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -106,16 +108,32 @@ public final class TopCommand implements Callable<Integer> {
     }
 
     private static Map<?, ?> fetch(HttpClient http, String base) {
-        return (Map<?, ?>) MiniJson.parse(fetchBody(http, base));
+        Object parsed;
+        try {
+            parsed = MiniJson.parse(fetchBody(http, base));
+        } catch (IllegalArgumentException e) {
+            throw new UserInputException(base + "/status: the reply is not valid JSON (" + e.getMessage() + ")");
+        }
+        if (!(parsed instanceof Map<?, ?> m)) throw new UserInputException(base + "/status: the reply is not a JSON object");
+        return m;
     }
+
+    /** The most of a /status reply that is read (a 256-rank job's is tens of KB). */
+    private static final int MAX_STATUS_BYTES = 16 << 20;
 
     /** The /status answer as it came (a JSON object). */
     private static String fetchBody(HttpClient http, String base) {
         try {
-            HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(base + "/status")).timeout(Duration.ofSeconds(5)).build(),
-                    HttpResponse.BodyHandlers.ofString());
-            if (r.statusCode() != 200) throw new UserInputException(base + "/status answered " + r.statusCode());
-            return r.body();
+            HttpResponse<InputStream> r = http.send(HttpRequest.newBuilder(URI.create(base + "/status")).timeout(Duration.ofSeconds(5))
+                    .build(), HttpResponse.BodyHandlers.ofInputStream());
+            try (InputStream in = r.body()) {
+                if (r.statusCode() != 200) throw new UserInputException(base + "/status answered " + r.statusCode());
+                byte[] body = in.readNBytes(MAX_STATUS_BYTES + 1);
+                if (body.length > MAX_STATUS_BYTES) {
+                    throw new UserInputException(base + "/status: the reply is over the limit of " + MAX_STATUS_BYTES + " bytes");
+                }
+                return new String(body, StandardCharsets.UTF_8);
+            }
         } catch (IOException e) {
             throw new UserInputException(base + ": no job answers (" + e.getClass().getSimpleName() + "); is it running, and is"
                     + " telemetry.port set?");

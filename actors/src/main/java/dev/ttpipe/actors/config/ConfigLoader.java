@@ -49,6 +49,13 @@ public final class ConfigLoader {
     static final List<String> TOKENIZERS = List.of("char", "bpe");
     static final List<String> POSITIONAL = List.of("trainable", "rope", "none");
 
+    /**
+     * The most bytes a config file (comments included) may hold: a real one is a few KiB, a 256-rank one with its
+     * rank bindings tens of KiB. Counted on the bytes read, before the parser sees any, so that a huge scalar or comment
+     * costs no parsing time (SnakeYAML takes about 1.7 s per MiB of a comment on this project's machines).
+     */
+    public static final int MAX_BYTES = 1 << 20;
+
     private ConfigLoader() {
     }
 
@@ -84,13 +91,28 @@ public final class ConfigLoader {
     public static TtpipeConfig read(Path file) {
         String text;
         try {
-            text = Files.readString(file, StandardCharsets.UTF_8);
+            text = readBounded(file);
         } catch (NoSuchFileException e) {
             throw new ConfigException(file + ": no such file (expected a YAML config; see configs/ for examples)");
         } catch (IOException e) {
             throw new ConfigException(file + ": cannot read (" + e.getMessage() + ")");
         }
         return read(text, file.toString(), file.toAbsolutePath().getParent());
+    }
+
+    /** {@code file}'s text, refused (one line naming it and the limit) when it holds more than {@link #MAX_BYTES}. */
+    private static String readBounded(Path file) throws IOException {
+        byte[] bytes;
+        try (InputStream in = Files.newInputStream(file)) {
+            bytes = in.readNBytes(MAX_BYTES + 1);
+        }
+        if (bytes.length > MAX_BYTES) throw tooLarge(file.toString(), "bytes");
+        return new String(bytes, StandardCharsets.UTF_8);
+    }
+
+    private static ConfigException tooLarge(String sourceName, String unit) {
+        return new ConfigException(sourceName + ": more than " + MAX_BYTES + " " + unit + " (" + (MAX_BYTES >> 20) + " MiB), over the"
+                + " limit for a config file (comments included; a real one is a few KiB)");
     }
 
     /** Reads a classpath resource (the embedded default configs). */
@@ -105,6 +127,7 @@ public final class ConfigLoader {
 
     /** Reads YAML text; {@code baseDir} resolves relative paths inside it (null: the working directory). */
     public static TtpipeConfig read(String yamlText, String sourceName, Path baseDir) {
+        if (yamlText.length() > MAX_BYTES) throw tooLarge(sourceName, "characters");
         ConfigProblems problems = new ConfigProblems(sourceName);
         TtpipeConfig cfg = new TtpipeConfig();
         cfg.source = sourceName;
@@ -229,10 +252,10 @@ public final class ConfigLoader {
         options.setAllowDuplicateKeys(true);           // reported by duplicateKeys, every one with both lines
         // Bounds on what a config file can make the parser do (SnakeYAML's defaults, set here so that they stay):
         // an alias bomb fails at the 51st alias of a list or mapping, nesting deeper than 50 fails, and so does a
-        // file of more than 3 Mi characters (a real config is a few KiB); no mapping may have itself as a key.
+        // text of more than MAX_BYTES characters (files are refused before, on their bytes); no mapping may have itself as a key.
         options.setMaxAliasesForCollections(50);
         options.setNestingDepthLimit(50);
-        options.setCodePointLimit(3 << 20);
+        options.setCodePointLimit(MAX_BYTES);
         options.setAllowRecursiveKeys(false);
         try {
             return new Yaml(options).compose(reader);
@@ -320,7 +343,7 @@ public final class ConfigLoader {
             return;
         }
         try {
-            String text = Files.readString(p, StandardCharsets.UTF_8);
+            String text = readBounded(p);
             ConfigProblems sub = new ConfigProblems(p.toString());
             Node root = compose(new StringReader(text), p.toString());
             if (root != null) duplicateKeys(root, "", sub);

@@ -310,14 +310,27 @@ public final class PipelineRuntime implements AutoCloseable {
         }
     }
 
-    /** Waits for every rank's files of step {@code step}'s {@link #saveState}. */
+    /**
+     * Waits for every rank's files of step {@code step}'s {@link #saveState}, all of them even when one failed (so that
+     * no rank still writes into the directory when the caller removes it); then throws the first failure.
+     */
     public List<StageActor.SavedFiles> awaitSaved(int step) {
-        List<StageActor.SavedFiles> out = new ArrayList<>();
+        List<CompletionStage<StageActor.SavedFiles>> asked = new ArrayList<>();
         for (int r = 0; r < plan.ranks(); r++) {
-            ActorRef<StageActor.Command> ref = rank(r);
-            out.add(await(AskPattern.askWithStatus(ref, (ActorRef<StatusReply<StageActor.SavedFiles>> reply) ->
-                    new StageActor.AwaitSaved(step, reply), Duration.ofMinutes(30), system.scheduler()), ref, Duration.ofMinutes(30)));
+            asked.add(AskPattern.askWithStatus(rank(r), (ActorRef<StatusReply<StageActor.SavedFiles>> reply) ->
+                    new StageActor.AwaitSaved(step, reply), Duration.ofMinutes(30), system.scheduler()));
         }
+        List<StageActor.SavedFiles> out = new ArrayList<>();
+        PipelineFailure first = null;
+        for (int r = 0; r < plan.ranks(); r++) {
+            try {
+                out.add(await(asked.get(r), rank(r), Duration.ofMinutes(30)));
+            } catch (PipelineFailure e) {
+                if (Thread.currentThread().isInterrupted()) throw e;      // given up on (a rank died): no waiting for the rest
+                if (first == null) first = e;
+            }
+        }
+        if (first != null) throw first;
         return out;
     }
 

@@ -1,7 +1,5 @@
 package dev.ttpipe.actors.telemetry;
 
-import com.sun.net.httpserver.HttpExchange;
-import com.sun.net.httpserver.HttpServer;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineFailure;
@@ -9,7 +7,7 @@ import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.runtime.StageStats;
 import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.transport.DropReason;
-import io.prometheus.metrics.exporter.httpserver.MetricsHandler;
+import io.prometheus.metrics.exporter.common.PrometheusScrapeHandler;
 import io.prometheus.metrics.model.registry.MultiCollector;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import io.prometheus.metrics.model.snapshots.CounterSnapshot;
@@ -19,34 +17,30 @@ import io.prometheus.metrics.model.snapshots.MetricSnapshot;
 import io.prometheus.metrics.model.snapshots.MetricSnapshots;
 
 import java.io.IOException;
-import java.io.OutputStream;
-import java.net.BindException;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.function.ToDoubleFunction;
 
 /**
  * A running job's telemetry over HTTP, on the host of the Coordinator: {@code /metrics} in
  * Prometheus' text format (through the official Prometheus Java client: a {@link MultiCollector}
  * that asks every rank for its live state on each scrape) and {@code /status}, the same as JSON with
- * each rank's current action, how long it has run or waited, and its position in its row.
+ * each rank's current action, how long it has run or waited, and its position in its row. Served by
+ * {@link HttpEndpoint}: a bounded pool with read deadlines, so one stalled client blocks no one.
  */
 public final class MetricsServer implements AutoCloseable {
-    private final HttpServer server;
+    private HttpEndpoint server;
     private final PipelineRuntime runtime;
     private volatile Coordinator.StepReport lastStep;
     private volatile StepAnalysis lastAnalysis;
 
     private final List<Integer> ranks;
 
-    private MetricsServer(HttpServer server, PipelineRuntime runtime, List<Integer> ranks) {
-        this.server = server;
+    private MetricsServer(PipelineRuntime runtime, List<Integer> ranks) {
         this.runtime = runtime;
         this.ranks = ranks;
     }
@@ -64,29 +58,17 @@ public final class MetricsServer implements AutoCloseable {
 
     /** As {@link #start(PipelineRuntime, String, int)}, reporting only {@code ranks} (a worker's own). */
     public static MetricsServer start(PipelineRuntime runtime, String host, int port, List<Integer> ranks) throws IOException {
-        HttpServer http;
-        try {
-            http = HttpServer.create(new InetSocketAddress(host, port), 16);
-        } catch (BindException e) {
-            throw new IOException(host + ":" + port + " is in use (" + e.getMessage() + ")", e);
-        }
-        MetricsServer m = new MetricsServer(http, runtime, List.copyOf(ranks));
+        MetricsServer m = new MetricsServer(runtime, List.copyOf(ranks));
         PrometheusRegistry registry = new PrometheusRegistry();
         registry.register(m.new Collector());
-        http.createContext("/metrics", new MetricsHandler(registry));
-        http.createContext("/status", m::status);
-        http.setExecutor(Executors.newSingleThreadExecutor(r -> {
-            Thread t = new Thread(r, "ttpipe-telemetry-http");
-            t.setDaemon(true);
-            return t;
-        }));
-        http.start();
+        PrometheusScrapeHandler metrics = new PrometheusScrapeHandler(registry);
+        m.server = HttpEndpoint.start(host, port, Map.of("/metrics", metrics::handleRequest, "/status", m::status));
         return m;
     }
 
     /** {@code http://host:port}. */
     public String url() {
-        InetSocketAddress a = server.getAddress();
+        InetSocketAddress a = server.address();
         return "http://" + a.getHostString() + ":" + a.getPort();
     }
 
@@ -233,7 +215,7 @@ public final class MetricsServer implements AutoCloseable {
         return b.build();
     }
 
-    private void status(HttpExchange ex) throws IOException {
+    private void status(HttpEndpoint.Exchange ex) throws IOException {
         List<StageStats> stats = stats();
         Coordinator.StepReport step = lastStep;
         StepAnalysis a = lastAnalysis;
@@ -268,17 +250,11 @@ public final class MetricsServer implements AutoCloseable {
             }
             sb.append("}}");
         }
-        byte[] body = sb.append("]}\n").toString().getBytes(StandardCharsets.UTF_8);
-        ex.getResponseHeaders().set("Content-Type", "application/json; charset=utf-8");
-        ex.sendResponseHeaders(200, body.length);
-        try (OutputStream o = ex.getResponseBody()) {
-            o.write(body);
-        }
+        ex.send(200, "application/json; charset=utf-8", sb.append("]}\n").toString().getBytes(StandardCharsets.UTF_8));
     }
 
     @Override
     public void close() {
-        server.stop(0);
-        if (server.getExecutor() instanceof ExecutorService e) e.shutdownNow();
+        server.close();
     }
 }

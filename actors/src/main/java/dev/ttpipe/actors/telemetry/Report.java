@@ -43,20 +43,39 @@ public final class Report {
             }
             try {
                 List<Map<?, ?>> steps = new ArrayList<>();
-                for (String line : Files.readAllLines(metrics, StandardCharsets.UTF_8)) {
-                    if (!line.isBlank()) steps.add((Map<?, ?>) MiniJson.parse(line));
+                List<String> lines = Files.readAllLines(metrics, StandardCharsets.UTF_8);
+                for (int n = 0; n < lines.size(); n++) {
+                    String line = lines.get(n);
+                    if (!line.isBlank()) steps.add(object(metrics + ":" + (n + 1), () -> MiniJson.parse(line)));
                 }
                 if (steps.isEmpty()) throw new IllegalArgumentException(metrics + ": no step recorded yet");
                 Path rec = dir.resolve("run.json");
-                Map<?, ?> record = Files.isRegularFile(rec) ? (Map<?, ?>) MiniJson.parse(Files.readString(rec)) : Map.of();
+                Map<?, ?> record = Files.isRegularFile(rec) ? object(rec.toString(), () -> MiniJson.read(rec)) : Map.of();
                 Path cfg = dir.resolve("config.yaml");
                 TtpipeConfig config = Files.isRegularFile(cfg) ? ConfigLoader.load(cfg) : null;
                 Path tr = dir.resolve("trace.json");
-                Map<?, ?> trace = Files.isRegularFile(tr) ? (Map<?, ?>) MiniJson.parse(Files.readString(tr)) : null;
+                Map<?, ?> trace = Files.isRegularFile(tr) ? object(tr.toString(), () -> MiniJson.read(tr)) : null;
                 return new Run(dir, steps, record, config, trace);
             } catch (IOException e) {
                 throw new IllegalArgumentException(dir + ": cannot be read (" + e.getMessage() + ")");
             }
+        }
+
+        /** A JSON text that {@code source} parses; an error names {@code where}, a file or file:line. */
+        private interface JsonSource {
+            Object parse() throws IOException;
+        }
+
+        /** The JSON object {@code source} parses; an error names {@code where}, a file or file:line. */
+        private static Map<?, ?> object(String where, JsonSource source) throws IOException {
+            Object parsed;
+            try {
+                parsed = source.parse();
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException(where + ": not valid JSON (" + e.getMessage() + ")");
+            }
+            if (!(parsed instanceof Map<?, ?> m)) throw new IllegalArgumentException(where + ": not a JSON object");
+            return m;
         }
 
         double[] series(String key) {

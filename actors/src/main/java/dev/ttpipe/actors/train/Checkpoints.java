@@ -2,6 +2,7 @@ package dev.ttpipe.actors.train;
 
 import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.PipelineFailure;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.runtime.StageActor;
 import dev.ttpipe.actors.telemetry.Json;
@@ -9,6 +10,7 @@ import dev.ttpipe.stages.StageSlice;
 import dev.ttpipe.stages.checkpoint.CheckpointException;
 import dev.ttpipe.stages.checkpoint.MiniJson;
 import dev.ttpipe.stages.checkpoint.SafeTensors;
+import dev.ttpipe.stages.checkpoint.WriteFailure;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -23,6 +25,7 @@ import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HexFormat;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -64,12 +67,19 @@ public final class Checkpoints implements AutoCloseable {
         t.setDaemon(true);
         return t;
     });
-    private final List<Future<Saved>> pending = new ArrayList<>();
+    private final List<Pending> pending = new ArrayList<>();
     private final List<Saved> done = new ArrayList<>();
 
     /** What one save cost: the host copy (which the pipeline waits for) and the write (which it does not). */
     public record Saved(int step, Path dir, long bytes, double copySeconds, double writeSeconds) {
     }
+
+    /** A save being written in the background. */
+    private record Pending(int step, Future<Saved> result) {
+    }
+
+    /** Room left beside the stage files for trainer_state.json (the config and the vocabulary) and the file system's own. */
+    static final long STATE_ALLOWANCE = 1L << 20;
 
     Checkpoints(TrainingJob job, Path root, int interval, int keep) {
         this.job = job;
@@ -93,26 +103,82 @@ public final class Checkpoints implements AutoCloseable {
     }
 
     /** Saves the state after {@code stepsDone} steps; returns once the host copies are taken (milliseconds). */
-    void save(PipelineRuntime runtime, int stepsDone) throws IOException {
+    void save(PipelineRuntime runtime, int stepsDone) {
         save(runtime, stepsDone, stepsDone);
     }
 
     /**
      * Saves the state after {@code stepsDone} steps of which {@code optimizerSteps} were applied (a
      * step with a non-finite loss or gradient is not); returns once the host copies are taken.
+     *
+     * @throws PipelineFailure one line naming the step, the path and the cause, before anything is written, when the
+     *                         directory cannot be made or the disk has less room than the checkpoint needs
      */
-    void save(PipelineRuntime runtime, int stepsDone, int optimizerSteps) throws IOException {
-        Files.createDirectories(root);
+    void save(PipelineRuntime runtime, int stepsDone, int optimizerSteps) {
         Path tmp = root.resolve(dirName(stepsDone) + ".tmp");
-        deleteTree(tmp);
-        Files.createDirectories(tmp);
+        try {
+            Files.createDirectories(root);
+            long free = Files.getFileStore(root).getUsableSpace(), needed = expectedBytes();
+            if (free < needed) {
+                throw new PipelineFailure("step " + stepsDone + ": not saving the checkpoint to " + root.resolve(dirName(stepsDone))
+                        + ": it needs about " + Sizes.format(needed) + " and the disk has " + Sizes.format(free) + " free"
+                        + " (training_config.checkpoint_dir; fewer checkpoint_keep frees room)" + latestNote());
+            }
+            deleteTree(tmp);
+            Files.createDirectories(tmp);
+        } catch (IOException e) {
+            throw new PipelineFailure("step " + stepsDone + ": not saving the checkpoint to " + root.resolve(dirName(stepsDone)) + ": "
+                    + WriteFailure.describe(e) + " (training_config.checkpoint_dir)" + latestNote(), e);
+        }
         long t0 = System.nanoTime();
         runtime.saveState(stepsDone, tmp);
         double copy = (System.nanoTime() - t0) / 1e9;
-        pending.add(finisher.submit(() -> finish(runtime, stepsDone, optimizerSteps, tmp, copy)));
+        pending.add(new Pending(stepsDone, finisher.submit(() -> finish(runtime, stepsDone, optimizerSteps, tmp, copy))));
     }
 
-    private Saved finish(PipelineRuntime runtime, int stepsDone, int optimizerSteps, Path tmp, double copySeconds) throws IOException {
+    /**
+     * The bytes the next save needs: the last save's stage files, or before the first the model's parameters and the
+     * optimizer's moments in fp32; and {@link #STATE_ALLOWANCE} for the rest.
+     */
+    long expectedBytes() {
+        if (!done.isEmpty()) return done.get(done.size() - 1).bytes() + STATE_ALLOWANCE;
+        JobPlan plan = job.plan();
+        int moments = switch (plan.optimizer().kind()) {
+            case ADAMW -> 2;
+            case SGD -> plan.optimizer().momentum() > 0 ? 1 : 0;
+            case NOOP -> 0;
+        };
+        return 4L * plan.model().parameters() * (1 + moments) + STATE_ALLOWANCE;
+    }
+
+    /** "; latest is still step-000004" (or that there is none yet), for the line that says a save failed. */
+    private String latestNote() {
+        try {
+            Path latest = root.resolve(LATEST);
+            return Files.isRegularFile(latest) ? "; " + latest + " is still " + Files.readString(latest, StandardCharsets.UTF_8).strip()
+                    : "; " + root + " has no complete checkpoint";
+        } catch (IOException e) {
+            return "";
+        }
+    }
+
+    /** Writes the files of a save whose host copies are taken; on failure removes its {@code .tmp} and says why. */
+    private Saved finish(PipelineRuntime runtime, int stepsDone, int optimizerSteps, Path tmp, double copySeconds) {
+        try {
+            return write(runtime, stepsDone, optimizerSteps, tmp, copySeconds);
+        } catch (IOException | RuntimeException e) {
+            String cause = e instanceof IOException ? WriteFailure.describe(e) : e.getMessage();
+            try {
+                deleteTree(tmp);                         // every rank is done with it: awaitSaved waited for all of them
+            } catch (IOException ignored) {
+                // the failure is what gets reported; the next save of this step removes it
+            }
+            throw new PipelineFailure("step " + stepsDone + ": saving the checkpoint to " + root.resolve(dirName(stepsDone))
+                    + " failed: " + cause + latestNote(), e);
+        }
+    }
+
+    private Saved write(PipelineRuntime runtime, int stepsDone, int optimizerSteps, Path tmp, double copySeconds) throws IOException {
         List<StageActor.SavedFiles> files = runtime.awaitSaved(stepsDone);
         long bytes = 0;
         double write = 0;
@@ -188,21 +254,54 @@ public final class Checkpoints implements AutoCloseable {
         for (int i = 0; i < steps.size() - keep; i++) deleteTree(steps.get(i));
     }
 
-    /** Waits for every save still being written; returns all saves of this run. */
-    public List<Saved> awaitAll() throws IOException {
-        for (Future<Saved> f : pending) {
+    /**
+     * Waits for every save still being written; returns all saves of this run.
+     *
+     * @throws PipelineFailure the first save that failed, in one line (step, path, cause)
+     */
+    public List<Saved> awaitAll() {
+        try {
+            for (Pending p : pending) {
+                try {
+                    done.add(p.result().get());
+                } catch (ExecutionException e) {
+                    throw failure(p, e);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new PipelineFailure("interrupted while writing the checkpoint of step " + p.step());
+                }
+            }
+        } finally {
+            pending.removeIf(p -> p.result().isDone());
+        }
+        return List.copyOf(done);
+    }
+
+    /**
+     * Without waiting: the first save that failed, in one line (step, path, cause), or null while none has. The
+     * training loop asks at each step boundary and stops the job on a failure.
+     */
+    String failure() {
+        for (Iterator<Pending> it = pending.iterator(); it.hasNext(); ) {
+            Pending p = it.next();
+            if (!p.result().isDone()) break;             // saves finish in order: the later ones are not done either
+            it.remove();
             try {
-                done.add(f.get());
+                done.add(p.result().get());
             } catch (ExecutionException e) {
-                Throwable c = e.getCause();
-                throw new IOException("writing a checkpoint failed: " + (c == null ? e : c.getMessage()), c);
+                return failure(p, e).getMessage();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-                throw new IOException("interrupted while writing a checkpoint");
+                return null;
             }
         }
-        pending.clear();
-        return List.copyOf(done);
+        return null;
+    }
+
+    private static PipelineFailure failure(Pending p, ExecutionException e) {
+        Throwable c = e.getCause();
+        return c instanceof PipelineFailure f ? f
+                : new PipelineFailure("step " + p.step() + ": saving the checkpoint failed: " + (c == null ? e : WriteFailure.describe(c)), c);
     }
 
     /**
@@ -217,7 +316,8 @@ public final class Checkpoints implements AutoCloseable {
 
     /** {@link #abandonPending()}, waiting at most {@code seconds} per save being written. */
     Found abandonPending(int seconds) {
-        for (Future<Saved> f : pending) {
+        for (Pending p : pending) {
+            Future<Saved> f = p.result();
             try {
                 done.add(f.get(seconds, TimeUnit.SECONDS));
             } catch (TimeoutException | ExecutionException e) {
@@ -302,7 +402,7 @@ public final class Checkpoints implements AutoCloseable {
         }
         Map<String, Object> s;
         try {
-            Object parsed = MiniJson.parse(Files.readString(state, StandardCharsets.UTF_8));
+            Object parsed = MiniJson.read(state);
             if (!(parsed instanceof Map<?, ?>)) throw new IllegalArgumentException("not a JSON object");
             @SuppressWarnings("unchecked") Map<String, Object> m = (Map<String, Object>) parsed;
             s = m;

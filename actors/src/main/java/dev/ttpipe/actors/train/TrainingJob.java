@@ -313,6 +313,19 @@ public final class TrainingJob {
             } catch (IOException e) {
                 out.println("(could not write the run directory: " + e.getMessage() + ")");
             }
+            printSoFar();
+        }
+
+        /** A run that failed: the summary of the steps so far (the record and the trace are written by the caller). */
+        synchronized void failed() {
+            if (finished) return;
+            finished = true;
+            out.println();
+            printSoFar();
+        }
+
+        /** The loss and the stage table of the steps so far, and where the trace is. */
+        private void printSoFar() {
             if (last != null) {
                 out.printf(Locale.ROOT, "loss %s -> %s over steps %d..%d%n", lossText(losses[first]), lossText(last.loss()),
                         first + 1, done);
@@ -444,10 +457,13 @@ public final class TrainingJob {
         double secondsTotal = 0;
         int optimizerSteps = resumeFrom != null ? resumeFrom.optimizerSteps() : 0;   // steps applied: not the non-finite ones
         int stoppedAt = -1;
+        List<Checkpoints.Saved> saves = List.of();
         try {
             Progress progress = new Progress(out, steps, first, logEvery);
             int recoveries = 0, nonFiniteInARow = 0;
             for (int step = first; step < steps; step++) {
+                String saveFailed = checkpoints == null ? null : checkpoints.failure();     // at each step boundary
+                if (saveFailed != null) throw stopped(saveFailed, step, steps);
                 if (preemption.requested() != null) {
                     stoppedAt = step;
                     break;
@@ -490,7 +506,13 @@ public final class TrainingJob {
                     metrics.newLine();
                     metrics.flush();
                 }
-                if (checkpoints != null && checkpoints.due(step + 1, steps)) checkpoints.save(runtime, step + 1, optimizerSteps);
+                if (checkpoints != null && checkpoints.due(step + 1, steps)) {
+                    try {
+                        checkpoints.save(runtime, step + 1, optimizerSteps);
+                    } catch (PipelineFailure e) {
+                        throw stopped(e.getMessage(), step + 1, steps);
+                    }
+                }
                 if (step > first) {             // the first step includes warm-up (JIT, allocations)
                     tokensTotal += r.tokens();
                     secondsTotal += r.seconds();
@@ -500,6 +522,7 @@ public final class TrainingJob {
                         lossText(r.loss()), human(tps), 100 * a.bubble(),
                         a.predicted() == null ? "" : String.format(Locale.ROOT, " (sim %.0f%%)", 100 * a.predicted().bubbleFraction())));
             }
+            if (checkpoints != null) saves = checkpoints.awaitAll();     // a save that failed fails the run like a failed step
         } catch (RuntimeException e) {
             if (st.record != null) st.record.write("failed: " + e.getMessage(), st.done, Double.NaN);
             if (checkpoints != null) {
@@ -515,6 +538,7 @@ public final class TrainingJob {
             } catch (IOException | RuntimeException ignored) {
                 // the failure is what gets reported
             }
+            st.failed();
             throw e;
         } finally {
             if (metrics != null) metrics.close();
@@ -524,12 +548,7 @@ public final class TrainingJob {
             st.finished = true;
         }
         if (stoppedAt >= 0) return preempted(runtime, st, checkpoints, stoppedAt, optimizerSteps, out);
-        List<Checkpoints.Saved> saves = List.of();
-        if (checkpoints != null) {
-            try (checkpoints) {
-                saves = checkpoints.awaitAll();
-            }
-        }
+        if (checkpoints != null) checkpoints.close();
         st.writeTrace();
         Coordinator.StepReport last = st.last;
         double[] losses = st.losses;
@@ -598,6 +617,11 @@ public final class TrainingJob {
         if (resume != null) out.println("resume with: " + resume + (allLocal(runtime) ? "" : "   (every worker, as it was started)"));
         out.flush();
         return new Result(st.losses, Double.NaN, Double.NaN, st.last, why);
+    }
+
+    /** A checkpoint that was not saved: it stops the job at the step boundary where that is known. */
+    private static PipelineFailure stopped(String saveFailed, int stepsDone, int steps) {
+        return new PipelineFailure(saveFailed + "; the job stopped after step " + stepsDone + " of " + steps);
     }
 
     /**

@@ -8,6 +8,8 @@ import dev.ttpipe.stages.checkpoint.HfModel;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -283,6 +285,32 @@ class ConfigLoaderTest {
         for (int i = 1; i < 25; i++) under.append("a").append(i).append(": &a").append(i).append(" [*a").append(i - 1)
                 .append(", *a").append(i - 1).append("]\n");             // 2^25 paths through 48 aliases
         assertTrue(problems(under.toString()).stream().anyMatch(s -> s.contains("a24: unknown key")));
+    }
+
+    @Test
+    void aFiftyMegabyteScalarOrCommentIsRefusedOnItsBytesBeforeParsing(@TempDir Path dir) throws Exception {
+        byte[] fifty = "x".repeat(50 << 20).getBytes(StandardCharsets.US_ASCII);
+        String limit = ": more than 1048576 bytes (1 MiB), over the limit for a config file (comments included; a real one is a"
+                + " few KiB)";
+        for (String before : List.of("training_config: {project_name: \"", "training_config: {seed: 1}\n# ")) {
+            Path file = dir.resolve("big.yaml");
+            try (OutputStream out = Files.newOutputStream(file)) {
+                out.write(before.getBytes(StandardCharsets.US_ASCII));
+                out.write(fifty);
+                out.write("\"}\n".getBytes(StandardCharsets.US_ASCII));
+            }
+            ConfigException e = assertThrows(ConfigException.class, () -> ConfigLoader.load(file));
+            assertEquals(List.of(file + limit), e.problems());
+        }
+        // the same limit for a config that comes as text (a checkpoint's), counted in characters
+        ConfigException e = assertThrows(ConfigException.class,
+                () -> ConfigLoader.read("# " + "x".repeat(ConfigLoader.MAX_BYTES) + "\n", "ckpt (its config)", null));
+        assertEquals(List.of("ckpt (its config): more than 1048576 characters (1 MiB), over the limit for a config file (comments"
+                + " included; a real one is a few KiB)"), e.problems());
+        // and a file just under it, most of it a comment, is read
+        Path under = Files.writeString(dir.resolve("under.yaml"), "# " + "x".repeat(ConfigLoader.MAX_BYTES - 40) + "\n"
+                + "training_config: {seed: 7}\n");
+        assertEquals(7, ConfigLoader.read(under).training.seed);
     }
 
     @Test

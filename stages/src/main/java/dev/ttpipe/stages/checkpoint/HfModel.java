@@ -6,7 +6,6 @@ import dev.ttpipe.device.RopeFrequencies;
 import dev.ttpipe.stages.ModelSpec;
 
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -76,7 +75,7 @@ public final class HfModel implements AutoCloseable {
         Path file = dir.resolve(CONFIG);
         Map<?, ?> c;
         try {
-            Object parsed = MiniJson.parse(Files.readString(file, StandardCharsets.UTF_8));
+            Object parsed = MiniJson.read(file);
             if (!(parsed instanceof Map<?, ?> m)) throw new CheckpointException(file + ": not a JSON object");
             c = m;
         } catch (IOException | IllegalArgumentException e) {
@@ -244,7 +243,7 @@ public final class HfModel implements AutoCloseable {
         try {
             List<Path> files = new ArrayList<>();
             if (Files.isRegularFile(dir.resolve(INDEX))) {
-                Object idx = MiniJson.parse(Files.readString(dir.resolve(INDEX), StandardCharsets.UTF_8));
+                Object idx = MiniJson.read(dir.resolve(INDEX));
                 if (!(idx instanceof Map<?, ?> im) || !(im.get("weight_map") instanceof Map<?, ?> wm)) {
                     throw new CheckpointException(dir.resolve(INDEX) + ": no weight_map, expected {\"weight_map\": {tensor: file}}");
                 }

@@ -90,7 +90,11 @@ public final class StageState {
             meta.put("ttpipe_blocks", s.firstBlock() + ".." + s.endBlock());
             meta.put("ttpipe_optimizer_steps", Integer.toString(s.optimizerSteps()));
             String name = fileName(s.stage());
-            sha.put(name, SafeTensors.write(dir.resolve(name), entries, meta));
+            try {
+                sha.put(name, SafeTensors.write(dir.resolve(name), entries, meta));
+            } catch (IOException e) {
+                throw new IOException(dir.resolve(name) + ": " + WriteFailure.describe(e), e);
+            }
             bytes += Files.size(dir.resolve(name));
         }
         return new Written(sha, bytes, (System.nanoTime() - t0) / 1e9);

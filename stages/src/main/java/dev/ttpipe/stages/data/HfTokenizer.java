@@ -70,7 +70,7 @@ public final class HfTokenizer implements Tokenizer {
         }
         TokenizerJson root;
         try {
-            Object o = MiniJson.parse(Files.readString(file, StandardCharsets.UTF_8));
+            Object o = MiniJson.read(file);
             if (!(o instanceof Map<?, ?> m)) throw new DataException(file + ": not a JSON object, expected a tokenizer.json");
             root = new TokenizerJson(file, "", m);
         } catch (IOException | IllegalArgumentException e) {

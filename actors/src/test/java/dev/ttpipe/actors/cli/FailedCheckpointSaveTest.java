@@ -1,0 +1,112 @@
+package dev.ttpipe.actors.cli;
+
+import dev.ttpipe.actors.train.Checkpoints;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+import static dev.ttpipe.actors.cli.CliTest.config;
+import static dev.ttpipe.actors.cli.CliTest.run;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+/**
+ * A checkpoint_dir on a small tmpfs (so these tests need root and {@code mount}; they are skipped, saying so,
+ * elsewhere): a disk that fills during a save stops the job at the next step boundary, and a checkpoint larger than
+ * the free space is refused before anything is written. Either way: one line naming the step, the path and the cause,
+ * exit 1, no {@code .tmp} left, {@code latest} on the last complete checkpoint, run.json failed, the trace and the
+ * summary of the steps so far written.
+ */
+class FailedCheckpointSaveTest {
+    static final int STEPS = 40;
+
+    @TempDir
+    Path dir;
+
+    /** A tmpfs at {@code dir/ckpt} with {@code options}, or the test is skipped. */
+    private Path tmpfs(String options) throws Exception {
+        Path mount = Files.createDirectories(dir.resolve("ckpt"));
+        Process p = new ProcessBuilder("mount", "-t", "tmpfs", "-o", options, "tmpfs", mount.toString()).redirectErrorStream(true).start();
+        boolean ok = p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0;
+        assumeTrue(ok, "skipped: mounting a tmpfs needs root and mount (" + new String(p.getInputStream().readAllBytes()).strip() + ")");
+        return mount;
+    }
+
+    private void unmount(Path mount) throws Exception {
+        new ProcessBuilder("umount", mount.toString()).inheritIO().start().waitFor(30, TimeUnit.SECONDS);
+    }
+
+    private CliTest.Result train(Path checkpoints) throws Exception {
+        String job = CliTest.SMALL.replace("RUNS", dir.resolve("runs").toString()).replace("max_steps: 2", "max_steps: " + STEPS)
+                .replace("runs_dir:", "model_save_interval: 2, checkpoint_keep: 1, checkpoint_dir: " + checkpoints + ", runs_dir:");
+        return run("train", config(dir, job).toString());
+    }
+
+    private Path runDir() throws Exception {
+        try (Stream<Path> s = Files.list(dir.resolve("runs"))) {
+            return s.findFirst().orElseThrow();
+        }
+    }
+
+    private static void assertStoppedInOneLine(CliTest.Result r, String... fragments) {
+        assertEquals(Main.EXIT_FAILURE, r.code(), r.err());
+        assertEquals(1, r.err().strip().split("\n").length, r.err());
+        assertFalse(r.err().contains("\tat "), r.err());
+        for (String f : fragments) assertTrue(r.err().contains(f), "'" + f + "' not in: " + r.err());
+    }
+
+    @Test
+    void aDiskThatFillsDuringASaveStopsTheJobAtTheNextStepBoundary() throws Exception {
+        // 8 inodes: the mount's root, one complete checkpoint (its directory, two stage files, trainer_state.json) and
+        // latest; the next save's directory and its first stage file; its second stage file finds the disk full
+        Path mount = tmpfs("size=4m,nr_inodes=8");
+        try {
+            CliTest.Result r = train(mount);
+            assertStoppedInOneLine(r, "ttpipe: step 4: saving the checkpoint to " + mount.resolve("step-000004") + " failed: rank ",
+                    ".tmp/stage-0", ".safetensors: disk full (No space left on device)",
+                    mount.resolve("latest") + " is still step-000002; the job stopped after step ");
+            int stoppedAfter = Integer.parseInt(r.err().replaceAll("(?s).*the job stopped after step (\\d+) of " + STEPS + ".*", "$1"));
+            assertTrue(stoppedAfter >= 4 && stoppedAfter < STEPS, r.err());
+            try (Stream<Path> s = Files.list(mount)) {
+                assertEquals(List.of("latest", "step-000002"), s.map(p -> p.getFileName().toString()).sorted().toList());
+            }
+            assertEquals(2, Checkpoints.find(mount.toString(), dir).step());     // complete, checksums and all
+            Path run = runDir();
+            assertEquals(stoppedAfter, Files.readAllLines(run.resolve("metrics.jsonl")).size());
+            assertTrue(Files.readString(run.resolve("run.json")).contains("\"status\": \"failed: step 4: saving the checkpoint to "),
+                    Files.readString(run.resolve("run.json")));
+            assertTrue(Files.size(run.resolve("trace.json")) > 0);
+            assertTrue(r.out().contains("over steps 1.." + stoppedAfter) && r.out().contains("wrote " + run.resolve("trace.json")),
+                    r.out());
+        } finally {
+            unmount(mount);
+        }
+    }
+
+    @Test
+    void aCheckpointLargerThanTheFreeSpaceIsRefusedBeforeAnythingIsWritten() throws Exception {
+        Path mount = tmpfs("size=512k");
+        try {
+            CliTest.Result r = train(mount);
+            assertStoppedInOneLine(r, "ttpipe: step 2: not saving the checkpoint to " + mount.resolve("step-000002") + ": it needs about ",
+                    " and the disk has 512.0 KiB free (training_config.checkpoint_dir;",
+                    mount + " has no complete checkpoint; the job stopped after step 2 of " + STEPS);
+            try (Stream<Path> s = Files.list(mount)) {
+                assertEquals(0, s.count());
+            }
+            Path run = runDir();
+            assertEquals(2, Files.readAllLines(run.resolve("metrics.jsonl")).size());
+            assertTrue(Files.readString(run.resolve("run.json")).contains("\"status\": \"failed: step 2: not saving"));
+            assertTrue(Files.size(run.resolve("trace.json")) > 0);
+        } finally {
+            unmount(mount);
+        }
+    }
+}
