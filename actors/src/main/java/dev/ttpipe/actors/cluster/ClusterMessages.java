@@ -33,5 +33,7 @@ public final class ClusterMessages {
             "dev.ttpipe.actors.runtime.ActionEvent",
             "dev.ttpipe.schedules.Action",
             "dev.ttpipe.schedules.ActionKind",
-            "dev.ttpipe.device.LossOutput");
+            "dev.ttpipe.device.LossOutput",
+            "dev.ttpipe.actors.runtime.Inference$Score",
+            "dev.ttpipe.actors.runtime.Inference$Decode");
 }
