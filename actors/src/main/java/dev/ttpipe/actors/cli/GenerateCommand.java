@@ -127,7 +127,7 @@ public final class GenerateCommand implements Callable<Integer> {
      * prompt's own text, so that a decoder that strips the start of a text (SentencePiece's leading space) does
      * not eat the first new word's space. A BPE token that ends inside a character waits for the rest of it.
      */
-    private static final class Streamer implements IntConsumer {
+    static final class Streamer implements IntConsumer {
         private final Tokenizer tok;
         private final PrintStream out;
         private int[] ids;
