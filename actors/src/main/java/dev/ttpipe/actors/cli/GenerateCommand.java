@@ -3,6 +3,7 @@ package dev.ttpipe.actors.cli;
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.inference.PipelinedModel;
+import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.actors.train.ModelSource;
 import dev.ttpipe.device.Backends;
@@ -80,9 +81,9 @@ public final class GenerateCommand implements Callable<Integer> {
             out.print(prompt);
             out.flush();
         }
-        long t0 = System.nanoTime();
-        int[] all = pipelined ? pipelined(src, ids, streamer) : oneProcess(src, ids, streamer);
-        double sec = (System.nanoTime() - t0) / 1e9;
+        Generated g = pipelined ? pipelined(src, ids, streamer) : oneProcess(src, ids, streamer);
+        int[] all = g.ids();
+        double sec = g.seconds();
         int made = all.length - ids.length;
         String how = noCache ? "no cache: the whole context per token, " + model.stages + " stage" + (model.stages == 1 ? "" : "s")
                 + " in one process" : "key/value cache, " + model.how();
@@ -102,13 +103,19 @@ public final class GenerateCommand implements Callable<Integer> {
         return Main.EXIT_OK;
     }
 
+    /** The prompt's and the new ids, and the seconds the generation took (the model's loading not counted). */
+    private record Generated(int[] ids, double seconds) {
+    }
+
     /** The stages one after another in this thread, on one device. */
-    private int[] oneProcess(ModelSource src, int[] ids, Streamer streamer) {
+    private Generated oneProcess(ModelSource src, int[] ids, Streamer streamer) {
         try (MeshDevice mesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults())) {
             List<Stage> loaded = src.load(mesh.asSubmesh(), model.stages);
             try {
-                return noCache ? Evaluation.generate(loaded, ids, maxNewTokens, temperature, topK, seed)
+                long t0 = System.nanoTime();
+                int[] all = noCache ? Evaluation.generate(loaded, ids, maxNewTokens, temperature, topK, seed)
                         : Evaluation.generateCached(loaded, ids, maxNewTokens, temperature, topK, seed, streamer);
+                return new Generated(all, (System.nanoTime() - t0) / 1e9);
             } finally {
                 loaded.forEach(Stage::close);
             }
@@ -116,9 +123,10 @@ public final class GenerateCommand implements Callable<Integer> {
     }
 
     /** The stages on their own ranks, each keeping its key/value caches; the Coordinator samples and feeds each token back. */
-    private int[] pipelined(ModelSource src, int[] ids, Streamer streamer) {
+    private Generated pipelined(ModelSource src, int[] ids, Streamer streamer) {
         try (PipelinedModel p = PipelinedModel.forGeneration(src, model.stages, Backend.CPU, model.transport(), ids.length)) {
-            return p.generate(ids, maxNewTokens, temperature, topK, seed, streamer).ids();
+            Coordinator.GenerateReport r = p.generate(ids, maxNewTokens, temperature, topK, seed, streamer);
+            return new Generated(r.ids(), r.seconds());
         }
     }
 
