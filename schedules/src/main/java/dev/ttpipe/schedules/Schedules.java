@@ -1,5 +1,6 @@
 package dev.ttpipe.schedules;
 
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 
@@ -61,14 +62,7 @@ public final class Schedules {
      */
     public static Schedule generate(String name, int ranks, int microbatches, int virtualStages, CostModel costs) {
         String key = canonicalName(name);
-        if (ranks < 1) throw new ScheduleException("schedule " + key + " needs at least 1 pipeline rank, got " + ranks);
-        if (microbatches < 1) throw new ScheduleException("schedule " + key + " needs at least 1 microbatch, got " + microbatches);
-        long stages = (long) ranks * Math.max(1, virtualStages);
-        if (stages * microbatches > MAX_STAGE_MICROBATCHES) {
-            throw new ScheduleException("schedule " + key + " of " + stages + " stages x " + microbatches + " microbatches = "
-                    + stages * microbatches + " (stage, microbatch) pairs, expected at most " + MAX_STAGE_MICROBATCHES
-                    + ": fewer microbatches");
-        }
+        checkSize(key, ranks, microbatches, (long) ranks * Math.max(1, virtualStages));
         switch (key) {
             case "interleaved" -> {
                 if (virtualStages < 2) {
@@ -100,5 +94,33 @@ public final class Schedules {
                     costs != null ? costs : CostModel.uniform(1, 2, 1, 1, 0));
             default -> throw new IllegalStateException("no generator for " + key);
         };
+    }
+
+    /**
+     * The forward-only schedule of inference (evaluation, generation), named {@code forward}: stage r on
+     * rank r runs F of every microbatch in order, and nothing else (no backward, no weight update), so
+     * rank r works on microbatch m while rank r - 1 works on m + 1. Not among {@link #names()}: no
+     * training step can run it.
+     */
+    public static Schedule forwardOnly(int ranks, int microbatches) {
+        checkSize("forward", ranks, microbatches, ranks);
+        List<List<Action>> rows = new ArrayList<>(ranks);
+        for (int r = 0; r < ranks; r++) {
+            List<Action> row = new ArrayList<>(microbatches);
+            for (int m = 0; m < microbatches; m++) row.add(new Action(r, ActionKind.F, m));
+            rows.add(row);
+        }
+        return Schedule.of("forward", rows);
+    }
+
+    /** P and M at least 1, and at most {@link #MAX_STAGE_MICROBATCHES} (stage, microbatch) pairs. */
+    private static void checkSize(String key, int ranks, int microbatches, long stages) {
+        if (ranks < 1) throw new ScheduleException("schedule " + key + " needs at least 1 pipeline rank, got " + ranks);
+        if (microbatches < 1) throw new ScheduleException("schedule " + key + " needs at least 1 microbatch, got " + microbatches);
+        if (stages * microbatches > MAX_STAGE_MICROBATCHES) {
+            throw new ScheduleException("schedule " + key + " of " + stages + " stages x " + microbatches + " microbatches = "
+                    + stages * microbatches + " (stage, microbatch) pairs, expected at most " + MAX_STAGE_MICROBATCHES
+                    + ": fewer microbatches");
+        }
     }
 }

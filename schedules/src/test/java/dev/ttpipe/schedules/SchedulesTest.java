@@ -23,6 +23,19 @@ class SchedulesTest {
     }
 
     @Test
+    void forwardOnlyRunsEveryForwardInOrderAndLowersToSendsAndReceivesOnly() {
+        Schedule s = Lowering.lower(Schedules.forwardOnly(3, 2));
+        assertEquals("forward", s.name());
+        assertEquals(3, s.stages());
+        assertEquals(2, s.microbatches());
+        assertEquals("0F0 0SEND_F0 0F1 0SEND_F1", String.join(" ", s.row(0).stream().map(Action::toString).toList()));
+        assertEquals("1RECV_F0 1F0 1SEND_F0 1RECV_F1 1F1 1SEND_F1", String.join(" ", s.row(1).stream().map(Action::toString).toList()));
+        assertEquals("2RECV_F0 2F0 2RECV_F1 2F1", String.join(" ", s.row(2).stream().map(Action::toString).toList()));
+        assertTrue(assertThrows(ScheduleException.class, () -> Schedules.forwardOnly(2, 0)).getMessage()
+                .contains("schedule forward needs at least 1 microbatch, got 0"));
+    }
+
+    @Test
     void interleavedNeedsAMultipleOfTheRanks() {
         ScheduleException e = assertThrows(ScheduleException.class, () -> Schedules.generate("interleaved", 4, 6, 2, null));
         assertEquals("interleaved needs the microbatch count to be a multiple of the 4 pipeline ranks (Megatron's constraint),"

@@ -2,6 +2,7 @@ package dev.ttpipe.stages;
 
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.Layout;
+import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.Ops;
 import dev.ttpipe.device.Shape;
 import dev.ttpipe.device.Tensor;
@@ -10,7 +11,6 @@ import dev.ttpipe.stages.data.Batch;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Random;
 import java.util.function.IntConsumer;
 
 /**
@@ -21,7 +21,10 @@ public final class Evaluation {
     private Evaluation() {
     }
 
-    /** Mean cross-entropy (nats per token) of {@code batches}, no training. */
+    /**
+     * Mean cross-entropy (nats per token) of {@code batches}, no training: each batch's {@link #score}, the
+     * sums added in batch order (what a pipeline's last stage scores per microbatch adds up to the same bits).
+     */
     public static double meanLoss(List<Stage> stages, List<Batch> batches) {
         double sum = 0;
         long count = 0;
@@ -30,19 +33,32 @@ public final class Evaluation {
             try (Tensor out = run(stages, b.inputs(), b.size(), b.seqLen())) {
                 logits = out.toHost();
             }
-            int v = logits.length / (b.size() * b.seqLen());
-            for (int i = 0; i < b.size() * b.seqLen(); i++) {
-                int target = b.targets()[i];
-                if (target == Head.IGNORE_INDEX) continue;
-                double max = Double.NEGATIVE_INFINITY;
-                for (int j = 0; j < v; j++) max = Math.max(max, logits[i * v + j]);
-                double z = 0;
-                for (int j = 0; j < v; j++) z += Math.exp(logits[i * v + j] - max);
-                sum += Math.log(z) + max - logits[i * v + target];
-                count++;
-            }
+            LossOutput l = score(logits, b.targets());
+            sum += l.sum();
+            count += l.count();
         }
         return count == 0 ? Double.NaN : sum / count;
+    }
+
+    /**
+     * The cross-entropy of one batch's logits ([b * T, V] on the host) against its targets ([b * T]): the
+     * sum over the targets that are not {@link Head#IGNORE_INDEX}, in order, in double precision, and their count.
+     */
+    public static LossOutput score(float[] logits, int[] targets) {
+        int v = logits.length / targets.length;
+        double sum = 0;
+        long count = 0;
+        for (int i = 0; i < targets.length; i++) {
+            int target = targets[i];
+            if (target == Head.IGNORE_INDEX) continue;
+            double max = Double.NEGATIVE_INFINITY;
+            for (int j = 0; j < v; j++) max = Math.max(max, logits[i * v + j]);
+            double z = 0;
+            for (int j = 0; j < v; j++) z += Math.exp(logits[i * v + j] - max);
+            sum += Math.log(z) + max - logits[i * v + target];
+            count++;
+        }
+        return new LossOutput(sum, count);
     }
 
     /**
@@ -53,7 +69,7 @@ public final class Evaluation {
     public static int[] generate(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed) {
         int maxSeq = stages.get(0).spec().maxSequenceLength();
         int[] out = Arrays.copyOf(prompt, prompt.length + n);
-        Random rng = new Random(seed);
+        Sampler sampler = new Sampler(temperature, topK, seed);
         for (int i = prompt.length; i < out.length; i++) {
             int start = Math.max(0, i - maxSeq);
             int[] ctx = Arrays.copyOfRange(out, start, i);
@@ -63,7 +79,7 @@ public final class Evaluation {
             }
             int v = logits.length / ctx.length;
             int base = (ctx.length - 1) * v;
-            out[i] = pick(logits, base, v, temperature, topK, rng);
+            out[i] = sampler.next(logits, base, v);
         }
         return out;
     }
@@ -76,16 +92,11 @@ public final class Evaluation {
      */
     public static int[] generateCached(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed,
                                        IntConsumer onToken) {
-        int maxSeq = stages.get(0).spec().maxSequenceLength();
-        if (prompt.length + n > maxSeq) {
-            throw new StagesException("generation: " + prompt.length + " prompt tokens + " + n + " new ones exceed the model's context"
-                    + " of " + maxSeq + " tokens, expected at most " + (maxSeq - prompt.length) + " new tokens");
-        }
-        if (prompt.length == 0) throw new StagesException("generation: an empty prompt, expected at least one token");
+        checkContext(stages.get(0).spec(), prompt.length, n);
         List<KvCache> caches = new ArrayList<>();
         for (Stage s : stages) caches.add(s.newKvCache(prompt.length + n));
         int[] out = Arrays.copyOf(prompt, prompt.length + n);
-        Random rng = new Random(seed);
+        Sampler sampler = new Sampler(temperature, topK, seed);
         for (int pos = 0; pos < out.length - 1; pos++) {
             Stage first = stages.get(0);
             Tensor x = first.submesh().ops().fromHostInts(new int[]{out[pos]}, Shape.of(1, 1),
@@ -103,34 +114,25 @@ public final class Evaluation {
             try (Tensor t = x) {
                 logits = t.toHost();
             }
-            out[pos + 1] = pick(logits, 0, logits.length, temperature, topK, rng);
+            out[pos + 1] = sampler.next(logits);
             if (onToken != null) onToken.accept(out[pos + 1]);
         }
         return out;
     }
 
-    private static int pick(float[] logits, int base, int v, double temperature, int topK, Random rng) {
-        int best = 0;
-        for (int j = 1; j < v; j++) if (logits[base + j] > logits[base + best]) best = j;
-        if (temperature <= 0) return best;
-        double[] p = new double[v];
-        double cutoff = Double.NEGATIVE_INFINITY;
-        if (topK > 0 && topK < v) {
-            float[] sorted = Arrays.copyOfRange(logits, base, base + v);
-            Arrays.sort(sorted);
-            cutoff = sorted[v - topK];
+    /**
+     * Checks that {@code promptTokens} plus {@code n} new ones fit {@code spec}'s context, as generation with a
+     * key/value cache needs.
+     *
+     * @throws StagesException saying how many new tokens would fit, or that the prompt is empty
+     */
+    public static void checkContext(ModelSpec spec, int promptTokens, int n) {
+        int maxSeq = spec.maxSequenceLength();
+        if (promptTokens + n > maxSeq) {
+            throw new StagesException("generation: " + promptTokens + " prompt tokens + " + n + " new ones exceed the model's context"
+                    + " of " + maxSeq + " tokens, expected at most " + (maxSeq - promptTokens) + " new tokens");
         }
-        double z = 0;
-        for (int j = 0; j < v; j++) {
-            p[j] = logits[base + j] < cutoff ? 0 : Math.exp((logits[base + j] - logits[base + best]) / temperature);
-            z += p[j];
-        }
-        double r = rng.nextDouble() * z;
-        for (int j = 0; j < v; j++) {
-            r -= p[j];
-            if (r <= 0) return j;
-        }
-        return best;
+        if (promptTokens == 0) throw new StagesException("generation: an empty prompt, expected at least one token");
     }
 
     /** Runs ids [b, T] through the stages; returns the last stage's logits (the caller closes them). */

@@ -2,6 +2,8 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.actors.inference.PipelinedModel;
+import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.actors.train.ModelSource;
 import dev.ttpipe.device.Backends;
@@ -30,10 +32,12 @@ import java.util.concurrent.Callable;
 @Command(name = "eval",
         mixinStandardHelpOptions = true,
         description = {"Measure a checkpoint's or Hugging Face model's loss, perplexity and tokens/s on a text or token files.",
-                "Consecutive windows from the start of the data, each token predicted from the ones before it in its window."},
+                "Consecutive windows from the start of the data, each token predicted from the ones before it in its window.",
+                "With --stages P > 1 the stages run as a training job runs them: one rank each, the batches pipelined through them."},
         footer = {"", "Examples:",
                 "  ttpipe eval runs/a/checkpoints/step-000040 --data input.txt",
                 "  ttpipe eval exported/gpt2 --data data/shakespeare/val_000000.bin --batches 8 --stages 2",
+                "  ttpipe eval exported/gpt2 --data data/shakespeare/val_000000.bin --batches 32 --stages 4 --transport aeron",
                 "  ttpipe eval latest --data input.txt --json"})
 public final class EvalCommand implements Callable<Integer> {
     @Mixin
@@ -88,29 +92,51 @@ public final class EvalCommand implements Callable<Integer> {
             }
             list.add(new Batch(batchSize, t, in, tg));
         }
-        try (MeshDevice mesh = Backends.open(Backend.valueOf(backend.toUpperCase(Locale.ROOT)).id(), new MeshShape(1, 1), MeshOptions.defaults())) {
+        Backend be = Backend.valueOf(backend.toUpperCase(Locale.ROOT));
+        Score score = model.pipelined() ? pipelined(src, be, list) : oneProcess(src, be, list);
+        double loss = score.loss(), s = score.seconds();
+        long count = (long) n * batchSize * t;
+        if (json) {
+            System.out.println("{\"model\":" + Json.str(src.description()) + ",\"checkpoint\":" + Json.str(src.dir().toString())
+                    + ",\"data\":" + Json.str(data) + ",\"batches\":" + n + ",\"batch_size\":" + batchSize + ",\"seq_len\":" + t
+                    + ",\"tokens\":" + count + ",\"stages\":" + model.stages + ",\"pipelined\":" + model.pipelined()
+                    + ",\"transport\":" + (model.pipelined() ? Json.str(model.transport().id()) : "null") + ",\"backend\":" + Json.str(backend)
+                    + ",\"loss\":" + Json.num(loss) + ",\"perplexity\":" + Json.num(Math.exp(loss)) + ",\"seconds\":" + Json.num(s)
+                    + ",\"tokens_per_second\":" + Json.num(count / s) + "}");
+        } else {
+            System.out.printf(Locale.ROOT, "eval: %s on %s: %d batches of %d x %d tokens (%s, %s)%n", src.description(), data,
+                    n, batchSize, t, model.how(), backend);
+            System.out.printf(Locale.ROOT, "loss %.4f nats/token, perplexity %.2f, %.0f tokens/s%n", loss, Math.exp(loss), count / s);
+        }
+        return Main.EXIT_OK;
+    }
+
+    /** A mean loss and the seconds its batches took (the model's loading not counted). */
+    private record Score(double loss, double seconds) {
+    }
+
+    /** The stages one after another in this thread, on one device. */
+    private Score oneProcess(ModelSource src, Backend be, List<Batch> list) {
+        try (MeshDevice mesh = Backends.open(be.id(), new MeshShape(1, 1), MeshOptions.defaults())) {
             List<Stage> loaded = src.load(mesh.asSubmesh(), model.stages);
             try {
                 long t0 = System.nanoTime();
                 double loss = Evaluation.meanLoss(loaded, list);
-                double s = (System.nanoTime() - t0) / 1e9;
-                long count = (long) n * batchSize * t;
-                if (json) {
-                    System.out.println("{\"model\":" + Json.str(src.description()) + ",\"checkpoint\":" + Json.str(src.dir().toString())
-                            + ",\"data\":" + Json.str(data) + ",\"batches\":" + n + ",\"batch_size\":" + batchSize + ",\"seq_len\":" + t
-                            + ",\"tokens\":" + count + ",\"stages\":" + model.stages + ",\"backend\":" + Json.str(backend)
-                            + ",\"loss\":" + Json.num(loss) + ",\"perplexity\":" + Json.num(Math.exp(loss)) + ",\"seconds\":" + Json.num(s)
-                            + ",\"tokens_per_second\":" + Json.num(count / s) + "}");
-                } else {
-                    System.out.printf(Locale.ROOT, "eval: %s on %s: %d batches of %d x %d tokens (%d stage%s, %s)%n", src.description(), data,
-                            n, batchSize, t, model.stages, model.stages == 1 ? "" : "s", backend);
-                    System.out.printf(Locale.ROOT, "loss %.4f nats/token, perplexity %.2f, %.0f tokens/s%n", loss, Math.exp(loss), count / s);
-                }
+                return new Score(loss, (System.nanoTime() - t0) / 1e9);
             } finally {
                 loaded.forEach(Stage::close);
             }
         }
-        return Main.EXIT_OK;
+    }
+
+    /** The stages on their own ranks, the batches pipelined through them (up to 256 per pass). */
+    private Score pipelined(ModelSource src, Backend be, List<Batch> list) {
+        Batch first = list.get(0);
+        try (PipelinedModel p = PipelinedModel.forEval(src, model.stages, be, model.transport(), Math.min(list.size(), 256), first.size(),
+                first.seqLen())) {
+            Coordinator.EvalReport r = p.eval(list);
+            return new Score(r.loss(), r.seconds());
+        }
     }
 
     private TokenSource tokens(ModelSource src) throws IOException {

@@ -34,5 +34,7 @@ public final class ClusterMessages {
             "dev.ttpipe.schedules.Action",
             "dev.ttpipe.schedules.ActionKind",
             "dev.ttpipe.device.LossOutput",
-            "dev.ttpipe.actors.runtime.HostGuardian$Preempt");
+            "dev.ttpipe.actors.runtime.HostGuardian$Preempt",
+            "dev.ttpipe.actors.runtime.Inference$Score",
+            "dev.ttpipe.actors.runtime.Inference$Decode");
 }

@@ -4,6 +4,7 @@ import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.cluster.ClusterMessage;
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.stages.Optimizer;
+import dev.ttpipe.stages.Sampler;
 import dev.ttpipe.stages.data.Batch;
 import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.Behavior;
@@ -15,11 +16,13 @@ import org.apache.pekko.pattern.StatusReply;
 
 import java.security.SecureRandom;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.function.IntConsumer;
 
 /**
  * One per job. A small state machine over the step protocol:
@@ -49,8 +52,67 @@ public final class Coordinator {
     public sealed interface Command {
     }
 
+    /** What a caller asks for and is answered: a training step, an evaluation, a generation. */
+    public sealed interface Request extends Command {
+        /** Answers that it will not run, and why. */
+        void refuse(String why);
+    }
+
     /** Runs one optimizer step over {@code batches} (one per accumulation pass); answers with its report or why it failed. */
-    public record RunStep(int step, List<Batch> batches, ActorRef<StatusReply<StepReport>> replyTo) implements Command {
+    public record RunStep(int step, List<Batch> batches, ActorRef<StatusReply<StepReport>> replyTo) implements Request {
+        @Override
+        public void refuse(String why) {
+            replyTo.tell(StatusReply.error(why));
+        }
+    }
+
+    /**
+     * Evaluation, on a forward-only plan ({@link JobPlan.Builder#forwardOnly}): each batch one microbatch (of the
+     * plan's size and sequence length), as many per pass as the plan has, the last stage scoring each against
+     * its targets; answers with the losses summed in batch order.
+     */
+    public record RunEval(List<Batch> batches, ActorRef<StatusReply<EvalReport>> replyTo) implements Request {
+        @Override
+        public void refuse(String why) {
+            replyTo.tell(StatusReply.error(why));
+        }
+    }
+
+    /**
+     * An evaluation's result: the cross-entropy summed over {@code counted} targets (batch after batch, as
+     * {@link dev.ttpipe.stages.Evaluation#meanLoss} adds them), the tokens run, and when it started and ended.
+     */
+    public record EvalReport(double lossSum, long counted, long tokens, long startNs, long endNs) {
+        public double loss() {
+            return counted == 0 ? Double.NaN : lossSum / counted;
+        }
+
+        public double seconds() {
+            return (endNs - startNs) / 1e9;
+        }
+    }
+
+    /**
+     * Generation, on a forward-only plan of one-token microbatches: the prompt runs through the ranks in one
+     * pass (its tokens pipelined as microbatches, each rank filling its stages' key/value caches), then every
+     * new token in a pass of its own. The last stage's logits come back here, a {@link Sampler} of
+     * {@code temperature}, {@code topK} and {@code seed} picks the next token, {@code onToken} sees it (on the
+     * Coordinator's thread: it must not block) and it goes to the first stage. The prompt must fit the plan's
+     * microbatches, prompt and new tokens the model's context.
+     */
+    public record RunGenerate(int[] prompt, int newTokens, double temperature, int topK, long seed, IntConsumer onToken,
+                              ActorRef<StatusReply<GenerateReport>> replyTo) implements Request {
+        @Override
+        public void refuse(String why) {
+            replyTo.tell(StatusReply.error(why));
+        }
+    }
+
+    /** A generation's result: the prompt and the new tokens; when it started, when the first new token came, when it ended. */
+    public record GenerateReport(int[] ids, int promptTokens, long startNs, long firstTokenNs, long endNs) {
+        public double seconds() {
+            return (endNs - startNs) / 1e9;
+        }
     }
 
     /** A rank's answer to {@link StageActor.JoinJob} of job {@code jobId}: {@code problem} null when it joined. */
@@ -72,7 +134,9 @@ public final class Coordinator {
     public record Rejoin(ActorRef<StatusReply<Long>> replyTo) implements Command {
     }
 
-    public record PassDone(int rank, int pass, List<ActionEvent> events, Map<Integer, LossOutput> losses) implements Command, ClusterMessage {
+    /** A rank ran its row of pass {@code pass}: its events, and by microbatch what its last stage handed back. */
+    public record PassDone(int rank, int pass, List<ActionEvent> events, Map<Integer, LossOutput> losses, Map<Integer, float[]> logits)
+            implements Command, ClusterMessage {
     }
 
     /**
@@ -127,6 +191,8 @@ public final class Coordinator {
     private final List<ActorRef<StageActor.Command>> ranks;
     /** The job id every rank stamps on its frames: the plan's, then a fresh one per {@link Rejoin}. */
     private long jobId;
+    /** The number of the latest inference pass; a PassDone of another number is late and ignored. */
+    private int inferencePass = -1;
 
     private Coordinator(ActorContext<Command> ctx, StashBuffer<Command> stash, JobPlan plan,
                         List<ActorRef<StageActor.Command>> ranks, Faults faults) {
@@ -155,7 +221,7 @@ public final class Coordinator {
                 })
                 .onMessage(RankFailed.class, m -> refusing(m.message()))
                 .onMessage(RankReplaced.class, this::onReplaced)
-                .onMessage(RunStep.class, m -> {
+                .onMessage(Request.class, m -> {
                     stash.stash(m);
                     return Behaviors.same();
                 })
@@ -198,8 +264,8 @@ public final class Coordinator {
                     m.ref().tell(new StageActor.JoinJob(jobId, plan.fingerprint(), ctx.getSelf()));
                     return Behaviors.same();
                 })
-                .onMessage(RunStep.class, m -> {
-                    m.replyTo().tell(StatusReply.error("the job is recovering from a failed step"));
+                .onMessage(Request.class, m -> {
+                    m.refuse("the job is recovering from a failed step");
                     return Behaviors.same();
                 })
                 .onAnyMessage(m -> Behaviors.same())     // failures and late answers of the failed step
@@ -209,12 +275,12 @@ public final class Coordinator {
     /** The job could not start: every step is answered with why. */
     private Behavior<Command> refusing(String why) {
         stash.forEach(m -> {
-            if (m instanceof RunStep r) r.replyTo().tell(StatusReply.error(why));
+            if (m instanceof Request r) r.refuse(why);
         });
         stash.clear();
         return Behaviors.receive(Command.class)
-                .onMessage(RunStep.class, m -> {
-                    m.replyTo().tell(StatusReply.error(why));
+                .onMessage(Request.class, m -> {
+                    m.refuse(why);
                     return Behaviors.same();
                 })
                 .onAnyMessage(m -> Behaviors.same())
@@ -226,6 +292,8 @@ public final class Coordinator {
     private Behavior<Command> idle() {
         return Behaviors.receive(Command.class)
                 .onMessage(RunStep.class, m -> passes(new StepState(m)))
+                .onMessage(RunEval.class, this::evaluating)
+                .onMessage(RunGenerate.class, this::generating)
                 .onMessage(Rejoin.class, this::rejoining)
                 .onMessage(RankReplaced.class, this::onReplaced)
                 .onMessage(RankFailed.class, m -> {
@@ -278,8 +346,8 @@ public final class Coordinator {
                     st.request.replyTo().tell(StatusReply.error("rank " + m.rank() + " was restarted during the step"));
                     return idle();
                 })
-                .onMessage(RunStep.class, m -> {
-                    m.replyTo().tell(StatusReply.error("step " + st.request.step() + " is still running"));
+                .onMessage(Request.class, m -> {
+                    m.refuse("step " + st.request.step() + " is still running");
                     return Behaviors.same();
                 });
     }
@@ -326,9 +394,14 @@ public final class Coordinator {
         MicrobatchData data = new MicrobatchData(b, batch.seqLen(), inputs, targets, (float) lossScale);
         int pass = st.request.step() * st.request.batches().size() + st.pass;
         st.passStart[st.pass] = System.nanoTime();
+        return tellRanks(st.request.step(), pass, data, null);
+    }
+
+    /** Begins pass {@code pass} on every rank, the data to the first and last stages' ranks; returns how many answers to wait for. */
+    private int tellRanks(int step, int pass, MicrobatchData data, Inference inference) {
         for (int r = 0; r < ranks.size(); r++) {
             boolean needsData = r == plan.firstStageRank() || r == plan.lastStageRank();
-            ranks.get(r).tell(new StageActor.BeginPass(st.request.step(), pass, needsData ? data : null, ctx.getSelf()));
+            ranks.get(r).tell(new StageActor.BeginPass(step, pass, needsData ? data : null, inference, ctx.getSelf()));
         }
         return ranks.size();
     }
@@ -417,6 +490,130 @@ public final class Coordinator {
                 })
                 .onAnyMessage(m -> Behaviors.same())
                 .build();
+    }
+
+    // ---- inference: evaluation and generation ----------------------------------------------------------
+
+    /** What every phase of an inference request handles the same way: a failure, or another request meanwhile. */
+    private BehaviorBuilder<Command> inferring(Request running) {
+        return Behaviors.receive(Command.class)
+                .onMessage(RankFailed.class, m -> {
+                    running.refuse(m.message());
+                    return idle();
+                })
+                .onMessage(RankReplaced.class, m -> {
+                    ranks.set(m.rank(), m.ref());
+                    running.refuse("rank " + m.rank() + " was restarted during the pass");
+                    return idle();
+                })
+                .onMessage(Request.class, m -> {
+                    m.refuse("an evaluation or generation is still running");
+                    return Behaviors.same();
+                });
+    }
+
+    private Behavior<Command> evaluating(RunEval request) {
+        if (!plan.forwardOnly()) return refuseInference(request);
+        if (request.batches().isEmpty()) {
+            request.refuse("evaluation: no batches given, expected at least one");
+            return Behaviors.same();
+        }
+        long start = System.nanoTime();
+        List<Batch> batches = request.batches();
+        TreeMap<Integer, LossOutput> losses = new TreeMap<>();
+        double[] lossSum = {0};
+        long[] counted = {0};
+        int[] first = {0};                             // the running pass's first batch
+        int[] waiting = {beginScore(batches, 0)};
+        return inferring(request)
+                .onMessage(PassDone.class, m -> {
+                    if (m.pass() != inferencePass) return Behaviors.same();
+                    losses.putAll(m.losses());
+                    if (--waiting[0] > 0) return Behaviors.same();
+                    for (LossOutput l : losses.values()) {     // batch order
+                        lossSum[0] += l.sum();
+                        counted[0] += l.count();
+                    }
+                    losses.clear();
+                    first[0] += plan.microbatches();
+                    if (first[0] < batches.size()) {
+                        waiting[0] = beginScore(batches, first[0]);
+                        return Behaviors.same();
+                    }
+                    long tokens = 0;
+                    for (Batch b : batches) tokens += (long) b.size() * b.seqLen();
+                    request.replyTo().tell(StatusReply.success(new EvalReport(lossSum[0], counted[0], tokens, start, System.nanoTime())));
+                    return idle();
+                })
+                .onAnyMessage(m -> Behaviors.same())
+                .build();
+    }
+
+    /** Begins the pass that scores batches {@code first ..}, as many as the plan has microbatches. */
+    private int beginScore(List<Batch> batches, int first) {
+        int n = Math.min(plan.microbatches(), batches.size() - first);
+        int[][] inputs = new int[n][], targets = new int[n][];
+        for (int i = 0; i < n; i++) {
+            inputs[i] = batches.get(first + i).inputs();
+            targets[i] = batches.get(first + i).targets();
+        }
+        Batch b = batches.get(first);
+        return tellRanks(-1, ++inferencePass, new MicrobatchData(b.size(), b.seqLen(), inputs, targets, 1f), new Inference.Score(n));
+    }
+
+    private Behavior<Command> generating(RunGenerate request) {
+        if (!plan.forwardOnly()) return refuseInference(request);
+        if (request.prompt().length == 0 || request.prompt().length > plan.microbatches() || request.newTokens() < 1) {
+            request.refuse("generation: " + request.prompt().length + " prompt tokens and " + request.newTokens() + " new ones given,"
+                    + " expected 1.." + plan.microbatches() + " prompt tokens (the plan's microbatches) and at least one new one");
+            return Behaviors.same();
+        }
+        long start = System.nanoTime();
+        int[] prompt = request.prompt();
+        int[] ids = Arrays.copyOf(prompt, prompt.length + request.newTokens());
+        Sampler sampler = new Sampler(request.temperature(), request.topK(), request.seed());
+        float[][] logits = {null};
+        long[] firstToken = {0};
+        int[] filled = {prompt.length};                  // ids known so far
+        int[] waiting = {beginDecode(ids, 0, prompt.length)};
+        return inferring(request)
+                .onMessage(PassDone.class, m -> {
+                    if (m.pass() != inferencePass) return Behaviors.same();
+                    if (!m.logits().isEmpty()) logits[0] = m.logits().values().iterator().next();  // the pass's last token's
+                    if (--waiting[0] > 0) return Behaviors.same();
+                    int next = sampler.next(logits[0]);
+                    ids[filled[0]++] = next;
+                    if (firstToken[0] == 0) firstToken[0] = System.nanoTime();
+                    try {
+                        request.onToken().accept(next);
+                    } catch (RuntimeException e) {
+                        request.refuse("generation: the token listener failed: " + describe(e));
+                        return idle();
+                    }
+                    if (filled[0] < ids.length) {
+                        waiting[0] = beginDecode(ids, filled[0] - 1, 1);
+                        return Behaviors.same();
+                    }
+                    request.replyTo().tell(StatusReply.success(new GenerateReport(ids, prompt.length, start, firstToken[0],
+                            System.nanoTime())));
+                    return idle();
+                })
+                .onAnyMessage(m -> Behaviors.same())
+                .build();
+    }
+
+    /** Begins the pass that decodes {@code count} tokens of {@code ids} from {@code position} (position 0: new caches). */
+    private int beginDecode(int[] ids, int position, int count) {
+        int[][] tokens = new int[count][];
+        for (int i = 0; i < count; i++) tokens[i] = new int[]{ids[position + i]};
+        return tellRanks(-1, ++inferencePass, new MicrobatchData(1, 1, tokens, null, 1f),
+                new Inference.Decode(count, position, ids.length));
+    }
+
+    private Behavior<Command> refuseInference(Request request) {
+        request.refuse("evaluation and generation run on a forward-only plan, and this plan's schedule is "
+                + plan.schedule().name());
+        return Behaviors.same();
     }
 
     /** A throwable as a one-line reason. */

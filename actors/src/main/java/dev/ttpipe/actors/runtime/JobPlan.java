@@ -140,6 +140,18 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
         return schedule.stages();
     }
 
+    /** An inference plan ({@link Builder#forwardOnly}): no rank runs a backward, no step updates a weight. */
+    public boolean forwardOnly() {
+        for (List<Action> row : schedule.rows()) if (!forwardOnly(row)) return false;
+        return true;
+    }
+
+    /** Whether {@code row} holds no backward action (B, I or W). */
+    static boolean forwardOnly(List<Action> row) {
+        for (Action a : row) if (a.kind() == ActionKind.B || a.kind() == ActionKind.I || a.kind() == ActionKind.W) return false;
+        return true;
+    }
+
     public int batchSize() {
         return microbatches * microbatchSize;
     }
@@ -217,7 +229,7 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
         private long seed = 5489;
         private int ranks = 2, virtualStages = 0, microbatches = 4, microbatchSize = 4, seqLen, accumulation = 1;
         private String schedule = "1f1b";
-        private boolean readyFirst;
+        private boolean readyFirst, forwardOnly;
         private List<Integer> blocksPerRank;
         private OptimizerSpec optimizer = OptimizerSpec.adamw(3e-3, 0.01);
         private LrSchedule lr;
@@ -239,6 +251,11 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
         public Builder schedule(String s) { this.schedule = s; return this; }
         public Builder virtualStages(int v) { this.virtualStages = v; return this; }
         public Builder readyFirst(boolean r) { this.readyFirst = r; return this; }
+        /**
+         * An inference plan (eval, generate): the forward-only schedule ({@link Schedules#forwardOnly}) over one
+         * stage per rank, instead of a training schedule; the optimizer is never stepped.
+         */
+        public Builder forwardOnly() { this.forwardOnly = true; return this; }
         public Builder microbatches(int m) { this.microbatches = m; return this; }
         public Builder microbatchSize(int b) { this.microbatchSize = b; return this; }
         public Builder seqLen(int t) { this.seqLen = t; return this; }
@@ -262,7 +279,8 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
 
         public JobPlan build() {
             int v = virtualStages > 0 ? virtualStages : Schedules.defaultVirtualStages(schedule);
-            Schedule s = Lowering.lower(Schedules.generate(schedule, ranks, microbatches, v, null));
+            Schedule s = Lowering.lower(forwardOnly ? Schedules.forwardOnly(ranks, microbatches)
+                    : Schedules.generate(schedule, ranks, microbatches, v, null));
             List<StageSlice> slices = blocksPerRank == null
                     ? Partitioner.balanced(model, ranks, s.virtualStages(), seqLen)
                     : Partitioner.fromBlocksPerRank(blocksPerRank, model.numBlocks(), s.virtualStages());

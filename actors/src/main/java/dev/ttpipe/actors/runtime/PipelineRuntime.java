@@ -35,6 +35,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Consumer;
 import java.util.function.Function;
+import java.util.function.IntConsumer;
 
 /**
  * A pipeline job inside one JVM: one ActorSystem, a {@link HostGuardian} with a StageActor per rank,
@@ -230,6 +231,26 @@ public final class PipelineRuntime implements AutoCloseable {
         } catch (PipelineFailure e) {
             throw new PipelineFailure("step " + (step + 1) + " failed: " + e.getMessage(), e.getCause());
         }
+    }
+
+    /**
+     * Evaluation on a forward-only plan ({@link JobPlan.Builder#forwardOnly}): {@code batches} pipelined over
+     * the ranks as microbatches, each scored by the last stage; throws {@link PipelineFailure} naming where it failed.
+     */
+    public Coordinator.EvalReport eval(List<Batch> batches) {
+        return await(AskPattern.askWithStatus(coordinator, r -> new Coordinator.RunEval(batches, r), stepTimeout, system.scheduler()),
+                coordinator, stepTimeout);
+    }
+
+    /**
+     * Generation on a forward-only plan of at least {@code prompt.length} one-token microbatches: the prompt
+     * pipelined through the ranks, then {@code n} new tokens, each picked by the Coordinator from the last
+     * stage's logits ({@link dev.ttpipe.stages.Sampler}); {@code onToken} sees each as it comes, on the
+     * Coordinator's thread. Each rank keeps its stages' key/value caches.
+     */
+    public Coordinator.GenerateReport generate(int[] prompt, int n, double temperature, int topK, long seed, IntConsumer onToken) {
+        return await(AskPattern.askWithStatus(coordinator, r -> new Coordinator.RunGenerate(prompt, n, temperature, topK, seed,
+                onToken, r), stepTimeout, system.scheduler()), coordinator, stepTimeout);
     }
 
     /** Waits for the step in one-second slices, asking every rank what it does when nothing has finished for a while. */

@@ -63,8 +63,11 @@ final class RankExecutor {
         void abortStep();
     }
 
-    /** A finished pass: every action's timeline event, and the losses of the microbatches whose last stage is here. */
-    record PassResult(int pass, List<ActionEvent> events, Map<Integer, LossOutput> losses) {
+    /**
+     * A finished pass: every action's timeline event, and what the microbatches whose last stage is here
+     * handed back: their losses (training, evaluation), or logits (generation).
+     */
+    record PassResult(int pass, List<ActionEvent> events, Map<Integer, LossOutput> losses, Map<Integer, float[]> logits) {
     }
 
     private static final long NONE = Long.MIN_VALUE;
@@ -76,6 +79,8 @@ final class RankExecutor {
     private final IntUnaryOperator rankOfStage;
     private final int[] inFlightLimit;
     private final boolean readyFirst;
+    /** The row has no backward (an inference plan): a forward stashes nothing. */
+    private final boolean forwardOnly;
     private final Port port;
 
     /** The job's id on every frame this rank sends. */
@@ -109,6 +114,7 @@ final class RankExecutor {
     private final LongHashSet inputGradDone = new LongHashSet();
     private final List<ActionEvent> events = new ArrayList<>();
     private final Map<Integer, LossOutput> losses = new HashMap<>();
+    private final Map<Integer, float[]> logits = new HashMap<>();
     private int stashed;
     private long actionsRun;
     /** Compute actions run, by {@link ActionKind} ordinal. */
@@ -124,6 +130,7 @@ final class RankExecutor {
         this.rankOfStage = rankOfStage;
         this.inFlightLimit = inFlightLimits.clone();
         this.readyFirst = readyFirst;
+        this.forwardOnly = JobPlan.forwardOnly(row);
         this.jobId = jobId;
         this.port = port;
         this.done = new boolean[row.size()];
@@ -174,11 +181,20 @@ final class RankExecutor {
 
     /** Starts forward pass {@code p}; returns its result if it is already complete (else null). */
     PassResult begin(int p) {
+        return begin(p, Integer.MAX_VALUE);
+    }
+
+    /**
+     * Starts pass {@code p} over the first {@code microbatches} microbatches of the row (an inference pass
+     * may use fewer than the plan has); the row's actions of later microbatches are skipped.
+     */
+    PassResult begin(int p, int microbatches) {
         pass = p;
         position = 0;
         failed = false;
         Arrays.fill(done, false);
         notDone = done.length;
+        for (int i = 0; i < done.length; i++) if (row.get(i).microbatch() >= microbatches) markDone(i);
         Arrays.fill(inFlight, 0);
         Arrays.fill(lastWeightMb, -1);
         forwardDone.clear();
@@ -187,6 +203,7 @@ final class RankExecutor {
         events.clear();
         recvEvent.clear();
         losses.clear();
+        logits.clear();
         return advance();
     }
 
@@ -215,10 +232,12 @@ final class RankExecutor {
 
     /**
      * Compute action {@code a}, queued in generation {@code gen}, is done: {@code output} goes on to its
-     * stage, the event is recorded, and the row moves on. {@code inputReadyNs}: on a queue that runs
-     * ahead (sim), when its input from another rank was ready on the device (-1: not known).
+     * stage, the event is recorded, and the row moves on; {@code loss} or {@code logits}: what a last stage's
+     * F hands back (else null). {@code inputReadyNs}: on a queue that runs ahead (sim), when its input from
+     * another rank was ready on the device (-1: not known).
      */
-    PassResult computed(int gen, Action a, Tensor output, LossOutput loss, long startNs, long endNs, int queueDepth, long inputReadyNs) {
+    PassResult computed(int gen, Action a, Tensor output, LossOutput loss, float[] logits, long startNs, long endNs, int queueDepth,
+                        long inputReadyNs) {
         if (gen != generation) {                 // a kernel of a step abandoned by a rejoin
             if (output != null) output.close();
             return null;
@@ -236,9 +255,10 @@ final class RankExecutor {
         if (inputReadyNs >= 0) inputReadyOnDevice(a, inputReadyNs);
         switch (a.kind()) {
             case F:
-                stashed++;
+                if (!forwardOnly) stashed++;
                 forwardDone.add(key(s, mb));
                 if (loss != null) losses.put(mb, loss);
+                if (logits != null) this.logits.put(mb, logits);
                 if (output != null) route(TensorKind.ACTIVATION, s, s + 1, mb, output);
                 break;
             case B:
@@ -293,13 +313,17 @@ final class RankExecutor {
             advanceStatic();
         }
         if (!queued.isEmpty() || notDone > 0) return null;
-        PassResult r = new PassResult(pass, List.copyOf(events), Map.copyOf(losses));
+        PassResult r = new PassResult(pass, List.copyOf(events), Map.copyOf(losses), Map.copyOf(logits));
         pass = NO_PASS;
         return r;
     }
 
     private void advanceStatic() {
         while (position < row.size()) {
+            if (done[position]) {                      // a microbatch this pass does not run
+                position++;
+                continue;
+            }
             Action a = row.get(position);
             if (a.kind().isCompute() && queued.size() >= QUEUE_DEPTH) return;
             if (!tryRun(position, a)) return;

@@ -4,7 +4,9 @@ import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
 import dev.ttpipe.schedules.Action;
+import dev.ttpipe.stages.Evaluation;
 import dev.ttpipe.stages.Inputs;
+import dev.ttpipe.stages.KvCache;
 import dev.ttpipe.stages.Optimizer;
 import dev.ttpipe.stages.Param;
 import dev.ttpipe.stages.Stage;
@@ -54,8 +56,9 @@ final class RankState implements AutoCloseable {
      * its output fenced at the action's end and handed on at once (the receiving queue waits for it), so
      * the runtime's thread wake-ups overlap the devices' work as with a real device's command queue.
      * {@code inputReadyNs}: on such a backend, when its input from another rank was ready (-1: not known).
+     * {@code logits}: what the last stage of a generation pass hands back (else null).
      */
-    record Computed(Action action, Tensor output, LossOutput loss, long startNs, long endNs, long inputReadyNs) {
+    record Computed(Action action, Tensor output, LossOutput loss, float[] logits, long startNs, long endNs, long inputReadyNs) {
     }
 
     /** The end of a step's backward on this rank: gradient sums by stage, where a non-finite value first appeared, tied halves. */
@@ -82,6 +85,8 @@ final class RankState implements AutoCloseable {
     // Touched only on the device thread:
     private final Map<Integer, Stage> stages = new LinkedHashMap<>();
     private final Map<Integer, Optimizer> optimizers = new LinkedHashMap<>();
+    /** Each stage's key/value cache of the sequence being generated ({@link Inference.Decode}). */
+    private final Map<Integer, KvCache> caches = new HashMap<>();
     private final TreeMap<Integer, List<Snapshot>> snapshotsInMemory = new TreeMap<>();
     /** Checkpoint files being written, by step (caller's thread). */
     private final Map<Integer, CompletableFuture<StageActor.SavedFiles>> saved = new HashMap<>();
@@ -140,9 +145,9 @@ final class RankState implements AutoCloseable {
     /**
      * Queues compute action {@code a} of forward pass {@code pass}. {@code in}: its tensor from another
      * stage (null for the first stage's F and for W); {@code data}: the microbatches, on the first and
-     * last stages' ranks.
+     * last stages' ranks; {@code inference}: what an inference pass's F computes instead (null: training).
      */
-    CompletableFuture<Computed> compute(Action a, int pass, MicrobatchData data, TensorPayload in) {
+    CompletableFuture<Computed> compute(Action a, int pass, MicrobatchData data, TensorPayload in, Inference inference) {
         CompletableFuture<Computed> result = new CompletableFuture<>();
         device.execute(() -> {
             long start = System.nanoTime();
@@ -158,9 +163,22 @@ final class RankState implements AutoCloseable {
                 if (queued >= 0) start = Math.max(System.nanoTime(), queued);     // when the queue reaches this action
                 Tensor output = null;
                 LossOutput loss = null;
+                float[] logits = null;
                 switch (a.kind()) {
                     case F: {
                         Tensor x = stage.isFirst() ? ids(data, data.inputs()[mb]) : remote;
+                        if (inference != null) {
+                            output = inference instanceof Inference.Decode d ? decode(stage, x, d, mb) : stage.infer(x);
+                            if (!stage.isLast()) break;
+                            // The last stage hands back a score, or the logits of the pass's last token (of the
+                            // tokens before it only the keys and values were wanted).
+                            try (Tensor last = output) {
+                                output = null;
+                                if (inference instanceof Inference.Score) loss = Evaluation.score(last.toHost(), data.targets()[mb]);
+                                else if (mb == inference.microbatches() - 1) logits = last.toHost();
+                            }
+                            break;
+                        }
                         if (stage.isLast()) stage.setTargets(mb, ids(data, data.targets()[mb]), data.lossScale());
                         output = stage.forward(pass, mb, x);
                         if (stage.isLast()) loss = stage.loss(mb);
@@ -187,12 +205,24 @@ final class RankState implements AutoCloseable {
                 } else if (output != null) {
                     submesh.fence(output);      // handed on at the action's end, as the simulator assumes
                 }
-                result.complete(new Computed(a, output, loss, start, end, inputReady));
+                result.complete(new Computed(a, output, loss, logits, start, end, inputReady));
             } catch (Throwable t) {
                 result.completeExceptionally(t);
             }
         });
         return result;
+    }
+
+    /** Generation: token {@code mb} of the pass, at its position, against the stage's cache (fresh at position 0). */
+    private Tensor decode(Stage stage, Tensor x, Inference.Decode d, int mb) {
+        int pos = d.position() + mb;
+        if (pos == 0) caches.put(stage.index(), stage.newKvCache(d.capacity()));
+        KvCache cache = caches.get(stage.index());
+        if (cache == null) {
+            x.close();
+            throw new IllegalStateException("stage " + stage.index() + ": token at position " + pos + " before the sequence's first");
+        }
+        return stage.decode(x, pos, cache);
     }
 
     private Tensor ids(MicrobatchData data, int[] tokens) {

@@ -68,8 +68,16 @@ public final class StageActor {
     public sealed interface Command {
     }
 
-    /** Run this rank's row for one forward pass. {@code data} is non-null on the first and last stages' ranks. */
-    public record BeginPass(int step, int pass, MicrobatchData data, ActorRef<Coordinator.Command> replyTo) implements Command, ClusterMessage {
+    /**
+     * Run this rank's row for one forward pass. {@code data} is non-null on the first and last stages' ranks;
+     * {@code inference}: what an inference pass computes (null: a training pass).
+     */
+    public record BeginPass(int step, int pass, MicrobatchData data, Inference inference, ActorRef<Coordinator.Command> replyTo)
+            implements Command, ClusterMessage {
+        /** A training pass. */
+        public BeginPass(int step, int pass, MicrobatchData data, ActorRef<Coordinator.Command> replyTo) {
+            this(step, pass, data, null, replyTo);
+        }
     }
 
     /**
@@ -282,8 +290,8 @@ public final class StageActor {
                 .onMessage(Arrived.class, m -> passMoved(executor.arrived(m.payload(), m.arrivedNs())))
                 .onMessage(ComputeDone.class, m -> {
                     RankState.Computed c = m.result();
-                    return passMoved(executor.computed(m.generation(), c.action(), c.output(), c.loss(), c.startNs(), c.endNs(),
-                            m.queueDepth(), c.inputReadyNs()));
+                    return passMoved(executor.computed(m.generation(), c.action(), c.output(), c.loss(), c.logits(), c.startNs(),
+                            c.endNs(), m.queueDepth(), c.inputReadyNs()));
                 })
                 .onMessage(ComputeFailed.class, m -> onFailed(m.generation(), m.action(), m.error()))
                 .onMessage(SendFailed.class, m -> m.jobId() == executor.jobId()
@@ -333,7 +341,8 @@ public final class StageActor {
 
     private Behavior<Command> onBeginPass(BeginPass m) {
         current = m;
-        RankExecutor.PassResult done = executor.begin(m.pass());
+        RankExecutor.PassResult done = m.inference() == null ? executor.begin(m.pass())
+                : executor.begin(m.pass(), m.inference().microbatches());
         return done == null ? inPass : passMoved(done);
     }
 
@@ -342,7 +351,7 @@ public final class StageActor {
         if (done != null) {
             ActorRef<Coordinator.Command> replyTo = current.replyTo();
             current = null;
-            Coordinator.PassDone answer = new Coordinator.PassDone(rank, done.pass(), done.events(), done.losses());
+            Coordinator.PassDone answer = new Coordinator.PassDone(rank, done.pass(), done.events(), done.losses(), done.logits());
             if (state.submesh().queuedUntilNanos() <= System.nanoTime()) {
                 replyTo.tell(answer);
             } else {
@@ -370,7 +379,7 @@ public final class StageActor {
         public void compute(Action a, TensorPayload input, int buffered) {
             ActorRef<Command> self = ctx.getSelf();
             int generation = executor.generation();
-            state.compute(a, current.pass(), current.data(), input).whenComplete((c, err) ->
+            state.compute(a, current.pass(), current.data(), input, current.inference()).whenComplete((c, err) ->
                     self.tell(err == null ? new ComputeDone(generation, c, buffered) : new ComputeFailed(generation, a, unwrap(err))));
         }
 

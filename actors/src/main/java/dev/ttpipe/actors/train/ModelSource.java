@@ -92,7 +92,7 @@ public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeC
     public List<Stage> load(Submesh mesh, int stages) {
         List<Stage> out = new ArrayList<>();
         try {
-            for (StageSlice s : Partitioner.balanced(spec, stages, 1, Math.min(spec.maxSequenceLength(), 256))) {
+            for (StageSlice s : split(stages)) {
                 out.add(new Stage(spec, s, mesh, Parallelism.NONE, 0));
             }
             StageState.load(dir, spec, out);
@@ -101,5 +101,10 @@ public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeC
             out.forEach(Stage::close);
             throw e;
         }
+    }
+
+    /** The model's blocks split into {@code stages} stages, balanced by cost: how eval and generate split it, in one process or pipelined. */
+    public List<StageSlice> split(int stages) {
+        return Partitioner.balanced(spec, stages, 1, Math.min(spec.maxSequenceLength(), 256));
     }
 }

@@ -34,18 +34,22 @@ class JsonOutputTest {
         for (String k : keys) assertTrue(j.containsKey(k), "no \"" + k + "\" in " + j);
     }
 
-    @Test
-    void evalPrintsLossPerplexityAndTokensAsOneObject(@TempDir Path dir) throws Exception {
+    /** The last checkpoint of a two-step run of a 2-block char model on two stages. */
+    static Path trainedCheckpoint(Path dir) throws Exception {
         Path runs = dir.resolve("runs");
         String train = "training_config: {batch_size: 4, max_steps: 2, learning_rate: 0.01, runs_dir: " + runs + "}\n"
                 + "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 2, max_sequence_length: 16}\n"
                 + "multihost_config:\n"
                 + "  pipeline_parallel_config: {num_blocks: 2, blocks_per_rank: {0: 1, 1: 1}, num_microbatches: 2, schedule: 1f1b}\n";
         assertEquals(0, run("train", config(dir, train).toString()).code());
-        Path ckpt;
         try (var s = Files.list(runs)) {
-            ckpt = s.findFirst().orElseThrow().resolve("checkpoints/step-000002");
+            return s.findFirst().orElseThrow().resolve("checkpoints/step-000002");
         }
+    }
+
+    @Test
+    void evalPrintsLossPerplexityAndTokensAsOneObject(@TempDir Path dir) throws Exception {
+        Path ckpt = trainedCheckpoint(dir);
         Path text = Files.writeString(dir.resolve("sums.txt"), ArithmeticCorpus.generate(9, 400, 9));
         CliTest.Result r = run("eval", ckpt.toString(), "--data", text.toString(), "--batches", "2", "--batch-size", "2", "--json");
         assertEquals(0, r.code(), r.err());
@@ -61,6 +65,40 @@ class JsonOutputTest {
 
         CliTest.Result text1 = run("eval", ckpt.toString(), "--data", text.toString(), "--batches", "2", "--batch-size", "2");
         assertTrue(text1.out().contains(String.format(Locale.ROOT, "loss %.4f nats/token", loss)), text1.out());
+
+        CliTest.Result p = run("eval", ckpt.toString(), "--data", text.toString(), "--batches", "2", "--batch-size", "2", "--json",
+                "--stages", "2", "--transport", "aeron");
+        assertEquals(0, p.code(), p.err());
+        Map<?, ?> pj = oneObject(p);
+        assertEquals(Boolean.TRUE, pj.get("pipelined"), pj.toString());
+        assertEquals("aeron", pj.get("transport"), pj.toString());
+        assertEquals(j.get("loss"), pj.get("loss"), "pipelined over Aeron IPC: the one-process loss");
+        assertEquals(Boolean.FALSE, j.get("pipelined"), j.toString());
+        CliTest.assertOneLineBadInput(run("eval", ckpt.toString(), "--data", text.toString(), "--stages", "3"),
+                "--stages: 3 given, expected 1..2 (at most one stage per block");
+        CliTest.assertOneLineBadInput(run("eval", ckpt.toString(), "--data", text.toString(), "--stages", "2", "--transport", "udp"),
+                "--transport: 'udp' given, expected local or aeron");
+    }
+
+    @Test
+    void generatePrintsTheNewIdsTheirTextAndTokensPerSecondAsOneObject(@TempDir Path dir) throws Exception {
+        Path ckpt = trainedCheckpoint(dir);
+        Map<?, ?>[] j = new Map<?, ?>[2];
+        for (int stages = 1; stages <= 2; stages++) {
+            CliTest.Result r = run("generate", ckpt.toString(), "--prompt", "\n3+4=", "--max-new-tokens", "6", "--seed", "3",
+                    "--stages", Integer.toString(stages), "--json");
+            assertEquals(0, r.code(), r.err());
+            j[stages - 1] = oneObject(r);
+            assertKeys(j[stages - 1], "model", "prompt", "prompt_tokens", "new_tokens", "ids", "text", "stages", "pipelined", "transport",
+                    "kv_cache", "temperature", "top_k", "seed", "seconds", "tokens_per_second");
+            assertEquals(5, ((Number) j[stages - 1].get("prompt_tokens")).intValue());
+            assertEquals(6, ((List<?>) j[stages - 1].get("ids")).size());
+            assertEquals(6, ((String) j[stages - 1].get("text")).length(), "one character per token");
+            assertTrue(((Number) j[stages - 1].get("tokens_per_second")).doubleValue() > 0);
+        }
+        assertEquals(j[0].get("ids"), j[1].get("ids"), "sampled with one seed: pipelined on 2 stages as in one process");
+        assertEquals(j[0].get("text"), j[1].get("text"));
+        assertEquals(Boolean.TRUE, j[1].get("pipelined"));
     }
 
     @Test

@@ -82,9 +82,9 @@ class CoordinatorBehaviorTest {
         assertEquals(pass, p0.pass());
         assertTrue(p0.data() != null && p1.data() != null, "the first and last stages' ranks get the microbatches");
         kit.run(new Coordinator.PassDone(1, pass, List.of(), Map.of(0, new LossOutput(lossPerMicrobatch, 16),
-                1, new LossOutput(lossPerMicrobatch, 16))));
+                1, new LossOutput(lossPerMicrobatch, 16)), Map.of()));
         assertFalse(rank0.hasMessages(), "the step goes on before every rank finished the pass");
-        kit.run(new Coordinator.PassDone(0, pass, List.of(), Map.of()));
+        kit.run(new Coordinator.PassDone(0, pass, List.of(), Map.of(), Map.of()));
     }
 
     private static TreeMap<Integer, double[]> sums(int stage, double... values) {
@@ -139,7 +139,7 @@ class CoordinatorBehaviorTest {
         assertEquals("step 0 is still running", client.receiveMessage().getError().getMessage());
         kit.run(new Coordinator.RankFailed(1, "rank 1, stage 1, action 1F0 (microbatch 0): boom"));
         assertEquals("rank 1, stage 1, action 1F0 (microbatch 0): boom", client.receiveMessage().getError().getMessage());
-        kit.run(new Coordinator.PassDone(0, 0, List.of(), Map.of()));          // late: ignored
+        kit.run(new Coordinator.PassDone(0, 0, List.of(), Map.of(), Map.of()));          // late: ignored
         kit.run(new Coordinator.RunStep(1, List.of(batch()), client.getRef()));
         assertInstanceOf(StageActor.BeginPass.class, rank0.receiveMessage());
     }

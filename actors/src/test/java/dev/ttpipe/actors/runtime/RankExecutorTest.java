@@ -145,7 +145,7 @@ class RankExecutorTest {
                     || ((a.kind() == ActionKind.B || a.kind() == ActionKind.I) && a.stage() > 0);
             Tensor out = output ? submesh.ops().zeros(Shape.of(4), Layout.REPLICATED, DType.FP32) : null;
             long now = System.nanoTime();
-            took(executor.computed(executor.generation(), a, out, null, now, now, 0, -1));
+            took(executor.computed(executor.generation(), a, out, null, null, now, now, 0, -1));
         }
 
         void took(RankExecutor.PassResult r) {
@@ -277,7 +277,7 @@ class RankExecutorTest {
         assertEquals(oldGeneration + 1, first.executor.generation());
         Tensor stale = submesh.ops().zeros(Shape.of(4), Layout.REPLICATED, DType.FP32);
         long now = System.nanoTime();
-        assertNull(first.executor.computed(oldGeneration, new Action(0, ActionKind.F, 1), stale, null, now, now, 0, -1));
+        assertNull(first.executor.computed(oldGeneration, new Action(0, ActionKind.F, 1), stale, null, null, now, now, 0, -1));
         assertEquals(0, first.executor.actionsRun(), "a result of the old generation is not counted");
 
         first.device.clear();
