@@ -48,9 +48,12 @@ public final class Evaluation {
     /**
      * Continues {@code prompt} by {@code n} tokens: greedy when {@code temperature} is 0, otherwise
      * sampling from softmax(logits / temperature) (restricted to the {@code topK} most likely when > 0)
-     * with a generator seeded by {@code seed}.
+     * with a generator seeded by {@code seed}. Only ids below {@code sampledIds} are ever chosen: a model's
+     * vocabulary may be padded beyond its tokenizer's (TTML rounds vocab_size up to tiles of 32), and those
+     * padding ids stand for no text.
      */
-    public static int[] generate(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed) {
+    public static int[] generate(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed,
+                                 int sampledIds) {
         int maxSeq = stages.get(0).spec().maxSequenceLength();
         int[] out = Arrays.copyOf(prompt, prompt.length + n);
         Random rng = new Random(seed);
@@ -63,7 +66,7 @@ public final class Evaluation {
             }
             int v = logits.length / ctx.length;
             int base = (ctx.length - 1) * v;
-            out[i] = pick(logits, base, v, temperature, topK, rng);
+            out[i] = pick(logits, base, Math.min(v, sampledIds), temperature, topK, rng);
         }
         return out;
     }
@@ -75,7 +78,7 @@ public final class Evaluation {
      * The context is the model's maximum sequence at most (prompt plus new tokens).
      */
     public static int[] generateCached(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed,
-                                       IntConsumer onToken) {
+                                       int sampledIds, IntConsumer onToken) {
         int maxSeq = stages.get(0).spec().maxSequenceLength();
         if (prompt.length + n > maxSeq) {
             throw new StagesException("generation: " + prompt.length + " prompt tokens + " + n + " new ones exceed the model's context"
@@ -103,12 +106,13 @@ public final class Evaluation {
             try (Tensor t = x) {
                 logits = t.toHost();
             }
-            out[pos + 1] = pick(logits, 0, logits.length, temperature, topK, rng);
+            out[pos + 1] = pick(logits, 0, Math.min(logits.length, sampledIds), temperature, topK, rng);
             if (onToken != null) onToken.accept(out[pos + 1]);
         }
         return out;
     }
 
+    /** An id among the {@code v} from {@code base} on (the ids a tokenizer knows: the first of a padded row). */
     private static int pick(float[] logits, int base, int v, double temperature, int topK, Random rng) {
         int best = 0;
         for (int j = 1; j < v; j++) if (logits[base + j] > logits[base + best]) best = j;

@@ -73,11 +73,11 @@ public final class GenerateCommand implements Callable<Integer> {
                 long t0 = System.nanoTime();
                 int[] all;
                 if (noCache) {
-                    all = Evaluation.generate(loaded, ids, maxNewTokens, temperature, topK, seed);
+                    all = Evaluation.generate(loaded, ids, maxNewTokens, temperature, topK, seed, tok.vocabSize());
                     out.print(tok.decode(Arrays.copyOfRange(all, ids.length, all.length)));
                 } else {
                     Streamer s = new Streamer(tok, out);
-                    all = Evaluation.generateCached(loaded, ids, maxNewTokens, temperature, topK, seed, s::accept);
+                    all = Evaluation.generateCached(loaded, ids, maxNewTokens, temperature, topK, seed, tok.vocabSize(), s::accept);
                 }
                 double sec = (System.nanoTime() - t0) / 1e9;
                 out.println();

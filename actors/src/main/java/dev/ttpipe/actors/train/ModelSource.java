@@ -53,8 +53,9 @@ public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeC
         ModelSpec spec = JobPlan.model(cfg, vocabOf(found.dir()));
         Tokenizer tok = tokenizer(tokenizerFlag, null);
         if (tok == null && "bpe".equals(cfg.training.tokenizerType)) tok = TrainingData.bpe(cfg);
-        if (tok == null && found.state().get("vocabulary") instanceof String v && v.codePointCount(0, v.length()) == spec.vocabSize()) {
-            tok = CharTokenizer.fromCodePoints(v.codePoints().toArray());       // the characters in id order
+        // the characters in id order; the model's vocab_size may pad beyond them (TTML's 96 for 65), never short of them
+        if (tok == null && found.state().get("vocabulary") instanceof String v && v.codePointCount(0, v.length()) <= spec.vocabSize()) {
+            tok = CharTokenizer.fromCodePoints(v.codePoints().toArray());
         }
         return new ModelSource(found.dir(), spec, tok, cfg, found.dir() + " (ttpipe checkpoint, step " + found.step() + ")");
     }

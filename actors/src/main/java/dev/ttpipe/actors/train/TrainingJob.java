@@ -236,6 +236,8 @@ public final class TrainingJob {
         Coordinator.StepReport last;
         StepAnalysis lastAnalysis;
         boolean finished;
+        boolean wasInterrupted;
+        boolean failedRecorded;
 
         Session(Path runDir, PrintStream out) {
             this.runDir = runDir;
@@ -260,10 +262,23 @@ public final class TrainingJob {
             if (runDir != null) ChromeTrace.write(runDir.resolve("trace.json"), plan.schedule(), traced, tracedReports, traceOrigin);
         }
 
+        /** The run stopped by {@code e}: run.json says {@code failed: } and why (once; an interrupted run stays so). */
+        synchronized void failed(Throwable e) {
+            if (record == null || failedRecorded || wasInterrupted) return;
+            failedRecorded = true;
+            String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+            try {
+                record.write("failed: " + why, done, Double.NaN);
+            } catch (IOException | RuntimeException ignored) {
+                // the failure itself is what gets reported
+            }
+        }
+
         /** Ctrl-C or SIGTERM: one line, the trace and the summary so far, and the record says so. */
         synchronized void interrupted() {
             if (finished) return;
             finished = true;
+            wasInterrupted = true;
             out.println();
             out.println("interrupted at step " + done + " of " + steps());
             try {
@@ -318,6 +333,16 @@ public final class TrainingJob {
 
     private Result runLogged(PipelineRuntime runtime, Path runDir, PrintStream out) throws IOException {
         Session st = new Session(runDir, out);
+        try {
+            return runSession(runtime, st, out);
+        } catch (RuntimeException | IOException | Error e) {
+            st.failed(e);                       // whatever stops the run, run.json says so (never left "running")
+            throw e;
+        }
+    }
+
+    private Result runSession(PipelineRuntime runtime, Session st, PrintStream out) throws IOException {
+        Path runDir = st.runDir;
         out.println(describe());
         if (plan.backend() == Backend.TTNN) out.println(bridgeLine());
         if (memory != null) out.println(memory.summary());
@@ -447,7 +472,7 @@ public final class TrainingJob {
                         a.predicted() == null ? "" : String.format(Locale.ROOT, " (sim %.0f%%)", 100 * a.predicted().bubbleFraction())));
             }
         } catch (RuntimeException e) {
-            if (st.record != null) st.record.write("failed: " + e.getMessage(), st.done, Double.NaN);
+            st.failed(e);
             if (checkpoints != null) {
                 // the checkpoints taken before the failure, finished (a dead rank's never are: `latest` keeps naming the one before)
                 try (checkpoints) {
@@ -630,7 +655,7 @@ public final class TrainingJob {
                 int x = rng.nextInt(TrainingData.ARITHMETIC_MAX + 1), y = rng.nextInt(TrainingData.ARITHMETIC_MAX + 1);
                 String prompt = "\n" + x + "+" + y + "=";
                 int[] ids = runtime.onDevice(0, ignored -> Evaluation.generate(stages, tok.encode(prompt), 4, temperature,
-                        cfg.eval.topK, cfg.training.seed));
+                        cfg.eval.topK, cfg.training.seed, tok.vocabSize()));
                 String text = tok.decode(ids).substring(1);
                 int nl = text.indexOf('\n');
                 String line = nl < 0 ? text : text.substring(0, nl);
@@ -644,7 +669,7 @@ public final class TrainingJob {
                     : tok.decode(data.dataset().validationBatch(plan.seed(), 0, 1, Math.min(16, plan.seqLen())).inputs());
             int n = Math.max(1, cfg.eval.sampleTokens);
             int[] ids = runtime.onDevice(0, ignored -> Evaluation.generate(stages, tok.encode(prompt), n, temperature,
-                    cfg.eval.topK, cfg.training.seed));
+                    cfg.eval.topK, cfg.training.seed, tok.vocabSize()));
             out.println("---");
             out.println(tok.decode(ids));
             out.println("---");
