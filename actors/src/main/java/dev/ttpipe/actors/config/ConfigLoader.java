@@ -282,8 +282,8 @@ public final class ConfigLoader {
         if (s.has("max_restarts")) t.maxRestarts = s.integer("max_restarts", 0, 0, 1 << 20);
         t.maxNonfiniteSteps = s.integer("max_nonfinite_steps", t.maxNonfiniteSteps, 1, 1 << 20);
         t.runsDir = s.string("runs_dir", t.runsDir);
-        String initFrom = path(s, "init_from", null, baseDir);
-        String modelPath = path(s, "model_path", null, baseDir);   // TTML's name for it
+        String initFrom = checkpointPath(s, "init_from", baseDir);
+        String modelPath = checkpointPath(s, "model_path", baseDir);   // TTML's name for it
         if (initFrom != null && modelPath != null && !initFrom.equals(modelPath)) {
             s.problems().add(s.keyPath("model_path"), "'" + modelPath + "' given beside init_from '" + initFrom
                     + "', expected one of them (model_path is TTML's name for init_from)");
@@ -305,18 +305,25 @@ public final class ConfigLoader {
         s.accept("model_type", "model_config", "transformer_config");
     }
 
+    /** init_from or model_path: a path, or {@code latest} (the newest checkpoint under runs_dir), which stays a name. */
+    private static String checkpointPath(YamlSection s, String key, Path baseDir) {
+        return "latest".equals(s.string(key, null)) ? "latest" : path(s, key, null, baseDir);
+    }
+
     private static void readModelConfigFile(YamlSection training, TtpipeConfig cfg, Path baseDir, ConfigProblems problems) {
         String rel = training.string("model_config", null);
+        String key = training.keyPath("model_config");
         Path p;
         try {
-            p = baseDir == null ? Path.of(rel) : baseDir.resolve(rel);
+            p = Path.of(resolve(baseDir, rel, problems, key));
         } catch (InvalidPathException e) {
-            training.problems().add(training.keyPath("model_config"), rel, "a file path (" + e.getReason() + ")");
+            training.problems().add(key, rel, "a file path (" + e.getReason() + ")");
             return;
         }
         if (!Files.isRegularFile(p)) {
-            training.problems().add(training.keyPath("model_config"), rel,
-                    "a readable model config YAML (looked for " + p + ")");
+            String nowhere = problems.notFound(key, "a readable model config YAML");
+            if (nowhere != null) training.problems().addRaw(nowhere);
+            else training.problems().add(key, rel, "a readable model config YAML (looked for " + p + ")");
             return;
         }
         try {
@@ -580,11 +587,12 @@ public final class ConfigLoader {
         s.rejectUnknownKeys();
     }
 
-    /** The path under {@code key} resolved against {@code baseDir}; one that cannot be a path is a problem. */
+    /** The path under {@code key} resolved as {@link #resolve} does; one that cannot be a path is a problem. */
     private static String path(YamlSection s, String key, String def, Path baseDir) {
         String given = s.string(key, def);
+        if (given == null) return null;
         try {
-            return resolve(baseDir, given);
+            return resolve(baseDir, given, s.problems(), s.keyPath(key));
         } catch (InvalidPathException e) {                    // a NUL character, say
             s.problems().add(s.keyPath(key), given, "a file path (" + e.getReason() + ")");
             return def;
@@ -592,12 +600,31 @@ public final class ConfigLoader {
     }
 
     private static String resolve(Path baseDir, String path) {
-        if (path == null) return path;
+        return path == null ? null : resolve(baseDir, path, null, null);
+    }
+
+    /**
+     * A relative path in a config file as TTML resolves it: against the working directory first (TTML runs
+     * from its repository's root, and its configs name {@code configs/model_configs/...} and {@code data/...}
+     * from there), then against the config file's folder. Found in neither, it stays beside the config and
+     * the places looked are recorded for the error that names the key ({@link ConfigProblems#notFound}).
+     */
+    private static String resolve(Path baseDir, String path, ConfigProblems problems, String keyPath) {
         Path p = Path.of(path);                                // throws InvalidPathException for what cannot be a path
-        if (baseDir == null) return path;
-        if (p.isAbsolute()) return path;
-        Path besideConfig = baseDir.resolve(p);
-        // TTML configs name paths relative to the repo they live in; prefer the file beside the config when it exists.
-        return Files.exists(besideConfig) || !Files.exists(p) ? besideConfig.normalize().toString() : path;
+        if (baseDir == null || p.isAbsolute()) return path;
+        if (exists(p)) return path;
+        Path besideConfig = baseDir.resolve(p).normalize();
+        if (!exists(besideConfig) && problems != null) {
+            problems.recordLooked(keyPath, path, List.of(p.toAbsolutePath().normalize(), besideConfig));
+        }
+        return besideConfig.toString();
+    }
+
+    /** Whether a path names something: a file or folder, or a glob ({@code data/*.bin}) whose folder is there. */
+    private static boolean exists(Path p) {
+        if (Files.exists(p)) return true;
+        String name = p.getFileName() == null ? "" : p.getFileName().toString();
+        boolean glob = name.indexOf('*') >= 0 || name.indexOf('?') >= 0 || name.indexOf('[') >= 0;
+        return glob && Files.isDirectory(p.toAbsolutePath().getParent());
     }
 }

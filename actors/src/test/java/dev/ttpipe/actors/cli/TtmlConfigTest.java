@@ -1,5 +1,7 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.config.ConfigLoader;
+import dev.ttpipe.actors.config.TtpipeConfig;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -76,5 +78,52 @@ class TtmlConfigTest {
         CliTest.Result e = run("eval", runDir.toString(), "--data", data.toString(), "--batches", "1");
         assertEquals(0, e.code(), e.out() + e.err());
         assertTrue(e.out().contains("loss "), e.out());
+    }
+
+    /**
+     * Run from TTML's root, its config names {@code configs/model_configs/nanogpt.yaml} and {@code data/...} from
+     * there: relative paths resolve against the working directory first, then the config file's folder; a path in
+     * neither is one line naming the key, the value and both places looked.
+     */
+    @Test
+    void relativePathsResolveFromTheWorkingDirectoryThenTheConfigsFolder() throws Exception {
+        Path cwd = Path.of("").toAbsolutePath();
+        Path root = Files.createTempDirectory(Files.createDirectories(cwd.resolve("target")), "ttml-root");
+        try {
+            Path models = Files.createDirectories(root.resolve("configs/model_configs"));
+            Files.writeString(models.resolve("nanogpt.yaml"), MODEL);
+            Path trainingDir = Files.createDirectories(root.resolve("configs/training_configs"));
+            Files.writeString(Files.createDirectories(root.resolve("data")).resolve("input.txt"), TokenDataCliTest.corpus());
+            Files.writeString(trainingDir.resolve("input.txt"), "beside the config");
+            String fromRoot = cwd.relativize(root) + "/";                   // as TTML's root is to a user who runs from it
+            Path cfg = Files.writeString(trainingDir.resolve("ttml.yaml"), TRAINING
+                    .replace("MODEL", fromRoot + "configs/model_configs/nanogpt.yaml").replace("DATA", fromRoot + "data/input.txt")
+                    .replace("RUNS", root.resolve("runs").toString()));
+            TtpipeConfig c = ConfigLoader.load(cfg);
+            assertEquals(96, c.transformer.vocabSize, "the model config, from the working directory");
+            assertEquals(fromRoot + "data/input.txt", c.training.dataPath, "the working directory's file wins");
+
+            Files.writeString(cfg, Files.readString(cfg).replace(fromRoot + "data/input.txt", "input.txt")
+                    .replace(fromRoot + "configs/model_configs/", "../model_configs/"));
+            c = ConfigLoader.load(cfg);
+            assertEquals(96, c.transformer.vocabSize, "the model config, beside the config");
+            assertEquals(trainingDir.resolve("input.txt").toString(), c.training.dataPath, "not in the working directory: beside the config");
+
+            Files.writeString(cfg, Files.readString(cfg).replace("data_path: \"input.txt\"", "data_path: \"data/nope.txt\"")
+                    .replace("../model_configs/", "configs/model_configs/"));
+            CliTest.Result r = run("train", cfg.toString());
+            CliTest.assertOneLineBadInput(r, cfg + ":15: training_config.model_config: 'configs/model_configs/nanogpt.yaml' given,"
+                    + " expected a readable model config YAML; looked for " + cwd.resolve("configs/model_configs/nanogpt.yaml")
+                    + " (from the working directory), then " + trainingDir.resolve("configs/model_configs/nanogpt.yaml") + " (beside the config)");
+            Files.writeString(cfg, Files.readString(cfg).replace("configs/model_configs/", "../model_configs/"));
+            r = run("train", cfg.toString());
+            CliTest.assertOneLineBadInput(r, cfg + ":14: training_config.data_path: 'data/nope.txt' given, expected a UTF-8 text"
+                    + " file or token files (.bin); looked for " + cwd.resolve("data/nope.txt") + " (from the working directory), then "
+                    + trainingDir.resolve("data/nope.txt") + " (beside the config)");
+        } finally {
+            try (var walk = Files.walk(root)) {
+                for (Path p : walk.sorted(java.util.Comparator.reverseOrder()).toList()) Files.delete(p);
+            }
+        }
     }
 }
