@@ -24,6 +24,6 @@ public final class ModelOptions {
 
     ModelSource open() throws IOException {
         if (stages < 1) throw new UserInputException("--stages: " + stages + " given, expected a positive integer");
-        return ModelSource.open(model, runsDir, tokenizer);
+        return ModelSource.open(model, runsDir, tokenizer, System.err);
     }
 }

@@ -72,7 +72,7 @@ public final class TrainCommand implements Callable<Integer> {
             cfg.training.projectName = stem.isEmpty() ? "train" : stem;
         }
         TrainingJob job = TrainingJob.fromConfig(cfg);
-        if (resume != null) job.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
+        if (resume != null) job.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir), System.err), allowConfigChange);
         if (logEvery != null) {
             if (logEvery < 1) throw new UserInputException("--log-every: " + logEvery + " given, expected a positive integer");
             job.logEvery(logEvery);

@@ -76,7 +76,7 @@ public final class WorkerCommand implements Callable<Integer> {
         int restarts = launched != null ? Integer.parseInt(launched) : Math.max(0, cfg.training.maxRestarts);
         if (rank == 0 && restarts > 0) training.recoverInPlace(restarts);
         if (resume != null && rank == 0) {
-            training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
+            training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir), System.err), allowConfigChange);
         }
         Worker worker = new Worker(training, rank);
         System.out.println(worker.describe());
