@@ -5,6 +5,7 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.multihost.Launcher;
+import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -62,9 +63,11 @@ public final class LaunchCommand implements Callable<Integer> {
         }
         Deployment deployment = Deployment.of(cfg);
         int maxRestarts = cfg.training.maxRestarts >= 0 ? cfg.training.maxRestarts : DEFAULT_RESTARTS;
-        // One run directory for the whole launch, so a restarted job resumes from, and goes on writing, the same one.
+        // One run directory for the whole launch (a resumed run's own by default), so a restarted job resumes from, and goes on
+        // writing, the same one.
         List<String> args = new ArrayList<>(passThrough);
-        Path runDir = check.runDir != null ? check.runDir : TrainingJob.newRunDir(cfg, null);
+        Checkpoints.Found resumed = check.resume == null ? null : Checkpoints.find(check.resume, Path.of(cfg.training.runsDir), System.err);
+        Path runDir = TrainingJob.runDirectory(cfg, check.runDir, resumed);
         if (check.runDir == null) {
             args.add("--run-dir");
             args.add(runDir.toString());
@@ -79,5 +82,8 @@ public final class LaunchCommand implements Callable<Integer> {
 
         @Option(names = "--run-dir")
         Path runDir;
+
+        @Option(names = "--resume")
+        String resume;
     }
 }

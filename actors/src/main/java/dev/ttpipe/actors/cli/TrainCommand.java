@@ -44,7 +44,8 @@ public final class TrainCommand implements Callable<Integer> {
     @ParentCommand
     Main main;
 
-    @Option(names = "--run-dir", paramLabel = "DIR", description = "Write the run here instead of runs/<time>-<project>.")
+    @Option(names = "--run-dir", paramLabel = "DIR", description = {"Write the run here instead of runs/<time>-<project> (with",
+            "--resume: the resumed run's directory). Never one that holds another run's checkpoints."})
     Path runDir;
 
     @Option(names = "--resume", paramLabel = "PATH", description = {"Continue from a checkpoint: a checkpoint directory",
@@ -80,7 +81,7 @@ public final class TrainCommand implements Callable<Integer> {
         List<String> commandLine = new ArrayList<>(List.of("ttpipe"));                 // originalArgs starts at "train"
         commandLine.addAll(spec.commandLine().getParseResult().originalArgs());
         job.invocation(commandLine);
-        Path dir = TrainingJob.newRunDir(cfg, runDir);
+        Path dir = job.runDirectory(runDir);
         // Ctrl-C or SIGTERM (SLURM's): keep the timeline and the summary so far, and say where it stopped.
         Thread onSignal = new Thread(job::interrupted, "ttpipe-interrupted");
         Runtime.getRuntime().addShutdownHook(onSignal);

@@ -110,7 +110,7 @@ public final class WorkerCommand implements Callable<Integer> {
         }
         String failure = null;
         try {
-            training.run(runtime, TrainingJob.newRunDir(cfg, runDir), System.out);
+            training.run(runtime, training.runDirectory(runDir), System.out);
             return Main.EXIT_OK;
         } catch (RuntimeException e) {
             failure = e.getMessage();

@@ -176,12 +176,25 @@ public final class Checkpoints implements AutoCloseable {
 
     /** Keeps the newest {@code keep} complete checkpoints. */
     private void prune() throws IOException {
-        List<Path> steps = new ArrayList<>();
-        try (Stream<Path> s = Files.list(root)) {
-            s.filter(p -> p.getFileName().toString().matches("step-\\d+") && Files.isRegularFile(p.resolve(STATE))).forEach(steps::add);
-        }
-        steps.sort(Comparator.comparing(p -> p.getFileName().toString()));
+        List<Path> steps = complete(root);
         for (int i = 0; i < steps.size() - keep; i++) deleteTree(steps.get(i));
+    }
+
+    /**
+     * The complete checkpoints under a checkpoint root, oldest step first: each {@code step-N} directory with its
+     * trainer_state.json (renamed into place last, so a save cut short never counts). None when the root is not there.
+     */
+    public static List<Path> complete(Path root) throws IOException {
+        if (!Files.isDirectory(root)) return List.of();
+        try (Stream<Path> s = Files.list(root)) {
+            return s.filter(p -> p.getFileName().toString().matches("step-\\d+") && Files.isRegularFile(p.resolve(STATE)))
+                    .sorted(Comparator.comparingLong(Checkpoints::stepOf)).toList();
+        }
+    }
+
+    /** The step of a {@code step-N} directory. */
+    static long stepOf(Path stepDir) {
+        return Long.parseLong(stepDir.getFileName().toString().substring("step-".length()));
     }
 
     /** Waits for every save still being written; returns all saves of this run. */
@@ -358,14 +371,7 @@ public final class Checkpoints implements AutoCloseable {
         List<Path> complete = new ArrayList<>();
         if (Files.isDirectory(runsDir)) {
             try (Stream<Path> runs = Files.list(runsDir)) {
-                for (Path run : runs.filter(Files::isDirectory).toList()) {
-                    Path root = run.resolve("checkpoints");
-                    if (!Files.isDirectory(root)) continue;
-                    try (Stream<Path> steps = Files.list(root)) {
-                        steps.filter(p -> p.getFileName().toString().matches("step-\\d+") && Files.isRegularFile(p.resolve(STATE)))
-                                .forEach(complete::add);
-                    }
-                }
+                for (Path run : runs.filter(Files::isDirectory).toList()) complete.addAll(complete(run.resolve("checkpoints")));
             } catch (IOException e) {
                 throw new CheckpointException(runsDir + ": cannot be listed (" + e.getMessage() + ")");
             }
@@ -374,8 +380,7 @@ public final class Checkpoints implements AutoCloseable {
             throw new CheckpointException("latest: no run under " + runsDir + " has a complete checkpoint, expected"
                     + " RUN/checkpoints/step-NNNNNN with its " + STATE + " (or name a checkpoint or run directory)");
         }
-        Comparator<Path> newest = Comparator.<Path>comparingLong(p -> Long.parseLong(p.getFileName().toString().substring(5)))
-                .thenComparing(p -> writeTime(p.resolve(STATE)));
+        Comparator<Path> newest = Comparator.comparingLong(Checkpoints::stepOf).thenComparingLong(p -> writeTime(p.resolve(STATE)));
         return new Latest(complete.stream().max(newest).orElseThrow(), complete.size());
     }
 

@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.train;
 
+import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.ConfigDiff;
 import dev.ttpipe.actors.config.ConfigWriter;
@@ -175,17 +176,59 @@ public final class TrainingJob {
         return root == null ? null : new Checkpoints(this, root, cfg.training.modelSaveInterval, cfg.training.checkpointKeep);
     }
 
-    /** A new run directory under {@code runs_dir} named after the time and the project, or {@code explicit}. */
-    public static Path newRunDir(TtpipeConfig cfg, Path explicit) throws IOException {
+    /** This job's run directory: {@link #runDirectory(TtpipeConfig, Path, Checkpoints.Found)} for its config and resume. */
+    public Path runDirectory(Path explicit) throws IOException {
+        return runDirectory(cfg, explicit, resumeFrom);
+    }
+
+    /**
+     * The run directory of a job, created: {@code explicit}; else, resuming a checkpoint of a run directory
+     * ({@code RUN/checkpoints/step-N}), that run's, so one run's metrics.jsonl, stdout.log and checkpoints go on
+     * in one place; else a new {@code runs_dir/<time>-<project>}. Refused in one line: an empty name, a file, and a
+     * directory whose checkpoint root already holds complete checkpoints that this job does not continue (a fresh
+     * run would mix its metrics with theirs and prune them from under {@code latest}).
+     */
+    public static Path runDirectory(TtpipeConfig cfg, Path explicit, Checkpoints.Found resumed) throws IOException {
         Path dir = explicit;
+        if (dir != null && dir.toString().isBlank()) {
+            throw new UserInputException("--run-dir: '" + dir + "' given, expected a directory to write the run into");
+        }
+        if (dir != null && Files.exists(dir) && !Files.isDirectory(dir)) {
+            throw new UserInputException("--run-dir: " + dir + " is a file, expected a directory (a new one, or the run being resumed)");
+        }
+        if (dir == null && resumed != null) dir = runOf(resumed);
         if (dir == null) {
             String stamp = LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss"));
             String name = cfg.training.projectName.replaceAll("[^A-Za-z0-9._-]", "_");
             dir = Path.of(cfg.training.runsDir, stamp + "-" + name);
             for (int i = 2; Files.exists(dir); i++) dir = Path.of(cfg.training.runsDir, stamp + "-" + name + "-" + i);
         }
+        refuseToMix(cfg, dir, resumed);
         Files.createDirectories(dir);
         return dir;
+    }
+
+    /** The run directory a checkpoint was saved in ({@code RUN/checkpoints/step-N}, RUN holding its config.yaml), or null. */
+    private static Path runOf(Checkpoints.Found ck) {
+        Path root = ck.dir().toAbsolutePath().normalize().getParent();
+        if (root == null || !root.getFileName().toString().equals("checkpoints")) return null;
+        Path run = root.getParent();
+        if (run == null || !Files.isRegularFile(run.resolve("config.yaml"))) return null;
+        Path given = ck.dir().getParent().getParent();                  // as the user named it, for the messages
+        return given != null ? given : run;
+    }
+
+    private static void refuseToMix(TtpipeConfig cfg, Path dir, Checkpoints.Found resumed) throws IOException {
+        boolean ownRoot = cfg.training.checkpointDir == null;
+        Path root = ownRoot ? dir.resolve("checkpoints") : Path.of(cfg.training.checkpointDir);
+        List<Path> there = Checkpoints.complete(root);
+        if (there.isEmpty()) return;
+        if (resumed != null && Files.isSameFile(resumed.dir().getParent(), root)) return;     // the run being continued
+        Path newest = there.get(there.size() - 1);
+        String where = ownRoot ? "--run-dir: " + dir : cfg.origins.where("training_config.checkpoint_dir") + ": " + root;
+        throw new UserInputException(where + " holds an earlier run's checkpoints (the newest " + newest.getFileName() + "), expected"
+                + " a directory of its own; continue that run with --resume " + (ownRoot ? dir : newest) + ", or pick another "
+                + (ownRoot ? "--run-dir" : "checkpoint_dir"));
     }
 
     /** The batches of optimizer step {@code step}: one per accumulation pass, the same on every rank and in the reference. */
@@ -413,9 +456,14 @@ public final class TrainingJob {
         Path runDir = st.runDir;
         watchdog(runtime, out);
         Checkpoints checkpoints = checkpoints(runDir);
-        BufferedWriter metrics = runDir == null ? null
-                : Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8, StandardOpenOption.CREATE,
-                StandardOpenOption.APPEND);
+        Path metricsFile = runDir == null ? null : runDir.resolve("metrics.jsonl");
+        // A resume (or a fresh start into a run directory with metrics) goes on appending to the same metrics.jsonl; its
+        // first line says so, and from there on its steps supersede any earlier line of the same step.
+        StepMetrics.Mark mark = resumeFrom != null ? new StepMetrics.Mark("resume", resumeFrom.step(), resumeFrom.dir())
+                : metricsFile != null && Files.isRegularFile(metricsFile) && Files.size(metricsFile) > 0
+                ? new StepMetrics.Mark("restart", 0, null) : null;
+        BufferedWriter metrics = metricsFile == null ? null
+                : Files.newBufferedWriter(metricsFile, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
         long tokensTotal = 0;
         double secondsTotal = 0;
         try {
@@ -429,6 +477,7 @@ public final class TrainingJob {
                 } catch (PipelineFailure e) {
                     if (recoveries >= maxRecoveries) throw e;
                     Checkpoints.Found back = recover(runtime, checkpoints, e, ++recoveries, step, out);
+                    mark = new StepMetrics.Mark("recovery", back == null ? 0 : back.step(), back == null ? null : back.dir());
                     step = (back == null ? 0 : back.step()) - 1;
                     optimizerSteps = back == null ? 0 : back.optimizerSteps();
                     nonFiniteInARow = 0;
@@ -457,7 +506,8 @@ public final class TrainingJob {
                     val = validationLoss(runtime);
                 }
                 if (metrics != null) {
-                    metrics.write(StepMetrics.jsonLine(r, a, val, plan.schedule()));
+                    metrics.write(StepMetrics.jsonLine(r, a, val, plan.schedule(), mark));
+                    mark = null;
                     metrics.newLine();
                     metrics.flush();
                 }
