@@ -32,7 +32,8 @@ import java.util.concurrent.Callable;
                 "  ttpipe launch configs/multihost-pp2.yaml",
                 "  ttpipe launch configs/multihost-pp4.yaml --hosts 4 --max-steps 10",
                 "",
-                "Flags after CONFIG other than --hosts are passed to every worker (e.g. --max-steps, --schedule)."})
+                "Flags after CONFIG other than --hosts are passed to every worker (e.g. --max-steps, --schedule,",
+                "--set KEY=VALUE); with --print-config or --dry-run launch prints and starts nothing."})
 public final class LaunchCommand implements Callable<Integer> {
     /** Restarts of a launched job when training_config.max_restarts is not given. */
     static final int DEFAULT_RESTARTS = 3;
@@ -62,6 +63,10 @@ public final class LaunchCommand implements Callable<Integer> {
                     + "' given, expected aeron for workers in separate processes");
         }
         Deployment deployment = Deployment.of(cfg);
+        if (check.preview.preview(cfg, System.out)) {
+            if (check.preview.dryRun) System.out.println("launch would start " + n + " worker processes, one per rank");
+            return Main.EXIT_OK;
+        }
         int maxRestarts = cfg.training.maxRestarts >= 0 ? cfg.training.maxRestarts : DEFAULT_RESTARTS;
         // One run directory for the whole launch (a resumed run's own by default), so a restarted job resumes from, and goes on
         // writing, the same one.
@@ -79,6 +84,9 @@ public final class LaunchCommand implements Callable<Integer> {
     static final class LaunchedWorkerOptions {
         @CommandLine.Mixin
         JobOptions job = new JobOptions();
+
+        @CommandLine.Mixin
+        DryRunOptions preview = new DryRunOptions();
 
         @Option(names = "--run-dir")
         Path runDir;

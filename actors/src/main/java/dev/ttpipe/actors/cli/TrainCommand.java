@@ -29,6 +29,8 @@ import java.util.concurrent.Callable;
                 "  ttpipe train configs/sim-pp16.yaml",
                 "  ttpipe train configs/nanogpt-pp4-1f1b.yaml --resume runs/20261123-101500-nanogpt-pp4-1f1b",
                 "  ttpipe train configs/nanogpt-pp2.yaml --resume latest --allow-config-change --max-steps 80",
+                "  ttpipe train configs/nanogpt-pp2.yaml --set training_config.learning_rate=1e-3 --dry-run",
+                "  ttpipe train configs/nanogpt-pp2.yaml --set training_config.eval_every=20 --print-config",
                 "",
                 "Each run writes runs/<time>-<project>/ with config.yaml, vocab.txt, metrics.jsonl, trace.json and",
                 "checkpoints/ (every model_save_interval steps and at the last step)."})
@@ -40,6 +42,9 @@ public final class TrainCommand implements Callable<Integer> {
 
     @Mixin
     JobOptions job = new JobOptions();
+
+    @Mixin
+    DryRunOptions preview = new DryRunOptions();
 
     @ParentCommand
     Main main;
@@ -72,6 +77,7 @@ public final class TrainCommand implements Callable<Integer> {
             String stem = job.data.getFileName().toString().replaceFirst("\\.[^.]*$", "");
             cfg.training.projectName = stem.isEmpty() ? "train" : stem;
         }
+        if (preview.preview(cfg, System.out)) return Main.EXIT_OK;
         TrainingJob job = TrainingJob.fromConfig(cfg);
         if (resume != null) job.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir), System.err), allowConfigChange);
         if (logEvery != null) {

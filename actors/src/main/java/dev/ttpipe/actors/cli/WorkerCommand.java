@@ -48,6 +48,9 @@ public final class WorkerCommand implements Callable<Integer> {
     @Mixin
     JobOptions job = new JobOptions();
 
+    @Mixin
+    DryRunOptions preview = new DryRunOptions();
+
     @Option(names = "--join-timeout", paramLabel = "SECONDS", defaultValue = "60",
             description = "How long to wait for the other ranks to join (default ${DEFAULT-VALUE}).")
     int joinTimeout;
@@ -69,6 +72,7 @@ public final class WorkerCommand implements Callable<Integer> {
         if (rank < 0 || rank >= ranks) {
             throw new UserInputException("--rank: " + rank + " given, expected 0.." + (ranks - 1) + " (the job has " + ranks + " ranks)");
         }
+        if (preview.preview(cfg, System.out)) return Main.EXIT_OK;
         TrainingJob training = TrainingJob.fromConfig(cfg);
         // Rank 0 recovers failed steps in place: `ttpipe launch` restarts a dead worker (and says how often);
         // by hand, whatever restarts a worker (SLURM's requeue, Kubernetes) does, and rank 0 waits for it.

@@ -65,7 +65,7 @@ public final class ConfigLoader {
      */
     public static SortedSet<String> acceptedKeys() {
         ConfigProblems problems = new ConfigProblems("(every section)");
-        readInto(EVERY_SECTION, new TtpipeConfig(), problems, null);
+        readInto(EVERY_SECTION, new TtpipeConfig(), problems, null, List.of());
         SortedSet<String> out = new TreeSet<>();
         for (String k : problems.known()) {
             out.add(k.startsWith("training_config.transformer_config.") ? k.substring("training_config.".length()) : k);
@@ -75,13 +75,23 @@ public final class ConfigLoader {
 
     /** Loads and validates a config file. Throws {@link ConfigException} listing every problem. */
     public static TtpipeConfig load(Path file) {
-        TtpipeConfig cfg = read(file);
+        return load(file, List.of());
+    }
+
+    /** {@link #load(Path)} with {@code --set KEY=VALUE} settings applied to the file's tree first ({@link Overrides}). */
+    public static TtpipeConfig load(Path file, List<String> sets) {
+        TtpipeConfig cfg = read(file, sets);
         ConfigValidator.validate(cfg);
         return cfg;
     }
 
     /** Reads a config file without the cross-key checks (callers apply flag overrides, then validate). */
     public static TtpipeConfig read(Path file) {
+        return read(file, List.of());
+    }
+
+    /** {@link #read(Path)} with {@code --set KEY=VALUE} settings applied to the file's tree first ({@link Overrides}). */
+    public static TtpipeConfig read(Path file, List<String> sets) {
         String text;
         try {
             text = Files.readString(file, StandardCharsets.UTF_8);
@@ -90,14 +100,19 @@ public final class ConfigLoader {
         } catch (IOException e) {
             throw new ConfigException(file + ": cannot read (" + e.getMessage() + ")");
         }
-        return read(text, file.toString(), file.toAbsolutePath().getParent());
+        return read(text, file.toString(), file.toAbsolutePath().getParent(), sets);
     }
 
     /** Reads a classpath resource (the embedded default configs). */
     public static TtpipeConfig readResource(String resource) {
+        return readResource(resource, List.of());
+    }
+
+    /** {@link #readResource(String)} with {@code --set KEY=VALUE} settings applied first. */
+    public static TtpipeConfig readResource(String resource, List<String> sets) {
         try (InputStream in = ConfigLoader.class.getResourceAsStream(resource)) {
             if (in == null) throw new IllegalStateException("missing resource " + resource);
-            return read(new String(in.readAllBytes(), StandardCharsets.UTF_8), "(embedded " + resource + ")", null);
+            return read(new String(in.readAllBytes(), StandardCharsets.UTF_8), "(embedded " + resource + ")", null, sets);
         } catch (IOException e) {
             throw new IllegalStateException(e);
         }
@@ -105,16 +120,20 @@ public final class ConfigLoader {
 
     /** Reads YAML text; {@code baseDir} resolves relative paths inside it (null: the working directory). */
     public static TtpipeConfig read(String yamlText, String sourceName, Path baseDir) {
+        return read(yamlText, sourceName, baseDir, List.of());
+    }
+
+    private static TtpipeConfig read(String yamlText, String sourceName, Path baseDir, List<String> sets) {
         ConfigProblems problems = new ConfigProblems(sourceName);
         TtpipeConfig cfg = new TtpipeConfig();
         cfg.source = sourceName;
         cfg.origins = problems;
-        readInto(yamlText, cfg, problems, baseDir);
+        readInto(yamlText, cfg, problems, baseDir, sets);
         problems.throwIfAny();
         return cfg;
     }
 
-    private static void readInto(String yamlText, TtpipeConfig cfg, ConfigProblems problems, Path baseDir) {
+    private static void readInto(String yamlText, TtpipeConfig cfg, ConfigProblems problems, Path baseDir, List<String> sets) {
         String sourceName = problems.file();
         Node root = compose(new StringReader(yamlText), sourceName);
         if (root == null) {
@@ -126,6 +145,7 @@ public final class ConfigLoader {
                     + " given, expected a mapping of sections (training_config: ..., device_config: ...)"));
         }
         duplicateKeys(root, "", problems);
+        Overrides.apply((MappingNode) root, sets, problems);          // after the file's own duplicates, before any key is read
         YamlSection top = new YamlSection("", root, problems);
         YamlSection training = top.section("training_config");
         readTraining(training, cfg.training, baseDir);
@@ -224,7 +244,7 @@ public final class ConfigLoader {
         }
     }
 
-    private static Node compose(Reader reader, String sourceName) {
+    static Node compose(Reader reader, String sourceName) {
         LoaderOptions options = new LoaderOptions();
         options.setAllowDuplicateKeys(true);           // reported by duplicateKeys, every one with both lines
         // Bounds on what a config file can make the parser do (SnakeYAML's defaults, set here so that they stay):

@@ -32,7 +32,7 @@ public final class ConfigProblems {
     }
 
     void recordLine(String keyPath, int line) {
-        lines.put(keyPath, line);
+        if (line > 0) lines.put(keyPath, line);                // a section --set added is on no line
     }
 
     /** A key some section read (asked for, given or not), list indices written {@code []}. */
@@ -86,9 +86,21 @@ public final class ConfigProblems {
         return lines.containsKey(keyPath) || flags.containsKey(keyPath);
     }
 
+    /**
+     * Where a key's value came from, for {@code --print-config}: the flag that set it ({@code --max-steps}, {@code --set}),
+     * {@code file:line}, or null (a default, or derived from other keys).
+     */
+    public String origin(String keyPath) {
+        String flag = flags.get(keyPath);
+        if (flag != null) return flag;
+        Integer line = lines.get(keyPath);
+        return line == null ? null : file + ":" + line;
+    }
+
     /** Where a key came from, as a message prefix: {@code file:line: key.path} or {@code --flag (key.path)}. */
     public String where(String keyPath) {
         String flag = flags.get(keyPath);
+        if (Overrides.FLAG.equals(flag)) return flag + " " + keyPath;
         if (flag != null) return flag + " (" + keyPath + ")";
         Integer line = lineOf(keyPath);
         return file + (line == null ? "" : ":" + line) + ": " + keyPath;

@@ -16,6 +16,8 @@ import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.actors.telemetry.StageTable;
 import dev.ttpipe.actors.telemetry.StepAnalysis;
 import dev.ttpipe.actors.telemetry.StepMetrics;
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.cpu.CpuKernels;
 import dev.ttpipe.device.ttnn.BridgeLibrary;
 import dev.ttpipe.stages.Evaluation;
 import dev.ttpipe.stages.Stage;
@@ -649,11 +651,24 @@ public final class TrainingJob {
                 plan.model().numHeads(), plan.model().vocabSize(), plan.stages(), plan.ranks(), plan.schedule().name(),
                 plan.readyFirst() ? " (ready-first)" : "", plan.microbatches(), plan.microbatchSize(), plan.seqLen(),
                 plan.backend(), plan.rankMesh(), parallelText()));
+        sb.append("\nnumerics: ").append(numerics());
         sb.append("\ndata: ").append(data.description());
         StringBuilder split = new StringBuilder();
         for (StageSlice s : plan.slices()) split.append(split.length() == 0 ? "" : ", ").append(s.blocks());
         sb.append("\nblocks per stage: [").append(split).append("]");
         return sb.toString();
+    }
+
+    /** The dtype, recompute, gradient accumulation and (cpu backend) the matmul engine, in one line. */
+    private String numerics() {
+        var m = plan.model();
+        String text = m.dtype().name().toLowerCase(Locale.ROOT) + ", recompute " + (m.recompute() ? "on (runner_type"
+                + " memory_efficient)" : "off") + ", gradient accumulation " + plan.accumulation();
+        if (plan.backend() != Backend.CPU) return text;
+        String engine = m.dtype() == DType.BF16 && CpuKernels.bf16Matmul() != null ? CpuKernels.bf16Matmul() : CpuKernels.matmul();
+        if (engine == null) return text + ", matmul chosen when the devices open";
+        int paren = engine.indexOf(" (");
+        return text + ", matmul " + (paren > 0 ? engine.substring(0, paren) : engine) + " (run.json has the details)";
     }
 
     /**
