@@ -470,7 +470,8 @@ public final class TrainingJob {
         double secondsTotal = 0;
         try {
             Progress progress = new Progress(out, steps, first, logEvery);
-            int recoveries = 0, nonFiniteInARow = 0;
+            int recoveries = 0, nonFiniteInARow = 0, lastValStep = 0;
+            double lastVal = Double.NaN;                            // the last validation loss (eval_every), on the progress line
             int optimizerSteps = resumeFrom != null ? resumeFrom.optimizerSteps() : 0;   // steps applied: not the non-finite ones
             for (int step = first; step < steps; step++) {
                 Coordinator.StepReport r;
@@ -506,6 +507,9 @@ public final class TrainingJob {
                 Double val = null;
                 if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps && allLocal(runtime)) {
                     val = validationLoss(runtime);
+                    lastVal = val;
+                    lastValStep = step + 1;
+                    if (metricsServer != null) metricsServer.validated(step + 1, val);
                 }
                 if (metrics != null) {
                     metrics.write(StepMetrics.jsonLine(r, a, val, plan.schedule(), mark));
@@ -519,8 +523,9 @@ public final class TrainingJob {
                     secondsTotal += r.seconds();
                 }
                 double tps = r.tokens() / Math.max(1e-9, r.seconds());
-                progress.update(step + 1, String.format(Locale.ROOT, "loss %s | %s tok/s | bubble %.0f%%%s",
-                        lossText(r.loss()), human(tps), 100 * a.bubble(),
+                progress.update(step + 1, String.format(Locale.ROOT, "loss %s%s | %s tok/s | bubble %.0f%%%s",
+                        lossText(r.loss()), Double.isNaN(lastVal) ? "" : " | val " + lossText(lastVal) + " @" + lastValStep, human(tps),
+                        100 * a.bubble(),
                         a.predicted() == null ? "" : String.format(Locale.ROOT, " (sim %.0f%%)", 100 * a.predicted().bubbleFraction())));
             }
         } catch (RuntimeException e) {
