@@ -64,12 +64,15 @@ public final class Evaluation {
     /**
      * Continues {@code prompt} by {@code n} tokens: greedy when {@code temperature} is 0, otherwise
      * sampling from softmax(logits / temperature) (restricted to the {@code topK} most likely when > 0)
-     * with a generator seeded by {@code seed}.
+     * with a generator seeded by {@code seed}. Only ids below {@code sampledIds} are ever chosen: a model's
+     * vocabulary may be padded beyond its tokenizer's (TTML rounds vocab_size up to tiles of 32), and those
+     * padding ids stand for no text.
      */
-    public static int[] generate(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed) {
+    public static int[] generate(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed,
+                                 int sampledIds) {
         int maxSeq = stages.get(0).spec().maxSequenceLength();
         int[] out = Arrays.copyOf(prompt, prompt.length + n);
-        Sampler sampler = new Sampler(temperature, topK, seed);
+        Sampler sampler = new Sampler(temperature, topK, seed, sampledIds);
         for (int i = prompt.length; i < out.length; i++) {
             int start = Math.max(0, i - maxSeq);
             int[] ctx = Arrays.copyOfRange(out, start, i);
@@ -91,12 +94,12 @@ public final class Evaluation {
      * The context is the model's maximum sequence at most (prompt plus new tokens).
      */
     public static int[] generateCached(List<Stage> stages, int[] prompt, int n, double temperature, int topK, long seed,
-                                       IntConsumer onToken) {
+                                       int sampledIds, IntConsumer onToken) {
         checkContext(stages.get(0).spec(), prompt.length, n);
         List<KvCache> caches = new ArrayList<>();
         for (Stage s : stages) caches.add(s.newKvCache(prompt.length + n));
         int[] out = Arrays.copyOf(prompt, prompt.length + n);
-        Sampler sampler = new Sampler(temperature, topK, seed);
+        Sampler sampler = new Sampler(temperature, topK, seed, sampledIds);
         for (int pos = 0; pos < out.length - 1; pos++) {
             Stage first = stages.get(0);
             Tensor x = first.submesh().ops().fromHostInts(new int[]{out[pos]}, Shape.of(1, 1),

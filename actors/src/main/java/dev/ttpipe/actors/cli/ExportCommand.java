@@ -44,7 +44,7 @@ public final class ExportCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         if (!format.equals("hf")) throw new UserInputException("--format: '" + format + "' given, expected hf");
-        Checkpoints.Found found = Checkpoints.find(checkpoint, runsDir);
+        Checkpoints.Found found = Checkpoints.find(checkpoint, runsDir, System.err);
         TtpipeConfig cfg = ConfigLoader.read(found.config(), found.dir().resolve(Checkpoints.STATE) + " (its config)", null);
         ModelSpec spec = JobPlan.model(cfg, ModelSource.vocabOf(found.dir()));
         long t0 = System.nanoTime();

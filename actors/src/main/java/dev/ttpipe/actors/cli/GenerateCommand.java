@@ -81,7 +81,7 @@ public final class GenerateCommand implements Callable<Integer> {
             out.print(prompt);
             out.flush();
         }
-        Generated g = pipelined ? pipelined(src, ids, streamer) : oneProcess(src, ids, streamer);
+        Generated g = pipelined ? pipelined(src, ids, tok.vocabSize(), streamer) : oneProcess(src, ids, tok.vocabSize(), streamer);
         int[] all = g.ids();
         double sec = g.seconds();
         int made = all.length - ids.length;
@@ -108,13 +108,13 @@ public final class GenerateCommand implements Callable<Integer> {
     }
 
     /** The stages one after another in this thread, on one device. */
-    private Generated oneProcess(ModelSource src, int[] ids, Streamer streamer) {
+    private Generated oneProcess(ModelSource src, int[] ids, int sampledIds, Streamer streamer) {
         try (MeshDevice mesh = Backends.open("cpu", new MeshShape(1, 1), MeshOptions.defaults())) {
             List<Stage> loaded = src.load(mesh.asSubmesh(), model.stages);
             try {
                 long t0 = System.nanoTime();
-                int[] all = noCache ? Evaluation.generate(loaded, ids, maxNewTokens, temperature, topK, seed)
-                        : Evaluation.generateCached(loaded, ids, maxNewTokens, temperature, topK, seed, streamer);
+                int[] all = noCache ? Evaluation.generate(loaded, ids, maxNewTokens, temperature, topK, seed, sampledIds)
+                        : Evaluation.generateCached(loaded, ids, maxNewTokens, temperature, topK, seed, sampledIds, streamer);
                 return new Generated(all, (System.nanoTime() - t0) / 1e9);
             } finally {
                 loaded.forEach(Stage::close);
@@ -123,9 +123,9 @@ public final class GenerateCommand implements Callable<Integer> {
     }
 
     /** The stages on their own ranks, each keeping its key/value caches; the Coordinator samples and feeds each token back. */
-    private Generated pipelined(ModelSource src, int[] ids, Streamer streamer) {
+    private Generated pipelined(ModelSource src, int[] ids, int sampledIds, Streamer streamer) {
         try (PipelinedModel p = PipelinedModel.forGeneration(src, model.stages, Backend.CPU, model.transport(), ids.length)) {
-            Coordinator.GenerateReport r = p.generate(ids, maxNewTokens, temperature, topK, seed, streamer);
+            Coordinator.GenerateReport r = p.generate(ids, maxNewTokens, temperature, topK, seed, sampledIds, streamer);
             return new Generated(r.ids(), r.seconds());
         }
     }

@@ -16,8 +16,9 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * The flags that override a config's common keys, shared by train, verify and worker. Each flag
- * is recorded as the origin of its key, so a problem with it names the flag.
+ * The flags that override a config's keys, shared by train, verify, worker and launch: one flag per common key,
+ * and {@code --set KEY=VALUE} for any key. Each is recorded as the origin of its key, so a problem with it names
+ * the flag.
  */
 public final class JobOptions {
     @Option(names = "--data", paramLabel = "FILE", description = "Train on this UTF-8 text file or token files (.bin, a directory or a glob; training_config.data_path).")
@@ -53,6 +54,10 @@ public final class JobOptions {
     @Option(names = "--dtype", paramLabel = "DTYPE", description = "fp32 or bf16: activations and matmul operands (device_config.dtype).")
     String dtype;
 
+    @Option(names = "--set", paramLabel = "KEY=VALUE", description = {"Set any config key, dotted as in the YAML",
+            "(training_config.learning_rate=3e-4; repeatable; checked as the file is). The flags above win over it."})
+    List<String> sets = new ArrayList<>();
+
     /** The flags given, as arguments to pass on to worker processes. */
     public List<String> toArgs() {
         List<String> a = new ArrayList<>();
@@ -67,12 +72,13 @@ public final class JobOptions {
         if (mode != null) a.addAll(List.of("--mode", mode));
         if (seed != null) a.addAll(List.of("--seed", seed.toString()));
         if (dtype != null) a.addAll(List.of("--dtype", dtype));
+        for (String set : sets) a.addAll(List.of("--set", set));
         return a;
     }
 
     /** Reads {@code file} (or the embedded {@code defaultResource}), applies the flags, validates. */
     public TtpipeConfig resolve(Path file, String defaultResource) {
-        TtpipeConfig cfg = file == null ? ConfigLoader.readResource(defaultResource) : ConfigLoader.read(file);
+        TtpipeConfig cfg = file == null ? ConfigLoader.readResource(defaultResource, sets) : ConfigLoader.read(file, sets);
         apply(cfg);
         ConfigValidator.validate(cfg);
         for (String note : cfg.origins.notes()) System.err.println("ttpipe: " + note);

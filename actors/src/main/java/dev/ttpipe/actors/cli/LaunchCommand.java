@@ -7,6 +7,7 @@ import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.multihost.Launcher;
 import dev.ttpipe.actors.train.Preemption;
+import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -34,7 +35,8 @@ import java.util.concurrent.Callable;
                 "  ttpipe launch configs/multihost-pp4.yaml --hosts 4 --max-steps 10",
                 "  ttpipe launch configs/multihost-pp2.yaml --run-dir runs/pp2 --resume auto",
                 "",
-                "Flags after CONFIG other than --hosts are passed to every worker (e.g. --max-steps, --schedule).",
+                "Flags after CONFIG other than --hosts are passed to every worker (e.g. --max-steps, --schedule,",
+                "--set KEY=VALUE); with --print-config or --dry-run launch prints and starts nothing.",
                 "SIGTERM or Ctrl-C: passed on to the workers; rank 0 finishes the step and saves a checkpoint, and launch",
                 "exits with 143 (SIGTERM) or 130 (SIGINT) and prints the command that resumes."})
 public final class LaunchCommand implements Callable<Integer> {
@@ -66,10 +68,16 @@ public final class LaunchCommand implements Callable<Integer> {
                     + "' given, expected aeron for workers in separate processes");
         }
         Deployment deployment = Deployment.of(cfg);
+        if (check.preview.preview(cfg, System.out)) {
+            if (check.preview.dryRun) System.out.println("launch would start " + n + " worker processes, one per rank");
+            return Main.EXIT_OK;
+        }
         int maxRestarts = cfg.training.maxRestarts >= 0 ? cfg.training.maxRestarts : DEFAULT_RESTARTS;
-        // One run directory for the whole launch, so a restarted job resumes from, and goes on writing, the same one.
+        // One run directory for the whole launch (a resumed run's own by default), so a restarted job resumes from, and goes on
+        // writing, the same one.
         List<String> args = new ArrayList<>(passThrough);
-        Path runDir = check.runDir != null ? check.runDir : TrainingJob.newRunDir(cfg, null);
+        Checkpoints.Found resumed = check.resume == null ? null : Checkpoints.find(check.resume, Path.of(cfg.training.runsDir), System.err);
+        Path runDir = TrainingJob.runDirectory(cfg, check.runDir, resumed);
         if (check.runDir == null) {
             args.add("--run-dir");
             args.add(runDir.toString());
@@ -98,6 +106,9 @@ public final class LaunchCommand implements Callable<Integer> {
     static final class LaunchedWorkerOptions {
         @CommandLine.Mixin
         JobOptions job = new JobOptions();
+
+        @CommandLine.Mixin
+        DryRunOptions preview = new DryRunOptions();
 
         @Option(names = "--run-dir")
         Path runDir;

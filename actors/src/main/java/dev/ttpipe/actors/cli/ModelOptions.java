@@ -33,7 +33,7 @@ public final class ModelOptions {
     ModelSource open() throws IOException {
         if (stages < 1) throw new UserInputException("--stages: " + stages + " given, expected a positive integer");
         transport();
-        ModelSource src = ModelSource.open(model, runsDir, tokenizer);
+        ModelSource src = ModelSource.open(model, runsDir, tokenizer, System.err);
         int blocks = src.spec().numBlocks();
         if (stages > blocks) {
             throw new UserInputException("--stages: " + stages + " given, expected 1.." + blocks + " (at most one stage per block: "

@@ -1,11 +1,16 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.UserInputException;
+import dev.ttpipe.actors.config.ConfigLoader;
+import dev.ttpipe.actors.config.ConfigWriter;
 import dev.ttpipe.actors.tune.SimulateRun;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.Callable;
 
 /**
@@ -84,10 +89,21 @@ public final class SimulateCommand implements Callable<Integer> {
             description = "Compare schedules (comma-separated; alone: all that fit P and M), one table row each.")
     String compare;
 
+    @Option(names = "--set", paramLabel = "KEY=VALUE", description = "Set a key of CONFIG, dotted as in the YAML (repeatable).")
+    List<String> sets = new ArrayList<>();
+
+    @Option(names = "--print-config", description = "Print CONFIG as read, each value with where it came from, and exit.")
+    boolean printConfig;
+
     @Override
     public Integer call() {
+        if (printConfig) {
+            if (config == null) throw new UserInputException("--print-config: no CONFIG given, expected a config to print");
+            System.out.print(ConfigWriter.withOrigins(ConfigLoader.load(config, sets)));
+            return Main.EXIT_OK;
+        }
         SimulateRun.run(new SimulateRun.Settings(config, ranks, microbatches, schedule, virtualStages, costsFrom, costs, memoryLimit,
-                svg, trace, csv, loadCsv, lower, json, compare), System.out);
+                svg, trace, csv, loadCsv, lower, json, compare, sets), System.out);
         return Main.EXIT_OK;
     }
 }

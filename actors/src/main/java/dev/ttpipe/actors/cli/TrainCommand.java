@@ -31,6 +31,8 @@ import java.util.concurrent.Callable;
                 "  ttpipe train configs/nanogpt-pp4-1f1b.yaml --resume runs/20261123-101500-nanogpt-pp4-1f1b",
                 "  ttpipe train configs/nanogpt-pp2.yaml --resume latest --allow-config-change --max-steps 80",
                 "  ttpipe train configs/nanogpt-pp2.yaml --run-dir runs/job-42 --resume auto      (first start and every requeue)",
+                "  ttpipe train configs/nanogpt-pp2.yaml --set training_config.learning_rate=1e-3 --dry-run",
+                "  ttpipe train configs/nanogpt-pp2.yaml --set training_config.eval_every=20 --print-config",
                 "",
                 "Each run writes runs/<time>-<project>/ with config.yaml, vocab.txt, metrics.jsonl, trace.json and",
                 "checkpoints/ (every model_save_interval steps and at the last step).",
@@ -45,10 +47,14 @@ public final class TrainCommand implements Callable<Integer> {
     @Mixin
     JobOptions job = new JobOptions();
 
+    @Mixin
+    DryRunOptions preview = new DryRunOptions();
+
     @ParentCommand
     Main main;
 
-    @Option(names = "--run-dir", paramLabel = "DIR", description = "Write the run here instead of runs/<time>-<project>.")
+    @Option(names = "--run-dir", paramLabel = "DIR", description = {"Write the run here instead of runs/<time>-<project> (with",
+            "--resume: the resumed run's directory). Never one that holds another run's checkpoints."})
     Path runDir;
 
     @Option(names = "--resume", paramLabel = "PATH", description = {"Continue from a checkpoint: a checkpoint directory",
@@ -77,11 +83,12 @@ public final class TrainCommand implements Callable<Integer> {
             String stem = job.data.getFileName().toString().replaceFirst("\\.[^.]*$", "");
             cfg.training.projectName = stem.isEmpty() ? "train" : stem;
         }
+        if (preview.preview(cfg, System.out)) return Main.EXIT_OK;
         TrainingJob job = TrainingJob.fromConfig(cfg);
         if (AUTO.equals(resume)) {
             if (!job.resumeAuto(requireRunDir(runDir), allowConfigChange, System.out)) return Main.EXIT_OK;
         } else if (resume != null) {
-            job.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
+            job.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir), System.err), allowConfigChange);
         }
         if (logEvery != null) {
             if (logEvery < 1) throw new UserInputException("--log-every: " + logEvery + " given, expected a positive integer");
@@ -90,7 +97,7 @@ public final class TrainCommand implements Callable<Integer> {
         List<String> commandLine = new ArrayList<>(List.of("ttpipe"));                 // originalArgs starts at "train"
         commandLine.addAll(spec.commandLine().getParseResult().originalArgs());
         job.invocation(commandLine);
-        Path dir = TrainingJob.newRunDir(cfg, runDir);
+        Path dir = job.runDirectory(runDir);
         // SIGTERM (SLURM's, Kubernetes') or Ctrl-C: finish the step, save a checkpoint there, exit 143 or 130.
         // A second one stops at once: this hook keeps the timeline and the summary so far, and says where it stopped.
         Thread onSignal = new Thread(job::interrupted, "ttpipe-interrupted");

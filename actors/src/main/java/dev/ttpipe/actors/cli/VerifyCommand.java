@@ -37,6 +37,9 @@ public final class VerifyCommand implements Callable<Integer> {
     @Mixin
     JobOptions job = new JobOptions();
 
+    @Mixin
+    DryRunOptions preview = new DryRunOptions();
+
     @ParentCommand
     Main main;
 
@@ -69,6 +72,7 @@ public final class VerifyCommand implements Callable<Integer> {
             throw new UserInputException(cfg.origins.where("device_config.backend")
                     + ": 'sim' given, expected cpu or ttnn (the sim backend models time and carries no values to compare)");
         }
+        if (preview.preview(cfg, System.out)) return Main.EXIT_OK;
         TrainingJob trainingJob = TrainingJob.fromConfig(cfg);
         Verification v = new Verification(trainingJob, steps, tolerance, singleDevice, wholeBatch);
         Verification.PipelineStart start = WorkerProcesses.needed(trainingJob)

@@ -64,6 +64,9 @@ public final class WorkerCommand implements Callable<Integer> {
     @Mixin
     JobOptions job = new JobOptions();
 
+    @Mixin
+    DryRunOptions preview = new DryRunOptions();
+
     @Option(names = "--join-timeout", paramLabel = "SECONDS", defaultValue = "60",
             description = "How long to wait for the other ranks to join (default ${DEFAULT-VALUE}).")
     int joinTimeout;
@@ -87,6 +90,7 @@ public final class WorkerCommand implements Callable<Integer> {
         TtpipeConfig cfg = job.resolve(config, null);
         RankEnvironment launcher = RankEnvironment.resolve(System.getenv(), rank, cfg.pipeline().ranks(), config.toString());
         int rank = launcher.rank();
+        if (preview.preview(cfg, System.out)) return Main.EXIT_OK;
         Deployment deployment = Deployment.of(cfg, launcher.placement());
         TrainingJob training = TrainingJob.fromConfig(cfg);
         // Rank 0 recovers failed steps in place: `ttpipe launch` restarts a dead worker (and says how often);
@@ -98,7 +102,7 @@ public final class WorkerCommand implements Callable<Integer> {
         if (rank == 0 && TrainCommand.AUTO.equals(resume)) {
             work = training.resumeAuto(TrainCommand.requireRunDir(runDir), allowConfigChange, System.out);
         } else if (rank == 0 && resume != null) {
-            training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir)), allowConfigChange);
+            training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir), System.err), allowConfigChange);
         }
         Worker worker = new Worker(training, rank, deployment);
         System.out.println(launcher.describe());
@@ -130,7 +134,7 @@ public final class WorkerCommand implements Callable<Integer> {
         String failure = null;
         try {
             if (!work) return Main.EXIT_OK;                                 // --resume auto: the run is finished
-            TrainingJob.Result result = training.run(runtime, TrainingJob.newRunDir(cfg, runDir), System.out);
+            TrainingJob.Result result = training.run(runtime, training.runDirectory(runDir), System.out);
             Preemption.Request stopped = result.stoppedBy();
             if (stopped == null) return Main.EXIT_OK;
             runtime.endPreempted(new HostGuardian.Preempt(stopped.where().isEmpty() ? stopped.signal() + " on rank 0"

@@ -72,7 +72,7 @@ public final class ConfigLoader {
      */
     public static SortedSet<String> acceptedKeys() {
         ConfigProblems problems = new ConfigProblems("(every section)");
-        readInto(EVERY_SECTION, new TtpipeConfig(), problems, null);
+        readInto(EVERY_SECTION, new TtpipeConfig(), problems, null, List.of());
         SortedSet<String> out = new TreeSet<>();
         for (String k : problems.known()) {
             out.add(k.startsWith("training_config.transformer_config.") ? k.substring("training_config.".length()) : k);
@@ -82,13 +82,23 @@ public final class ConfigLoader {
 
     /** Loads and validates a config file. Throws {@link ConfigException} listing every problem. */
     public static TtpipeConfig load(Path file) {
-        TtpipeConfig cfg = read(file);
+        return load(file, List.of());
+    }
+
+    /** {@link #load(Path)} with {@code --set KEY=VALUE} settings applied to the file's tree first ({@link Overrides}). */
+    public static TtpipeConfig load(Path file, List<String> sets) {
+        TtpipeConfig cfg = read(file, sets);
         ConfigValidator.validate(cfg);
         return cfg;
     }
 
     /** Reads a config file without the cross-key checks (callers apply flag overrides, then validate). */
     public static TtpipeConfig read(Path file) {
+        return read(file, List.of());
+    }
+
+    /** {@link #read(Path)} with {@code --set KEY=VALUE} settings applied to the file's tree first ({@link Overrides}). */
+    public static TtpipeConfig read(Path file, List<String> sets) {
         String text;
         try {
             text = readBounded(file);
@@ -97,7 +107,7 @@ public final class ConfigLoader {
         } catch (IOException e) {
             throw new ConfigException(file + ": cannot read (" + e.getMessage() + ")");
         }
-        return read(text, file.toString(), file.toAbsolutePath().getParent());
+        return read(text, file.toString(), file.toAbsolutePath().getParent(), sets);
     }
 
     /** {@code file}'s text, refused (one line naming it and the limit) when it holds more than {@link #MAX_BYTES}. */
@@ -117,9 +127,14 @@ public final class ConfigLoader {
 
     /** Reads a classpath resource (the embedded default configs). */
     public static TtpipeConfig readResource(String resource) {
+        return readResource(resource, List.of());
+    }
+
+    /** {@link #readResource(String)} with {@code --set KEY=VALUE} settings applied first. */
+    public static TtpipeConfig readResource(String resource, List<String> sets) {
         try (InputStream in = ConfigLoader.class.getResourceAsStream(resource)) {
             if (in == null) throw new IllegalStateException("missing resource " + resource);
-            return read(new String(in.readAllBytes(), StandardCharsets.UTF_8), "(embedded " + resource + ")", null);
+            return read(new String(in.readAllBytes(), StandardCharsets.UTF_8), "(embedded " + resource + ")", null, sets);
         } catch (IOException e) {
             throw new IllegalStateException(e);
         }
@@ -127,17 +142,21 @@ public final class ConfigLoader {
 
     /** Reads YAML text; {@code baseDir} resolves relative paths inside it (null: the working directory). */
     public static TtpipeConfig read(String yamlText, String sourceName, Path baseDir) {
+        return read(yamlText, sourceName, baseDir, List.of());
+    }
+
+    private static TtpipeConfig read(String yamlText, String sourceName, Path baseDir, List<String> sets) {
         if (yamlText.length() > MAX_BYTES) throw tooLarge(sourceName, "characters");
         ConfigProblems problems = new ConfigProblems(sourceName);
         TtpipeConfig cfg = new TtpipeConfig();
         cfg.source = sourceName;
         cfg.origins = problems;
-        readInto(yamlText, cfg, problems, baseDir);
+        readInto(yamlText, cfg, problems, baseDir, sets);
         problems.throwIfAny();
         return cfg;
     }
 
-    private static void readInto(String yamlText, TtpipeConfig cfg, ConfigProblems problems, Path baseDir) {
+    private static void readInto(String yamlText, TtpipeConfig cfg, ConfigProblems problems, Path baseDir, List<String> sets) {
         String sourceName = problems.file();
         Node root = compose(new StringReader(yamlText), sourceName);
         if (root == null) {
@@ -149,6 +168,7 @@ public final class ConfigLoader {
                     + " given, expected a mapping of sections (training_config: ..., device_config: ...)"));
         }
         duplicateKeys(root, "", problems);
+        Overrides.apply((MappingNode) root, sets, problems);          // after the file's own duplicates, before any key is read
         YamlSection top = new YamlSection("", root, problems);
         YamlSection training = top.section("training_config");
         readTraining(training, cfg.training, baseDir);
@@ -247,7 +267,7 @@ public final class ConfigLoader {
         }
     }
 
-    private static Node compose(Reader reader, String sourceName) {
+    static Node compose(Reader reader, String sourceName) {
         LoaderOptions options = new LoaderOptions();
         options.setAllowDuplicateKeys(true);           // reported by duplicateKeys, every one with both lines
         // Bounds on what a config file can make the parser do (SnakeYAML's defaults, set here so that they stay):
@@ -305,8 +325,8 @@ public final class ConfigLoader {
         if (s.has("max_restarts")) t.maxRestarts = s.integer("max_restarts", 0, 0, 1 << 20);
         t.maxNonfiniteSteps = s.integer("max_nonfinite_steps", t.maxNonfiniteSteps, 1, 1 << 20);
         t.runsDir = s.string("runs_dir", t.runsDir);
-        String initFrom = path(s, "init_from", null, baseDir);
-        String modelPath = path(s, "model_path", null, baseDir);   // TTML's name for it
+        String initFrom = checkpointPath(s, "init_from", baseDir);
+        String modelPath = checkpointPath(s, "model_path", baseDir);   // TTML's name for it
         if (initFrom != null && modelPath != null && !initFrom.equals(modelPath)) {
             s.problems().add(s.keyPath("model_path"), "'" + modelPath + "' given beside init_from '" + initFrom
                     + "', expected one of them (model_path is TTML's name for init_from)");
@@ -328,18 +348,25 @@ public final class ConfigLoader {
         s.accept("model_type", "model_config", "transformer_config");
     }
 
+    /** init_from or model_path: a path, or {@code latest} (the newest checkpoint under runs_dir), which stays a name. */
+    private static String checkpointPath(YamlSection s, String key, Path baseDir) {
+        return "latest".equals(s.string(key, null)) ? "latest" : path(s, key, null, baseDir);
+    }
+
     private static void readModelConfigFile(YamlSection training, TtpipeConfig cfg, Path baseDir, ConfigProblems problems) {
         String rel = training.string("model_config", null);
+        String key = training.keyPath("model_config");
         Path p;
         try {
-            p = baseDir == null ? Path.of(rel) : baseDir.resolve(rel);
+            p = Path.of(resolve(baseDir, rel, problems, key));
         } catch (InvalidPathException e) {
-            training.problems().add(training.keyPath("model_config"), rel, "a file path (" + e.getReason() + ")");
+            training.problems().add(key, rel, "a file path (" + e.getReason() + ")");
             return;
         }
         if (!Files.isRegularFile(p)) {
-            training.problems().add(training.keyPath("model_config"), rel,
-                    "a readable model config YAML (looked for " + p + ")");
+            String nowhere = problems.notFound(key, "a readable model config YAML");
+            if (nowhere != null) training.problems().addRaw(nowhere);
+            else training.problems().add(key, rel, "a readable model config YAML (looked for " + p + ")");
             return;
         }
         try {
@@ -607,11 +634,12 @@ public final class ConfigLoader {
         s.rejectUnknownKeys();
     }
 
-    /** The path under {@code key} resolved against {@code baseDir}; one that cannot be a path is a problem. */
+    /** The path under {@code key} resolved as {@link #resolve} does; one that cannot be a path is a problem. */
     private static String path(YamlSection s, String key, String def, Path baseDir) {
         String given = s.string(key, def);
+        if (given == null) return null;
         try {
-            return resolve(baseDir, given);
+            return resolve(baseDir, given, s.problems(), s.keyPath(key));
         } catch (InvalidPathException e) {                    // a NUL character, say
             s.problems().add(s.keyPath(key), given, "a file path (" + e.getReason() + ")");
             return def;
@@ -619,12 +647,31 @@ public final class ConfigLoader {
     }
 
     private static String resolve(Path baseDir, String path) {
-        if (path == null) return path;
+        return path == null ? null : resolve(baseDir, path, null, null);
+    }
+
+    /**
+     * A relative path in a config file as TTML resolves it: against the working directory first (TTML runs
+     * from its repository's root, and its configs name {@code configs/model_configs/...} and {@code data/...}
+     * from there), then against the config file's folder. Found in neither, it stays beside the config and
+     * the places looked are recorded for the error that names the key ({@link ConfigProblems#notFound}).
+     */
+    private static String resolve(Path baseDir, String path, ConfigProblems problems, String keyPath) {
         Path p = Path.of(path);                                // throws InvalidPathException for what cannot be a path
-        if (baseDir == null) return path;
-        if (p.isAbsolute()) return path;
-        Path besideConfig = baseDir.resolve(p);
-        // TTML configs name paths relative to the repo they live in; prefer the file beside the config when it exists.
-        return Files.exists(besideConfig) || !Files.exists(p) ? besideConfig.normalize().toString() : path;
+        if (baseDir == null || p.isAbsolute()) return path;
+        if (exists(p)) return path;
+        Path besideConfig = baseDir.resolve(p).normalize();
+        if (!exists(besideConfig) && problems != null) {
+            problems.recordLooked(keyPath, path, List.of(p.toAbsolutePath().normalize(), besideConfig));
+        }
+        return besideConfig.toString();
+    }
+
+    /** Whether a path names something: a file or folder, or a glob ({@code data/*.bin}) whose folder is there. */
+    private static boolean exists(Path p) {
+        if (Files.exists(p)) return true;
+        String name = p.getFileName() == null ? "" : p.getFileName().toString();
+        boolean glob = name.indexOf('*') >= 0 || name.indexOf('?') >= 0 || name.indexOf('[') >= 0;
+        return glob && Files.isDirectory(p.toAbsolutePath().getParent());
     }
 }

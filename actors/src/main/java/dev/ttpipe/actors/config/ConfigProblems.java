@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.config;
 
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -20,6 +21,7 @@ public final class ConfigProblems {
     private final List<String> problems = new ArrayList<>();
     private final List<String> notes = new ArrayList<>();
     private final Set<String> known = new TreeSet<>();
+    private final Map<String, Looked> looked = new HashMap<>();
 
     public ConfigProblems(String file) {
         this.file = file;
@@ -30,7 +32,7 @@ public final class ConfigProblems {
     }
 
     void recordLine(String keyPath, int line) {
-        lines.put(keyPath, line);
+        if (line > 0) lines.put(keyPath, line);                // a section --set added is on no line
     }
 
     /** A key some section read (asked for, given or not), list indices written {@code []}. */
@@ -46,6 +48,32 @@ public final class ConfigProblems {
     /** Marks a key as set by a command-line flag: later problems with it name the flag. */
     public void recordFlag(String keyPath, String flag) {
         flags.put(keyPath, flag);
+        looked.remove(keyPath);
+    }
+
+    /** The relative path {@code given} under {@code keyPath} is in none of {@code places} (the working directory, the config's folder). */
+    void recordLooked(String keyPath, String given, List<Path> places) {
+        looked.put(keyPath, new Looked(given, List.copyOf(places)));
+    }
+
+    private record Looked(String given, List<Path> places) {
+    }
+
+    /**
+     * The error for a relative path in the file that was found nowhere, naming every place looked:
+     * {@code file:line: key: 'given' given, expected WHAT; looked for A (from the working directory), then B (beside
+     * the config)}; null when the path was found, absolute or given by a flag.
+     */
+    public String notFound(String keyPath, String expected) {
+        Looked l = looked.get(keyPath);
+        if (l == null) return null;
+        StringBuilder sb = new StringBuilder(where(keyPath)).append(": ").append(show(l.given())).append(" given, expected ")
+                .append(expected).append("; looked for ");
+        String[] what = {" (from the working directory)", " (beside the config)"};
+        for (int i = 0; i < l.places().size(); i++) {
+            sb.append(i == 0 ? "" : ", then ").append(l.places().get(i)).append(i < what.length ? what[i] : "");
+        }
+        return oneLine(sb.toString());
     }
 
     /** The keys set by command-line flags: key path -> flag. */
@@ -58,9 +86,21 @@ public final class ConfigProblems {
         return lines.containsKey(keyPath) || flags.containsKey(keyPath);
     }
 
+    /**
+     * Where a key's value came from, for {@code --print-config}: the flag that set it ({@code --max-steps}, {@code --set}),
+     * {@code file:line}, or null (a default, or derived from other keys).
+     */
+    public String origin(String keyPath) {
+        String flag = flags.get(keyPath);
+        if (flag != null) return flag;
+        Integer line = lines.get(keyPath);
+        return line == null ? null : file + ":" + line;
+    }
+
     /** Where a key came from, as a message prefix: {@code file:line: key.path} or {@code --flag (key.path)}. */
     public String where(String keyPath) {
         String flag = flags.get(keyPath);
+        if (Overrides.FLAG.equals(flag)) return flag + " " + keyPath;
         if (flag != null) return flag + " (" + keyPath + ")";
         Integer line = lineOf(keyPath);
         return file + (line == null ? "" : ":" + line) + ": " + keyPath;

@@ -153,6 +153,53 @@ public final class ConfigWriter {
         return y.toString();
     }
 
+    /** Where the comments of {@link #withOrigins} start, when the line is shorter. */
+    private static final int ORIGIN_COLUMN = 44;
+
+    /**
+     * {@link #toYaml} with where each value came from after it: {@code # default}, {@code # job.yaml:12} (the file, or
+     * the model_config file, and line) or the flag ({@code # --max-steps}, {@code # --set}). {@code --print-config}.
+     */
+    public static String withOrigins(TtpipeConfig c) {
+        StringBuilder out = new StringBuilder("# the config as it would run, from ").append(c.source)
+                .append("\n# after each value where it came from: default, FILE:LINE or the flag\n");
+        String[] section = new String[8];
+        for (String line : toYaml(c).split("\n")) {
+            String text = line.strip();
+            int level = (line.length() - line.stripLeading().length()) / 2;
+            int colon = text.indexOf(": ");
+            if (text.startsWith("#") && level == 0) continue;                         // toYaml's own header
+            if (text.startsWith("#") || text.startsWith("- ") || level >= section.length) {
+                out.append(line).append('\n');
+                continue;
+            }
+            if (text.endsWith(":")) {
+                section[level] = text.substring(0, text.length() - 1);
+                out.append(line).append('\n');
+                continue;
+            }
+            StringBuilder key = new StringBuilder();
+            for (int i = 0; i < level; i++) key.append(section[i]).append('.');
+            key.append(colon < 0 ? text : text.substring(0, colon));
+            out.append(line).append(" ".repeat(Math.max(2, ORIGIN_COLUMN - line.length()))).append("# ")
+                    .append(originOf(c, key.toString())).append('\n');
+        }
+        return out.toString();
+    }
+
+    /** Where {@code keyPath} (as toYaml writes it) came from; transformer keys may have come from TTML's other places. */
+    private static String originOf(TtpipeConfig c, String keyPath) {
+        String o = c.origins.origin(keyPath);
+        String t = "transformer_config.";
+        if (o != null || !keyPath.startsWith(t)) return o != null ? o : "default";
+        String key = keyPath.substring(t.length());
+        o = c.origins.origin("training_config." + keyPath);                      // TTML's nesting under training_config
+        if (o == null) o = c.origins.origin("training_config." + key);           // TTML's training_config.model_type
+        String where = c.transformer.givenAt.get(key);                            // the model_config file: "file:line: key"
+        if (o == null && where != null) o = where.lastIndexOf(": ") > 0 ? where.substring(0, where.lastIndexOf(": ")) : where;
+        return o != null ? o : "default";
+    }
+
     /** The TLS settings; of the passwords only the names of their environment variables, never a password itself. */
     private static void tls(StringBuilder y, TtpipeConfig.TlsConfig t) {
         y.append("  tls:\n");

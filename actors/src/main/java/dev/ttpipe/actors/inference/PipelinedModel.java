@@ -78,10 +78,12 @@ public final class PipelinedModel implements AutoCloseable {
 
     /**
      * {@code prompt} continued by {@code n} tokens, as {@link dev.ttpipe.stages.Evaluation#generateCached}
-     * continues it in one process; {@code onToken} sees each new id as it comes (on the Coordinator's thread).
+     * continues it in one process (only ids below {@code sampledIds} chosen); {@code onToken} sees each new id as it
+     * comes (on the Coordinator's thread).
      */
-    public Coordinator.GenerateReport generate(int[] prompt, int n, double temperature, int topK, long seed, IntConsumer onToken) {
-        return runtime.generate(prompt, n, temperature, topK, seed, onToken);
+    public Coordinator.GenerateReport generate(int[] prompt, int n, double temperature, int topK, long seed, int sampledIds,
+                                               IntConsumer onToken) {
+        return runtime.generate(prompt, n, temperature, topK, seed, sampledIds, onToken);
     }
 
     /** The transport between the ranks ({@code local}, {@code aeron}, {@code fabric}). */

@@ -100,7 +100,8 @@ public final class Coordinator {
      * Coordinator's thread: it must not block) and it goes to the first stage. The prompt must fit the plan's
      * microbatches, prompt and new tokens the model's context.
      */
-    public record RunGenerate(int[] prompt, int newTokens, double temperature, int topK, long seed, IntConsumer onToken,
+    public record RunGenerate(int[] prompt, int newTokens, double temperature, int topK, long seed, int sampledIds,
+                              IntConsumer onToken,
                               ActorRef<StatusReply<GenerateReport>> replyTo) implements Request {
         @Override
         public void refuse(String why) {
@@ -571,7 +572,7 @@ public final class Coordinator {
         long start = System.nanoTime();
         int[] prompt = request.prompt();
         int[] ids = Arrays.copyOf(prompt, prompt.length + request.newTokens());
-        Sampler sampler = new Sampler(request.temperature(), request.topK(), request.seed());
+        Sampler sampler = new Sampler(request.temperature(), request.topK(), request.seed(), request.sampledIds());
         float[][] logits = {null};
         long[] firstToken = {0};
         int[] filled = {prompt.length};                  // ids known so far

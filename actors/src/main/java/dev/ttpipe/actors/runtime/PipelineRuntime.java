@@ -248,9 +248,10 @@ public final class PipelineRuntime implements AutoCloseable {
      * stage's logits ({@link dev.ttpipe.stages.Sampler}); {@code onToken} sees each as it comes, on the
      * Coordinator's thread. Each rank keeps its stages' key/value caches.
      */
-    public Coordinator.GenerateReport generate(int[] prompt, int n, double temperature, int topK, long seed, IntConsumer onToken) {
+    public Coordinator.GenerateReport generate(int[] prompt, int n, double temperature, int topK, long seed, int sampledIds,
+                                               IntConsumer onToken) {
         return await(AskPattern.askWithStatus(coordinator, r -> new Coordinator.RunGenerate(prompt, n, temperature, topK, seed,
-                onToken, r), stepTimeout, system.scheduler()), coordinator, stepTimeout);
+                sampledIds, onToken, r), stepTimeout, system.scheduler()), coordinator, stepTimeout);
     }
 
     /** Waits for the step in one-second slices, asking every rank what it does when nothing has finished for a while. */

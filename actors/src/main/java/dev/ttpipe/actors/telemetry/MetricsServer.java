@@ -85,6 +85,15 @@ public final class MetricsServer implements AutoCloseable {
         lastAnalysis = a;
     }
 
+    private volatile double validationLoss = Double.NaN;
+    private volatile int validationStep;
+
+    /** The training loop reports each validation loss it measures (training_config.eval_every), after step {@code step} (from 1). */
+    public void validated(int step, double loss) {
+        validationStep = step;
+        validationLoss = loss;
+    }
+
     /** Each reported rank's live state, null where it did not answer; indexed by position in {@link #ranks}. */
     private List<StageStats> stats() {
         List<StageStats> out = new ArrayList<>();
@@ -149,6 +158,10 @@ public final class MetricsServer implements AutoCloseable {
                 out.add(job("ttpipe_learning_rate", "Learning rate of the last step", step.lr()));
                 out.add(job("ttpipe_grad_norm", "Global gradient norm of the last step", step.gradNorm()));
                 out.add(job("ttpipe_bubble_ratio", "Idle share of the last step over all ranks", analysis.bubble()));
+            }
+            if (!Double.isNaN(validationLoss)) {
+                out.add(job("ttpipe_val_loss", "Validation loss at the last evaluation (training_config.eval_every)", validationLoss));
+                out.add(job("ttpipe_val_loss_step", "The step after which the last validation loss was measured", validationStep));
             }
             return new MetricSnapshots(out);
         }
@@ -222,6 +235,7 @@ public final class MetricsServer implements AutoCloseable {
         StringBuilder sb = new StringBuilder("{\"step\":").append(step == null ? 0 : step.step() + 1)
                 .append(",\"steps\":").append(totalSteps)
                 .append(",\"loss\":").append(step == null ? "null" : Json.num(step.loss()))
+                .append(",\"val_loss\":").append(Json.num(validationLoss)).append(",\"val_step\":").append(validationStep)
                 .append(",\"tokens_per_second\":").append(step == null ? "null" : Json.num(step.tokens() / Math.max(1e-9, step.seconds())))
                 .append(",\"step_seconds\":").append(step == null ? "null" : Json.num(step.seconds()))
                 .append(",\"bubble\":").append(a == null ? "null" : Json.num(a.bubble()))

@@ -24,6 +24,7 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.function.Function;
 
 /**
@@ -42,12 +43,7 @@ public final class Report {
                 throw new IllegalArgumentException(dir + ": no metrics.jsonl, expected the run directory of a `ttpipe train` run");
             }
             try {
-                List<Map<?, ?>> steps = new ArrayList<>();
-                List<String> lines = Files.readAllLines(metrics, StandardCharsets.UTF_8);
-                for (int n = 0; n < lines.size(); n++) {
-                    String line = lines.get(n);
-                    if (!line.isBlank()) steps.add(object(metrics + ":" + (n + 1), () -> MiniJson.parse(line)));
-                }
+                List<Map<?, ?>> steps = lastWrites(metrics.toString(), Files.readAllLines(metrics, StandardCharsets.UTF_8));
                 if (steps.isEmpty()) throw new IllegalArgumentException(metrics + ": no step recorded yet");
                 Path rec = dir.resolve("run.json");
                 Map<?, ?> record = Files.isRegularFile(rec) ? object(rec.toString(), () -> MiniJson.read(rec)) : Map.of();
@@ -76,6 +72,42 @@ public final class Report {
             }
             if (!(parsed instanceof Map<?, ?> m)) throw new IllegalArgumentException(where + ": not a JSON object");
             return m;
+        }
+
+        /**
+         * One line per step, in step order, as the run stands now: a line with a {@code mark} (a resume, a recovery, a
+         * restart) drops every line written before it of a later step than the one it went back to, and of the steps
+         * written more than once (redone after a recovery) the last write is kept.
+         */
+        static List<Map<?, ?>> lastWrites(List<String> lines) throws IOException {
+            return lastWrites("metrics.jsonl", lines);
+        }
+
+        /** {@link #lastWrites(List)}; an error names {@code file}:line. */
+        static List<Map<?, ?>> lastWrites(String file, List<String> lines) throws IOException {
+            TreeMap<Integer, Map<?, ?>> byStep = new TreeMap<>();
+            for (int n = 0; n < lines.size(); n++) {
+                String line = lines.get(n);
+                if (line.isBlank()) continue;
+                Map<?, ?> m = object(file + ":" + (n + 1), () -> MiniJson.parse(line));
+                if (m.get("mark") instanceof Map<?, ?> mark) byStep.tailMap((int) num(mark.get("from_step")), false).clear();
+                byStep.put((int) num(m.get("step")), m);
+            }
+            return new ArrayList<>(byStep.values());
+        }
+
+        /** The step numbers of {@link #steps()}, counted from 1 as metrics.jsonl records them. */
+        int[] stepNumbers() {
+            return steps.stream().mapToInt(m -> (int) num(m.get("step"))).toArray();
+        }
+
+        /** The steps a resume, recovery or restart came before, with its kind. */
+        List<Map.Entry<Integer, String>> marks() {
+            List<Map.Entry<Integer, String>> out = new ArrayList<>();
+            for (Map<?, ?> m : steps) {
+                if (m.get("mark") instanceof Map<?, ?> mark) out.add(Map.entry((int) num(m.get("step")), String.valueOf(mark.get("kind"))));
+            }
+            return out;
         }
 
         double[] series(String key) {
@@ -168,11 +200,15 @@ public final class Report {
         return h.toString();
     }
 
-    /** A line chart of {@code key} per step for each run (validation loss as dots; predicted bubble in grey). */
+    /**
+     * A line chart of {@code key} against the step recorded in metrics.jsonl for each run, on one step axis (so runs
+     * compare step by step, a resumed one from where it resumed); validation loss as dots, the predicted bubble in
+     * grey, a dashed line before each step a resume, recovery or restart came before.
+     */
     static String chart(List<Run> runs, String key, String title, boolean legend) {
         int w = 560, hgt = 200, left = 50, top = 24, pw = w - left - 12, ph = hgt - top - 28;
         double lo = Double.MAX_VALUE, hi = -Double.MAX_VALUE;
-        int maxSteps = 1;
+        int first = Integer.MAX_VALUE, last = Integer.MIN_VALUE;
         for (Run r : runs) {
             for (double v : r.series(key)) if (Double.isFinite(v)) {
                 lo = Math.min(lo, v);
@@ -182,31 +218,41 @@ public final class Report {
                 lo = Math.min(lo, v);
                 hi = Math.max(hi, v);
             }
-            maxSteps = Math.max(maxSteps, r.steps().size());
+            int[] n = r.stepNumbers();
+            first = Math.min(first, n[0]);
+            last = Math.max(last, n[n.length - 1]);
         }
         if (lo > hi) {
             lo = 0;
             hi = 1;
         }
         if (hi == lo) hi = lo + 1;
+        StepAxis axis = new StepAxis(first, last, left, pw);
         StringBuilder s = new StringBuilder("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + w + "\" height=\"" + hgt
                 + "\" font-size=\"11\"><text x=\"" + left + "\" y=\"14\" font-weight=\"bold\">" + esc(title) + "</text>");
         s.append("<rect x=\"").append(left).append("\" y=\"").append(top).append("\" width=\"").append(pw).append("\" height=\"")
                 .append(ph).append("\" fill=\"none\" stroke=\"#ccc\"/>");
         s.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", left - 4, top + 10, fmt(hi)));
         s.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", left - 4, top + ph, fmt(lo)));
-        s.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\">step 1</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\">step %d</text>",
-                left, top + ph + 16, left + pw, top + ph + 16, maxSteps));
+        s.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\">step %d</text><text x=\"%d\" y=\"%d\" text-anchor=\"end\">step %d</text>",
+                left, top + ph + 16, first, left + pw, top + ph + 16, last));
         String[] colours = {"#1f77b4", "#d62728"};
         for (int k = 0; k < runs.size(); k++) {
             Run r = runs.get(k);
-            s.append(polyline(r.series(key), lo, hi, maxSteps, left, top, pw, ph, colours[k % 2]));
-            if (key.equals("bubble")) s.append(polyline(r.series("predicted_bubble"), lo, hi, maxSteps, left, top, pw, ph, "#999"));
+            int[] steps = r.stepNumbers();
+            for (Map.Entry<Integer, String> m : r.marks()) {
+                double x = axis.x(m.getKey() - 0.5);
+                s.append(String.format(Locale.ROOT, "<line class=\"mark\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\""
+                                + " stroke-dasharray=\"3,3\"/><text x=\"%.1f\" y=\"%d\" fill=\"%s\">%s at step %d</text>", x, top, x, top + ph,
+                        colours[k % 2], x + 2, top + ph - 4 - 12 * k, colours[k % 2], esc(markText(m.getValue())), m.getKey() - 1));
+            }
+            s.append(polyline(steps, r.series(key), lo, hi, axis, top, ph, colours[k % 2]));
+            if (key.equals("bubble")) s.append(polyline(steps, r.series("predicted_bubble"), lo, hi, axis, top, ph, "#999"));
             if (key.equals("loss")) {
                 double[] val = r.series("val_loss");
                 for (int i = 0; i < val.length; i++) {
                     if (!Double.isFinite(val[i])) continue;
-                    s.append(String.format(Locale.ROOT, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", x(i, maxSteps, left, pw),
+                    s.append(String.format(Locale.ROOT, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>", axis.x(steps[i]),
                             y(val[i], lo, hi, top, ph), colours[k % 2]));
                 }
             }
@@ -218,17 +264,29 @@ public final class Report {
         return s.append("</svg>").toString();
     }
 
-    private static String polyline(double[] v, double lo, double hi, int n, int left, int top, int pw, int ph, String colour) {
+    private static String markText(String kind) {
+        return switch (kind) {
+            case "resume" -> "resumed";
+            case "recovery" -> "recovered";
+            case "restart" -> "restarted";
+            default -> kind;
+        };
+    }
+
+    /** Steps {@code first..last} across {@code pw} pixels from {@code left}. */
+    private record StepAxis(int first, int last, int left, int pw) {
+        double x(double step) {
+            return left + (last <= first ? 0 : (step - first) / (last - first) * pw);
+        }
+    }
+
+    private static String polyline(int[] steps, double[] v, double lo, double hi, StepAxis axis, int top, int ph, String colour) {
         StringBuilder p = new StringBuilder();
         for (int i = 0; i < v.length; i++) {
             if (!Double.isFinite(v[i])) continue;
-            p.append(String.format(Locale.ROOT, "%.1f,%.1f ", x(i, n, left, pw), y(v[i], lo, hi, top, ph)));
+            p.append(String.format(Locale.ROOT, "%.1f,%.1f ", axis.x(steps[i]), y(v[i], lo, hi, top, ph)));
         }
         return p.length() == 0 ? "" : "<polyline fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"1.5\" points=\"" + p.toString().trim() + "\"/>";
-    }
-
-    private static double x(int i, int n, int left, int pw) {
-        return left + (n <= 1 ? 0 : (double) i / (n - 1) * pw);
     }
 
     private static double y(double v, double lo, double hi, int top, int ph) {
@@ -348,7 +406,10 @@ public final class Report {
         for (int k = 0; k < runs.size(); k++) {
             Run r = runs.get(k);
             double[] loss = r.series("loss");
+            int[] steps = r.stepNumbers();
             j.append(k == 0 ? "" : ",").append("{\"dir\":").append(Json.str(r.dir().toString())).append(",\"steps\":").append(loss.length)
+                    .append(",\"first_step\":").append(steps[0]).append(",\"last_step\":").append(steps[steps.length - 1])
+                    .append(",\"marks\":").append(r.marks().size())
                     .append(",\"first_loss\":").append(Json.num(loss[0])).append(",\"last_loss\":").append(Json.num(loss[loss.length - 1]))
                     .append(",\"bubble_per_rank\":").append(Json.nums(r.perRankMean("bubble_per_rank")))
                     .append(",\"predicted_bubble_per_rank\":").append(Json.nums(r.perRankMean("predicted_bubble_per_rank")))

@@ -4,6 +4,7 @@ import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.schedules.Schedule;
 import dev.ttpipe.schedules.SimResult;
 
+import java.nio.file.Path;
 import java.time.Instant;
 
 /**
@@ -20,12 +21,31 @@ public final class StepMetrics {
         return out;
     }
 
-    /** {@code val} is the validation loss when it was measured after this step, else null. */
-    /** {@code val} is the validation loss when it was measured after this step, else null; {@code schedule} the job's. */
-    public static String jsonLine(Coordinator.StepReport r, StepAnalysis a, Double val, Schedule schedule) {
+    /**
+     * What came before a step other than the step before it, written into that step's line as
+     * {@code "mark":{"kind":..,"from_step":N,"checkpoint":..}}: a {@code resume} from a checkpoint, a
+     * {@code recovery} (a failed step rolled back to a checkpoint, or to the start: from_step 0), a {@code restart}
+     * from the beginning into a run directory that already has metrics. The steps after a mark supersede any line
+     * of the same step written before it ({@code ttpipe report} keeps the last).
+     *
+     * @param checkpoint null: none (the initial weights)
+     */
+    public record Mark(String kind, int fromStep, Path checkpoint) {
+        String json() {
+            return "{\"kind\":" + Json.str(kind) + ",\"from_step\":" + fromStep + ",\"checkpoint\":"
+                    + (checkpoint == null ? "null" : Json.str(checkpoint.toString())) + "}";
+        }
+    }
+
+    /**
+     * {@code val} is the validation loss when it was measured after this step, else null; {@code schedule} the job's;
+     * {@code mark} what came before this step (null: the step before it).
+     */
+    public static String jsonLine(Coordinator.StepReport r, StepAnalysis a, Double val, Schedule schedule, Mark mark) {
         StringBuilder sb = new StringBuilder("{");
         sb.append("\"step\":").append(r.step() + 1);                   // counted from 1, as the progress line
         sb.append(",\"time\":").append(Json.str(Instant.now().toString()));
+        if (mark != null) sb.append(",\"mark\":").append(mark.json());
         sb.append(",\"loss\":").append(Json.num(r.loss()));
         sb.append(",\"grad_norm\":").append(Json.num(r.gradNorm()));
         if (!r.applied()) sb.append(",\"not_applied\":").append(Json.str(r.nonFinite()));

@@ -9,7 +9,8 @@ import java.util.Map;
 
 /**
  * What {@code ttpipe top} draws from a job's {@code /status}: a header with the step, the loss and a
- * sparkline of the losses seen, tokens/s and the measured against the simulated bubble; then a row per
+ * sparkline of the losses seen, the last validation loss (once one is measured), tokens/s and the measured
+ * against the simulated bubble; then a row per
  * rank with what it does in the schedule notation ({@code 2RECV_F5 waiting 1.2 s}), a bar of busy
  * against idle over the last step, memory and queue depth; below them, only when a rank's transport
  * dropped frames, how many and why. Fits {@code width} columns (at least 80).
@@ -33,8 +34,10 @@ public final class TopView {
     public String render(String url, Map<?, ?> status, int width) {
         int w = Math.max(80, width);
         StringBuilder sb = new StringBuilder();
-        String head = String.format(Locale.ROOT, "step %s/%s | loss %s %s | %s tok/s | bubble %s (sim %s)",
-                status.get("step"), status.get("steps"), num(status.get("loss"), "%.4f"), sparkline(16),
+        String val = status.get("val_loss") instanceof Number v ? String.format(Locale.ROOT, " | val %.4f @%s", v.doubleValue(),
+                status.get("val_step")) : "";
+        String head = String.format(Locale.ROOT, "step %s/%s | loss %s %s%s | %s tok/s | bubble %s (sim %s)",
+                status.get("step"), status.get("steps"), num(status.get("loss"), "%.4f"), sparkline(16), val,
                 human(status.get("tokens_per_second")), pct(status.get("bubble")), pct(status.get("predicted_bubble")));
         sb.append(cut("ttpipe top " + url, w)).append('\n');
         sb.append(cut(head, w)).append('\n');

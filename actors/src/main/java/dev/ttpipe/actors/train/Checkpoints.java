@@ -13,6 +13,7 @@ import dev.ttpipe.stages.checkpoint.SafeTensors;
 import dev.ttpipe.stages.checkpoint.WriteFailure;
 
 import java.io.IOException;
+import java.io.PrintStream;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
@@ -246,12 +247,25 @@ public final class Checkpoints implements AutoCloseable {
 
     /** Keeps the newest {@code keep} complete checkpoints. */
     private void prune() throws IOException {
-        List<Path> steps = new ArrayList<>();
-        try (Stream<Path> s = Files.list(root)) {
-            s.filter(p -> p.getFileName().toString().matches("step-\\d+") && Files.isRegularFile(p.resolve(STATE))).forEach(steps::add);
-        }
-        steps.sort(Comparator.comparing(p -> p.getFileName().toString()));
+        List<Path> steps = complete(root);
         for (int i = 0; i < steps.size() - keep; i++) deleteTree(steps.get(i));
+    }
+
+    /**
+     * The complete checkpoints under a checkpoint root, oldest step first: each {@code step-N} directory with its
+     * trainer_state.json (renamed into place last, so a save cut short never counts). None when the root is not there.
+     */
+    public static List<Path> complete(Path root) throws IOException {
+        if (!Files.isDirectory(root)) return List.of();
+        try (Stream<Path> s = Files.list(root)) {
+            return s.filter(p -> p.getFileName().toString().matches("step-\\d+") && Files.isRegularFile(p.resolve(STATE)))
+                    .sorted(Comparator.comparingLong(Checkpoints::stepOf)).toList();
+        }
+    }
+
+    /** The step of a {@code step-N} directory. */
+    static long stepOf(Path stepDir) {
+        return Long.parseLong(stepDir.getFileName().toString().substring("step-".length()));
     }
 
     /**
@@ -382,19 +396,30 @@ public final class Checkpoints implements AutoCloseable {
 
     // ---- resuming ------------------------------------------------------------------------------------
 
-    /** A checkpoint found and checked: its directory and its trainer state. */
-    public record Found(Path dir, int step, int optimizerSteps, String config, Map<String, Object> state) {
+    /**
+     * A checkpoint found and checked: its directory and its trainer state. {@code choice}: for {@code latest},
+     * one line saying which checkpoint that was (every command that resolves it prints it); null otherwise.
+     */
+    public record Found(Path dir, int step, int optimizerSteps, String config, Map<String, Object> state, String choice) {
     }
 
     /**
      * The checkpoint {@code where} names: a checkpoint directory (with trainer_state.json), a
-     * checkpoint root or run directory (its {@code latest}), or {@code latest} (the newest under
-     * {@code runsDir}). Every file's checksum is verified.
+     * checkpoint root or run directory (its {@code latest}), or {@code latest} (the complete checkpoint
+     * with the highest step under {@code runsDir}, which {@code notes} is told). Every file's checksum is verified.
      *
      * @throws CheckpointException one line naming the path or file and what is wrong
      */
+    public static Found find(String where, Path runsDir, PrintStream notes) {
+        Found found = find(where, runsDir);
+        if (found.choice() != null) notes.println("ttpipe: " + found.choice());
+        return found;
+    }
+
+    /** {@link #find(String, Path, PrintStream)}, saying nothing about which checkpoint {@code latest} chose. */
     public static Found find(String where, Path runsDir) {
-        Path dir = locate(where, runsDir);
+        Latest latest = where.equals(LATEST) ? latest(runsDir) : null;
+        Path dir = latest != null ? latest.dir() : locate(where);
         Path state = dir.resolve(STATE);
         if (!Files.isRegularFile(state)) {
             throw new CheckpointException(dir + ": no " + STATE + ", expected a checkpoint directory (step-NNNNNN), a checkpoint"
@@ -431,24 +456,48 @@ public final class Checkpoints implements AutoCloseable {
                         + " (the file is damaged or was changed)");
             }
         }
-        return new Found(dir, ((Number) s.get("step")).intValue(), ((Number) s.get("optimizer_steps")).intValue(),
-                (String) s.get("config"), s);
+        int step = ((Number) s.get("step")).intValue();
+        return new Found(dir, step, ((Number) s.get("optimizer_steps")).intValue(), (String) s.get("config"), s,
+                latest == null ? null : "latest: " + dir + " (step " + step + ", the newest of " + latest.complete()
+                        + " complete checkpoint" + (latest.complete() == 1 ? "" : "s") + " under " + runsDir + ")");
     }
 
-    private static Path locate(String where, Path runsDir) {
-        if (where.equals(LATEST)) {
-            Path newest = null;
-            if (Files.isDirectory(runsDir)) {
-                try (Stream<Path> s = Files.list(runsDir)) {
-                    newest = s.filter(p -> Files.isRegularFile(p.resolve("checkpoints").resolve(LATEST)))
-                            .max(Comparator.comparing(p -> p.getFileName().toString())).orElse(null);
-                } catch (IOException e) {
-                    throw new CheckpointException(runsDir + ": cannot be listed (" + e.getMessage() + ")");
-                }
+    /** The newest complete checkpoint under a runs directory, and how many complete ones there are. */
+    private record Latest(Path dir, int complete) {
+    }
+
+    /**
+     * {@code latest}: the complete checkpoint (a {@code step-N} directory with its trainer_state.json, which is
+     * renamed into place last) with the highest step of every run under {@code runsDir}, the one written last
+     * among equal steps. Not the run whose name sorts last: a resume into another run directory, or a
+     * {@code --run-dir} named by hand, would otherwise be passed over.
+     */
+    private static Latest latest(Path runsDir) {
+        List<Path> complete = new ArrayList<>();
+        if (Files.isDirectory(runsDir)) {
+            try (Stream<Path> runs = Files.list(runsDir)) {
+                for (Path run : runs.filter(Files::isDirectory).toList()) complete.addAll(complete(run.resolve("checkpoints")));
+            } catch (IOException e) {
+                throw new CheckpointException(runsDir + ": cannot be listed (" + e.getMessage() + ")");
             }
-            if (newest == null) throw new CheckpointException("--resume latest: no run under " + runsDir + " has a checkpoint");
-            return follow(newest.resolve("checkpoints"));
         }
+        if (complete.isEmpty()) {
+            throw new CheckpointException("latest: no run under " + runsDir + " has a complete checkpoint, expected"
+                    + " RUN/checkpoints/step-NNNNNN with its " + STATE + " (or name a checkpoint or run directory)");
+        }
+        Comparator<Path> newest = Comparator.comparingLong(Checkpoints::stepOf).thenComparingLong(p -> writeTime(p.resolve(STATE)));
+        return new Latest(complete.stream().max(newest).orElseThrow(), complete.size());
+    }
+
+    private static long writeTime(Path file) {
+        try {
+            return Files.getLastModifiedTime(file).toMillis();
+        } catch (IOException e) {
+            return Long.MIN_VALUE;
+        }
+    }
+
+    private static Path locate(String where) {
         Path p = Path.of(where);
         if (!Files.isDirectory(p)) throw new CheckpointException(p + ": not a directory, expected a checkpoint, run directory or 'latest'");
         if (Files.isRegularFile(p.resolve(STATE))) return p;

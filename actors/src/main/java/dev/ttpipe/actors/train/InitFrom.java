@@ -30,6 +30,8 @@ public final class InitFrom {
         try {
             return Checkpoints.find(where, Path.of(cfg.training.runsDir)).dir();
         } catch (CheckpointException e) {
+            String nowhere = cfg.origins.notFound(key(cfg), "a Hugging Face model directory or a ttpipe checkpoint");
+            if (nowhere != null) throw new ConfigException(nowhere);
             throw new ConfigException(cfg.origins.where(key(cfg)) + ": '" + where + "' is neither a Hugging Face model directory"
                     + " (config.json with model.safetensors or model.safetensors.index.json) nor a ttpipe checkpoint (" + e.getMessage() + ")");
         }

@@ -20,6 +20,7 @@ import dev.ttpipe.stages.data.HfTokenizer;
 import dev.ttpipe.stages.data.Tokenizer;
 
 import java.io.IOException;
+import java.io.PrintStream;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -35,8 +36,11 @@ import java.util.List;
  */
 public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeConfig config, String description) {
 
-    /** {@code where}: a Hugging Face directory, or what {@code --resume} takes (a checkpoint, a run directory, latest). */
-    public static ModelSource open(String where, Path runsDir, String tokenizerFlag) throws IOException {
+    /**
+     * {@code where}: a Hugging Face directory, or what {@code --resume} takes (a checkpoint, a run directory, latest:
+     * {@code notes} is told which checkpoint that was).
+     */
+    public static ModelSource open(String where, Path runsDir, String tokenizerFlag, PrintStream notes) throws IOException {
         Path p = Path.of(where);
         if (HfModel.isHfDir(p)) {
             HfModel.Config c = HfModel.config(p);
@@ -48,13 +52,14 @@ public record ModelSource(Path dir, ModelSpec spec, Tokenizer tokenizer, TtpipeC
             }
             return new ModelSource(p, c.spec(), tok, null, p + " (Hugging Face " + c.type().name().toLowerCase() + ")");
         }
-        Checkpoints.Found found = Checkpoints.find(where, runsDir);
+        Checkpoints.Found found = Checkpoints.find(where, runsDir, notes);
         TtpipeConfig cfg = ConfigLoader.read(found.config(), found.dir().resolve(Checkpoints.STATE) + " (its config)", null);
         ModelSpec spec = JobPlan.model(cfg, vocabOf(found.dir()));
         Tokenizer tok = tokenizer(tokenizerFlag, null);
         if (tok == null && "bpe".equals(cfg.training.tokenizerType)) tok = TrainingData.bpe(cfg);
-        if (tok == null && found.state().get("vocabulary") instanceof String v && v.codePointCount(0, v.length()) == spec.vocabSize()) {
-            tok = CharTokenizer.fromCodePoints(v.codePoints().toArray());       // the characters in id order
+        // the characters in id order; the model's vocab_size may pad beyond them (TTML's 96 for 65), never short of them
+        if (tok == null && found.state().get("vocabulary") instanceof String v && v.codePointCount(0, v.length()) <= spec.vocabSize()) {
+            tok = CharTokenizer.fromCodePoints(v.codePoints().toArray());
         }
         return new ModelSource(found.dir(), spec, tok, cfg, found.dir() + " (ttpipe checkpoint, step " + found.step() + ")");
     }

@@ -71,6 +71,7 @@ public record TrainingData(TextDataset dataset, String description, boolean arit
         TtpipeConfig.TrainingConfig t = cfg.training;
         List<Path> files = TokenFiles.resolve(t.dataPath, false);
         if (files.isEmpty()) {
+            notFound(cfg, DATA, t.dataPath, "token files (.bin)");
             throw new ConfigException(cfg.origins.where(DATA) + ": " + t.dataPath + " names no token files, expected .bin files"
                     + " (nanoGPT uint16 or llm.c; ttpipe prepare writes them)");
         }
@@ -99,6 +100,7 @@ public record TrainingData(TextDataset dataset, String description, boolean arit
     static Tokenizer bpe(TtpipeConfig cfg) {
         String p = cfg.training.tokenizerPath;
         if (p == null || TtpipeConfig.BUNDLED_TOKENIZERS.contains(p)) return Gpt2Tokenizer.get();
+        notFound(cfg, "training_config.tokenizer_path", p, "a tokenizer.json, its folder, or gpt2");
         Path file = Files.isDirectory(Path.of(p)) ? Path.of(p).resolve("tokenizer.json") : Path.of(p);
         return Files.isRegularFile(file) ? HfTokenizer.load(file) : Gpt2Tokenizer.get();     // a prepare folder: gpt2
     }
@@ -114,6 +116,7 @@ public record TrainingData(TextDataset dataset, String description, boolean arit
     }
 
     private static Tokenizer vocabFile(TtpipeConfig cfg, Path file, String key) {
+        notFound(cfg, key, file.toString(), "a char vocabulary (vocab.txt)");
         try {
             return CharTokenizer.load(file);
         } catch (IOException | RuntimeException e) {
@@ -123,12 +126,19 @@ public record TrainingData(TextDataset dataset, String description, boolean arit
     }
 
     private static String readText(TtpipeConfig cfg, String key, String path) {
+        notFound(cfg, key, path, "a UTF-8 text file or token files (.bin)");
         try {
             return TextDataset.readUtf8(Path.of(path));
         } catch (IOException e) {
             throw new ConfigException(cfg.origins.where(key) + ": " + path + " cannot be read (" + e.getMessage()
                     + "), expected a UTF-8 text file or token files (.bin)");
         }
+    }
+
+    /** A relative path the config file named and that is in none of the places looked: one line naming them all. */
+    private static void notFound(TtpipeConfig cfg, String key, String path, String expected) {
+        String nowhere = cfg.origins.notFound(key, expected);
+        if (nowhere != null && !Files.exists(Path.of(path))) throw new ConfigException(nowhere);
     }
 
     private static void encodable(TtpipeConfig cfg, Tokenizer tok, String text, String key, String path) {

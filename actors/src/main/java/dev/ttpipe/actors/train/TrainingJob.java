@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.train;
 
+import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.ConfigDiff;
 import dev.ttpipe.actors.config.ConfigWriter;
@@ -15,6 +16,8 @@ import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.actors.telemetry.StageTable;
 import dev.ttpipe.actors.telemetry.StepAnalysis;
 import dev.ttpipe.actors.telemetry.StepMetrics;
+import dev.ttpipe.device.DType;
+import dev.ttpipe.device.cpu.CpuKernels;
 import dev.ttpipe.device.ttnn.BridgeLibrary;
 import dev.ttpipe.stages.Evaluation;
 import dev.ttpipe.stages.Stage;
@@ -211,17 +214,59 @@ public final class TrainingJob {
         return root == null ? null : new Checkpoints(this, root, cfg.training.modelSaveInterval, cfg.training.checkpointKeep);
     }
 
-    /** A new run directory under {@code runs_dir} named after the time and the project, or {@code explicit}. */
-    public static Path newRunDir(TtpipeConfig cfg, Path explicit) throws IOException {
+    /** This job's run directory: {@link #runDirectory(TtpipeConfig, Path, Checkpoints.Found)} for its config and resume. */
+    public Path runDirectory(Path explicit) throws IOException {
+        return runDirectory(cfg, explicit, resumeFrom);
+    }
+
+    /**
+     * The run directory of a job, created: {@code explicit}; else, resuming a checkpoint of a run directory
+     * ({@code RUN/checkpoints/step-N}), that run's, so one run's metrics.jsonl, stdout.log and checkpoints go on
+     * in one place; else a new {@code runs_dir/<time>-<project>}. Refused in one line: an empty name, a file, and a
+     * directory whose checkpoint root already holds complete checkpoints that this job does not continue (a fresh
+     * run would mix its metrics with theirs and prune them from under {@code latest}).
+     */
+    public static Path runDirectory(TtpipeConfig cfg, Path explicit, Checkpoints.Found resumed) throws IOException {
         Path dir = explicit;
+        if (dir != null && dir.toString().isBlank()) {
+            throw new UserInputException("--run-dir: '" + dir + "' given, expected a directory to write the run into");
+        }
+        if (dir != null && Files.exists(dir) && !Files.isDirectory(dir)) {
+            throw new UserInputException("--run-dir: " + dir + " is a file, expected a directory (a new one, or the run being resumed)");
+        }
+        if (dir == null && resumed != null) dir = runOf(resumed);
         if (dir == null) {
             String stamp = LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss"));
             String name = cfg.training.projectName.replaceAll("[^A-Za-z0-9._-]", "_");
             dir = Path.of(cfg.training.runsDir, stamp + "-" + name);
             for (int i = 2; Files.exists(dir); i++) dir = Path.of(cfg.training.runsDir, stamp + "-" + name + "-" + i);
         }
+        refuseToMix(cfg, dir, resumed);
         Files.createDirectories(dir);
         return dir;
+    }
+
+    /** The run directory a checkpoint was saved in ({@code RUN/checkpoints/step-N}, RUN holding its config.yaml), or null. */
+    private static Path runOf(Checkpoints.Found ck) {
+        Path root = ck.dir().toAbsolutePath().normalize().getParent();
+        if (root == null || !root.getFileName().toString().equals("checkpoints")) return null;
+        Path run = root.getParent();
+        if (run == null || !Files.isRegularFile(run.resolve("config.yaml"))) return null;
+        Path given = ck.dir().getParent().getParent();                  // as the user named it, for the messages
+        return given != null ? given : run;
+    }
+
+    private static void refuseToMix(TtpipeConfig cfg, Path dir, Checkpoints.Found resumed) throws IOException {
+        boolean ownRoot = cfg.training.checkpointDir == null;
+        Path root = ownRoot ? dir.resolve("checkpoints") : Path.of(cfg.training.checkpointDir);
+        List<Path> there = Checkpoints.complete(root);
+        if (there.isEmpty()) return;
+        if (resumed != null && Files.isSameFile(resumed.dir().getParent(), root)) return;     // the run being continued
+        Path newest = there.get(there.size() - 1);
+        String where = ownRoot ? "--run-dir: " + dir : cfg.origins.where("training_config.checkpoint_dir") + ": " + root;
+        throw new UserInputException(where + " holds an earlier run's checkpoints (the newest " + newest.getFileName() + "), expected"
+                + " a directory of its own; continue that run with --resume " + (ownRoot ? dir : newest) + ", or pick another "
+                + (ownRoot ? "--run-dir" : "checkpoint_dir"));
     }
 
     /** The batches of optimizer step {@code step}: one per accumulation pass, the same on every rank and in the reference. */
@@ -276,6 +321,8 @@ public final class TrainingJob {
         Coordinator.StepReport last;
         StepAnalysis lastAnalysis;
         boolean finished;
+        boolean wasInterrupted;
+        boolean failedRecorded;
 
         Session(Path runDir, PrintStream out) {
             this.runDir = runDir;
@@ -301,10 +348,23 @@ public final class TrainingJob {
             if (runDir != null) ChromeTrace.write(runDir.resolve("trace.json"), plan.schedule(), traced, tracedReports, traceOrigin);
         }
 
+        /** The run stopped by {@code e}: run.json says {@code failed: } and why (once; an interrupted run stays so). */
+        synchronized void failed(Throwable e) {
+            if (record == null || failedRecorded || wasInterrupted) return;
+            failedRecorded = true;
+            String why = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+            try {
+                record.write("failed: " + why, done, Double.NaN);
+            } catch (IOException | RuntimeException ignored) {
+                // the failure itself is what gets reported
+            }
+        }
+
         /** Ctrl-C or SIGTERM: one line, the trace and the summary so far, and the record says so. */
         synchronized void interrupted() {
             if (finished) return;
             finished = true;
+            wasInterrupted = true;
             out.println();
             out.println("interrupted at step " + done + " of " + steps());
             try {
@@ -380,6 +440,16 @@ public final class TrainingJob {
 
     private Result runLogged(PipelineRuntime runtime, Path runDir, PrintStream out) throws IOException {
         Session st = new Session(runDir, out);
+        try {
+            return runSession(runtime, st, out);
+        } catch (RuntimeException | IOException | Error e) {
+            st.failed(e);                       // whatever stops the run, run.json says so (never left "running")
+            throw e;
+        }
+    }
+
+    private Result runSession(PipelineRuntime runtime, Session st, PrintStream out) throws IOException {
+        Path runDir = st.runDir;
         out.println(describe());
         if (plan.backend() == Backend.TTNN) out.println(bridgeLine());
         if (memory != null) out.println(memory.summary());
@@ -450,9 +520,14 @@ public final class TrainingJob {
         Path runDir = st.runDir;
         watchdog(runtime, out);
         Checkpoints checkpoints = checkpoints(runDir);
-        BufferedWriter metrics = runDir == null ? null
-                : Files.newBufferedWriter(runDir.resolve("metrics.jsonl"), StandardCharsets.UTF_8, StandardOpenOption.CREATE,
-                StandardOpenOption.APPEND);
+        Path metricsFile = runDir == null ? null : runDir.resolve("metrics.jsonl");
+        // A resume (or a fresh start into a run directory with metrics) goes on appending to the same metrics.jsonl; its
+        // first line says so, and from there on its steps supersede any earlier line of the same step.
+        StepMetrics.Mark mark = resumeFrom != null ? new StepMetrics.Mark("resume", resumeFrom.step(), resumeFrom.dir())
+                : metricsFile != null && Files.isRegularFile(metricsFile) && Files.size(metricsFile) > 0
+                ? new StepMetrics.Mark("restart", 0, null) : null;
+        BufferedWriter metrics = metricsFile == null ? null
+                : Files.newBufferedWriter(metricsFile, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
         long tokensTotal = 0;
         double secondsTotal = 0;
         int optimizerSteps = resumeFrom != null ? resumeFrom.optimizerSteps() : 0;   // steps applied: not the non-finite ones
@@ -460,7 +535,8 @@ public final class TrainingJob {
         List<Checkpoints.Saved> saves = List.of();
         try {
             Progress progress = new Progress(out, steps, first, logEvery);
-            int recoveries = 0, nonFiniteInARow = 0;
+            int recoveries = 0, nonFiniteInARow = 0, lastValStep = 0;
+            double lastVal = Double.NaN;                            // the last validation loss (eval_every), on the progress line
             for (int step = first; step < steps; step++) {
                 String saveFailed = checkpoints == null ? null : checkpoints.failure();     // at each step boundary
                 if (saveFailed != null) throw stopped(saveFailed, step, steps);
@@ -474,6 +550,7 @@ public final class TrainingJob {
                 } catch (PipelineFailure e) {
                     if (recoveries >= maxRecoveries) throw e;
                     Checkpoints.Found back = recover(runtime, checkpoints, e, ++recoveries, step, out);
+                    mark = new StepMetrics.Mark("recovery", back == null ? 0 : back.step(), back == null ? null : back.dir());
                     step = (back == null ? 0 : back.step()) - 1;
                     optimizerSteps = back == null ? 0 : back.optimizerSteps();
                     nonFiniteInARow = 0;
@@ -500,9 +577,13 @@ public final class TrainingJob {
                 Double val = null;
                 if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps && allLocal(runtime)) {
                     val = validationLoss(runtime);
+                    lastVal = val;
+                    lastValStep = step + 1;
+                    if (metricsServer != null) metricsServer.validated(step + 1, val);
                 }
                 if (metrics != null) {
-                    metrics.write(StepMetrics.jsonLine(r, a, val, plan.schedule()));
+                    metrics.write(StepMetrics.jsonLine(r, a, val, plan.schedule(), mark));
+                    mark = null;
                     metrics.newLine();
                     metrics.flush();
                 }
@@ -518,13 +599,14 @@ public final class TrainingJob {
                     secondsTotal += r.seconds();
                 }
                 double tps = r.tokens() / Math.max(1e-9, r.seconds());
-                progress.update(step + 1, String.format(Locale.ROOT, "loss %s | %s tok/s | bubble %.0f%%%s",
-                        lossText(r.loss()), human(tps), 100 * a.bubble(),
+                progress.update(step + 1, String.format(Locale.ROOT, "loss %s%s | %s tok/s | bubble %.0f%%%s",
+                        lossText(r.loss()), Double.isNaN(lastVal) ? "" : " | val " + lossText(lastVal) + " @" + lastValStep, human(tps),
+                        100 * a.bubble(),
                         a.predicted() == null ? "" : String.format(Locale.ROOT, " (sim %.0f%%)", 100 * a.predicted().bubbleFraction())));
             }
             if (checkpoints != null) saves = checkpoints.awaitAll();     // a save that failed fails the run like a failed step
         } catch (RuntimeException e) {
-            if (st.record != null) st.record.write("failed: " + e.getMessage(), st.done, Double.NaN);
+            st.failed(e);
             if (checkpoints != null) {
                 // the checkpoints taken before the failure, finished (a dead rank's never are: `latest` keeps naming the one before)
                 try (checkpoints) {
@@ -693,11 +775,24 @@ public final class TrainingJob {
                 plan.model().numHeads(), plan.model().vocabSize(), plan.stages(), plan.ranks(), plan.schedule().name(),
                 plan.readyFirst() ? " (ready-first)" : "", plan.microbatches(), plan.microbatchSize(), plan.seqLen(),
                 plan.backend(), plan.rankMesh(), parallelText()));
+        sb.append("\nnumerics: ").append(numerics());
         sb.append("\ndata: ").append(data.description());
         StringBuilder split = new StringBuilder();
         for (StageSlice s : plan.slices()) split.append(split.length() == 0 ? "" : ", ").append(s.blocks());
         sb.append("\nblocks per stage: [").append(split).append("]");
         return sb.toString();
+    }
+
+    /** The dtype, recompute, gradient accumulation and (cpu backend) the matmul engine, in one line. */
+    private String numerics() {
+        var m = plan.model();
+        String text = m.dtype().name().toLowerCase(Locale.ROOT) + ", recompute " + (m.recompute() ? "on (runner_type"
+                + " memory_efficient)" : "off") + ", gradient accumulation " + plan.accumulation();
+        if (plan.backend() != Backend.CPU) return text;
+        String engine = m.dtype() == DType.BF16 && CpuKernels.bf16Matmul() != null ? CpuKernels.bf16Matmul() : CpuKernels.matmul();
+        if (engine == null) return text + ", matmul chosen when the devices open";
+        int paren = engine.indexOf(" (");
+        return text + ", matmul " + (paren > 0 ? engine.substring(0, paren) : engine) + " (run.json has the details)";
     }
 
     /**
@@ -754,7 +849,7 @@ public final class TrainingJob {
                 int x = rng.nextInt(TrainingData.ARITHMETIC_MAX + 1), y = rng.nextInt(TrainingData.ARITHMETIC_MAX + 1);
                 String prompt = "\n" + x + "+" + y + "=";
                 int[] ids = runtime.onDevice(0, ignored -> Evaluation.generate(stages, tok.encode(prompt), 4, temperature,
-                        cfg.eval.topK, cfg.training.seed));
+                        cfg.eval.topK, cfg.training.seed, tok.vocabSize()));
                 String text = tok.decode(ids).substring(1);
                 int nl = text.indexOf('\n');
                 String line = nl < 0 ? text : text.substring(0, nl);
@@ -768,7 +863,7 @@ public final class TrainingJob {
                     : tok.decode(data.dataset().validationBatch(plan.seed(), 0, 1, Math.min(16, plan.seqLen())).inputs());
             int n = Math.max(1, cfg.eval.sampleTokens);
             int[] ids = runtime.onDevice(0, ignored -> Evaluation.generate(stages, tok.encode(prompt), n, temperature,
-                    cfg.eval.topK, cfg.training.seed));
+                    cfg.eval.topK, cfg.training.seed, tok.vocabSize()));
             out.println("---");
             out.println(tok.decode(ids));
             out.println("---");

@@ -49,10 +49,11 @@ public final class SimulateRun {
      * @param loadCsv   a torch-style CSV schedule to simulate instead of generating one
      * @param lower     insert SEND/RECV actions and show them in a step grid
      * @param compare   comma-separated schedule names, or {@link #ALL}
+     * @param sets      {@code --set KEY=VALUE} settings applied to the config
      */
     public record Settings(Path config, Integer ranks, Integer microbatches, String schedule, Integer virtualStages,
                            Path costsFrom, String costs, Integer memoryLimit, Path svg, Path trace, Path csv, Path loadCsv,
-                           boolean lower, boolean json, String compare) {
+                           boolean lower, boolean json, String compare, List<String> sets) {
     }
 
     /** What to simulate, after the config file and the flags. */
@@ -123,8 +124,12 @@ public final class SimulateRun {
             }
             if (cfgFile == null) cfgFile = s.costsFrom().resolve("config.yaml");
         }
+        if (!s.sets().isEmpty() && cfgFile == null) {
+            throw new UserInputException("--set: " + s.sets().get(0) + " given without a CONFIG, expected a config (or --costs-from"
+                    + " a run) to set it in");
+        }
         if (cfgFile != null) {
-            TtpipeConfig.PipelineConfig pc = ConfigLoader.load(cfgFile).pipeline();
+            TtpipeConfig.PipelineConfig pc = ConfigLoader.load(cfgFile, s.sets()).pipeline();
             p = pc.ranks();
             m = pc.numMicrobatches;
             name = pc.schedule;

@@ -271,8 +271,8 @@ class TinyLlamaEndToEndTest {
         String cfg = Files.readString(exported.resolve("config.json"));
         assertTrue(cfg.contains("LlamaForCausalLM") && cfg.contains("\"num_key_value_heads\": 2") && cfg.contains("\"tie_word_embeddings\": false"),
                 cfg);
-        Map<String, float[]> fromCheckpoint = loaded(ModelSource.open(ckpt.toString(), dir, null));
-        Map<String, float[]> fromExport = loaded(ModelSource.open(exported.toString(), dir, null));
+        Map<String, float[]> fromCheckpoint = loaded(ModelSource.open(ckpt.toString(), dir, null, System.err));
+        Map<String, float[]> fromExport = loaded(ModelSource.open(exported.toString(), dir, null, System.err));
         assertEquals(fromCheckpoint.keySet(), fromExport.keySet());
         for (String name : fromCheckpoint.keySet()) assertArrayEquals(fromCheckpoint.get(name), fromExport.get(name), name);
         CliTest.Result e = run("eval", exported.toString(), "--data", data.toString(), "--batches", "3", "--batch-size", "2",

@@ -511,4 +511,26 @@ class ConfigLoaderTest {
         assertEquals(cfg.environment(), again.environment());
         assertEquals(yaml, ConfigWriter.toYaml(again).replace("written.yaml", "job.yaml"));
     }
+
+    /**
+     * --set reaches any key: one the file gives (replaced), one in a section the file lacks (added), a list item's,
+     * TTML's nested transformer_config; a value read as YAML (a flow map), and empty: the key left out.
+     */
+    @Test
+    void setReachesEveryKindOfKeyBeforeTheConfigIsRead(@TempDir Path dir) throws Exception {
+        Path f = Files.writeString(dir.resolve("job.yaml"), TTML + "rank_bindings:\n  - {rank: 0, host: a}\n  - {rank: 1, host: b}\n"
+                + "  - {rank: 2, host: a}\n  - {rank: 3, host: b}\n");
+        TtpipeConfig cfg = ConfigLoader.load(f, List.of("training_config.learning_rate=1e-3", "device_config.dtype=bf16",
+                "rank_bindings[1].host=c", "training_config.transformer_config.num_heads=4", "training_config.weight_decay=",
+                "multihost_config.pipeline_parallel_config.blocks_per_rank={0: 16, 1: 8, 2: 4, 3: 4}"));
+        assertEquals(1e-3, cfg.training.learningRate);
+        assertEquals("bf16", cfg.device.dtype);
+        assertEquals("c", cfg.rankBindings.get(1).host);
+        assertEquals(4, cfg.transformer.numHeads);
+        assertEquals(new TtpipeConfig().training.weightDecay, cfg.training.weightDecay, "empty: the default");
+        assertEquals(List.of(16, 8, 4, 4), cfg.pipeline().blocksPerRank);
+        assertEquals("--set training_config.learning_rate", cfg.origins.where("training_config.learning_rate"));
+        ConfigException e = assertThrows(ConfigException.class, () -> ConfigLoader.load(f, List.of("rank_bindings[5].host=x")));
+        assertEquals("--set rank_bindings[5].host: rank_bindings has no item 5 (4 items)", e.problems().get(0));
+    }
 }

@@ -77,7 +77,7 @@ class PipelinedModelTest {
     @EnumSource(ModelSpec.ModelType.class)
     void pipelinedEvalAndGenerationEqualTheOneProcessPathBitForBit(ModelSpec.ModelType type, @TempDir Path dir) throws Exception {
         ModelSpec spec = spec(type);
-        ModelSource src = ModelSource.open(hfModel(dir, spec).toString(), dir, null);
+        ModelSource src = ModelSource.open(hfModel(dir, spec).toString(), dir, null, System.err);
         List<Batch> batches = batches(spec);
         int[] prompt = {5, 9, 2, 33, 7};
         int n = spec.maxSequenceLength() - prompt.length;
@@ -87,8 +87,8 @@ class PipelinedModelTest {
             List<Stage> stages = src.load(mesh.asSubmesh(), 1);
             try {
                 loss = Evaluation.meanLoss(stages, batches);
-                greedy = Evaluation.generateCached(stages, prompt, n, 0, 0, 1, null);
-                sampled = Evaluation.generateCached(stages, prompt, n, 0.9, 20, 7, null);
+                greedy = Evaluation.generateCached(stages, prompt, n, 0, 0, 1, Integer.MAX_VALUE, null);
+                sampled = Evaluation.generateCached(stages, prompt, n, 0.9, 20, 7, Integer.MAX_VALUE, null);
             } finally {
                 stages.forEach(Stage::close);
             }
@@ -106,10 +106,10 @@ class PipelinedModelTest {
                 }
                 try (PipelinedModel m = PipelinedModel.forGeneration(src, p, Backend.CPU, transport, prompt.length)) {
                     List<Integer> streamed = new ArrayList<>();
-                    Coordinator.GenerateReport g = m.generate(prompt, n, 0, 0, 1, streamed::add);
+                    Coordinator.GenerateReport g = m.generate(prompt, n, 0, 0, 1, Integer.MAX_VALUE, streamed::add);
                     assertArrayEquals(greedy, g.ids(), where + ", greedy");
                     assertEquals(Arrays.stream(greedy, prompt.length, greedy.length).boxed().toList(), streamed, where);
-                    assertArrayEquals(sampled, m.generate(prompt, n, 0.9, 20, 7, id -> { }).ids(), where + ", sampled");
+                    assertArrayEquals(sampled, m.generate(prompt, n, 0.9, 20, 7, Integer.MAX_VALUE, id -> { }).ids(), where + ", sampled");
                 }
             }
         }

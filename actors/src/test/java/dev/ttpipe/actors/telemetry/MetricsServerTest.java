@@ -36,7 +36,7 @@ import java.util.regex.Pattern;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** A real training job serves /metrics (Prometheus text) and /status (every rank) while it runs. */
+/** A real training job serves /metrics (Prometheus text, the validation loss too) and /status (every rank) while it runs. */
 class MetricsServerTest {
     /** A sample line of the Prometheus text format: name, optional labels, a value. */
     private static final Pattern SAMPLE = Pattern.compile(
@@ -50,7 +50,7 @@ class MetricsServerTest {
             port = s.getLocalPort();
         }
         Path cfgFile = Files.writeString(dir.resolve("job.yaml"), String.join("\n",
-                "training_config: {batch_size: 8, max_steps: 400, learning_rate: 0.003}",
+                "training_config: {batch_size: 8, max_steps: 400, learning_rate: 0.003, eval_every: 20}",
                 "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 3, max_sequence_length: 16}",
                 "multihost_config:",
                 "  pipeline_parallel_config: {num_blocks: 3, blocks_per_rank: {0: 1, 1: 2}, num_microbatches: 4, schedule: 1f1b}",
@@ -73,7 +73,7 @@ class MetricsServerTest {
                 try {
                     HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/metrics")).build(),
                             HttpResponse.BodyHandlers.ofString());
-                    if (r.statusCode() == 200 && r.body().contains("ttpipe_step ")) {
+                    if (r.statusCode() == 200 && r.body().contains("ttpipe_step ") && r.body().contains("ttpipe_val_loss ")) {
                         metrics = r.body();
                         break;
                     }
@@ -90,12 +90,14 @@ class MetricsServerTest {
             for (String name : List.of("ttpipe_rank_up{rank=\"1\"} 1", "ttpipe_rank_actions_total{kind=\"F\",rank=\"0\"}",
                     "ttpipe_rank_bubble_ratio{rank=\"1\"}", "ttpipe_rank_sent_bytes{peer=\"1\",rank=\"0\"}",
                     "ttpipe_rank_device_memory_bytes{rank=\"0\"}", "ttpipe_loss ", "ttpipe_tokens_per_second ",
-                    "ttpipe_learning_rate ", "ttpipe_grad_norm ", "# TYPE ttpipe_rank_actions_total counter")) {
+                    "ttpipe_learning_rate ", "ttpipe_grad_norm ", "# TYPE ttpipe_rank_actions_total counter",
+                    "# HELP ttpipe_val_loss Validation loss at the last evaluation", "ttpipe_val_loss_step ")) {
                 assertTrue(metrics.contains(name), name + " not in\n" + metrics);
             }
             HttpResponse<String> status = http.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + "/status")).build(),
                     HttpResponse.BodyHandlers.ofString());
             Map<?, ?> s = (Map<?, ?>) MiniJson.parse(status.body());
+            assertTrue(s.get("val_loss") instanceof Number && ((Number) s.get("val_step")).intValue() % 20 == 0, status.body());
             List<?> ranks = (List<?>) s.get("ranks");
             assertEquals(2, ranks.size(), status.body());
             for (Object o : ranks) {
@@ -118,6 +120,7 @@ class MetricsServerTest {
             String[] lines = top.split("\n");
             assertEquals("ttpipe top http://127.0.0.1:" + port, lines[0], top);
             assertTrue(lines[1].startsWith("step ") && lines[1].contains(" tok/s | bubble "), top);
+            assertTrue(lines[1].matches(".* \\| val \\d+\\.\\d{4} @\\d+0 \\|.*"), "the validation loss in top: " + top);
             for (String line : lines) assertTrue(line.length() <= 80, "wider than 80 columns: " + line);
             for (int r = 0; r < 2; r++) {
                 Pattern row = Pattern.compile("(?m)^" + r + " +(\\d[A-Z_]+\\d* (running|waiting) |idle).*");

@@ -12,6 +12,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -78,5 +79,14 @@ class ReportTest {
         for (String line : log.split("\n")) {
             assertFalse(line.contains("CONSOLE") || line.contains("Uncaught"), "console error: " + line);
         }
+    }
+
+    /** A lost tail: a resume from an earlier step than the last drops the steps after it, whatever came later. */
+    @Test
+    void aMarkDropsEveryEarlierLineOfALaterStep() throws Exception {
+        List<Map<?, ?>> kept = Report.Run.lastWrites(List.of("{\"step\":1,\"loss\":3}", "{\"step\":2,\"loss\":2.9}",
+                "{\"step\":3,\"loss\":2.8}", "{\"step\":2,\"mark\":{\"kind\":\"recovery\",\"from_step\":1},\"loss\":2.7}"));
+        assertEquals(List.of(1, 2), kept.stream().map(m -> ((Number) m.get("step")).intValue()).toList());
+        assertEquals(2.7, ((Number) kept.get(1).get("loss")).doubleValue());
     }
 }
