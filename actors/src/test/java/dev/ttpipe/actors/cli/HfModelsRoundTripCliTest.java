@@ -119,7 +119,7 @@ class HfModelsRoundTripCliTest {
 
         CliTest.Result t = run("train", config(dir, job).toString());
         assertEquals(0, t.code(), t.out() + t.err());
-        assertTrue(t.out().contains("samples: none (the model's 64 ids are more than the tokenizer's"), t.out());   // char data, 64 ids
+        assertTrue(t.out().contains("samples ("), t.out());   // char data, 64 ids: sampled among the tokenizer's ids only
         Path ckpt;
         try (var s = Files.list(runs)) {
             ckpt = s.filter(Files::isDirectory).filter(d -> Files.isDirectory(d.resolve("checkpoints/step-000001"))).findFirst()
