@@ -89,18 +89,36 @@ public final class HfTokenizer implements Tokenizer {
             throw new DataException(file + ": model.vocab and model.merges, expected a BPE vocabulary and merge list");
         }
         Map<String, Integer> vocab = new HashMap<>();
-        v.forEach((k, id) -> vocab.put((String) k, ((Number) id).intValue()));
+        v.forEach((k, id) -> vocab.put((String) k, id(file, "model.vocab", k, id)));
         if (root.get("added_tokens") instanceof List<?> added) {
             for (Object a : added) {
-                if (a instanceof Map<?, ?> am) vocab.putIfAbsent((String) am.get("content"), ((Number) am.get("id")).intValue());
+                if (a instanceof Map<?, ?> am) {
+                    if (!(am.get("content") instanceof String content)) {
+                        throw new DataException(file + ": added_tokens: an entry without a content string, expected {\"id\": N, \"content\": \"...\"}");
+                    }
+                    vocab.putIfAbsent(content, id(file, "added_tokens", content, am.get("id")));
+                }
             }
         }
         Map<String, Integer> ranks = new HashMap<>();
         for (Object m : merges) {
-            String pair = m instanceof List<?> two ? two.get(0) + " " + two.get(1) : (String) m;
+            String pair = m instanceof List<?> two && two.size() == 2 ? two.get(0) + " " + two.get(1) : m instanceof String str ? str : null;
+            if (pair == null) throw new DataException(file + ": model.merges: " + m + " given, expected \"a b\" or [\"a\", \"b\"]");
             ranks.putIfAbsent(pair, ranks.size());
         }
         return new HfTokenizer(file, vocab, ranks, split == null ? Pattern.compile("(?s).+") : split, prefix);
+    }
+
+    /** The largest token id read (the id table is as long as the largest id). */
+    static final int MAX_ID = (1 << 24) - 1;
+
+    /** A token's id: an integer 0..{@link #MAX_ID}. */
+    private static int id(Path file, String where, Object token, Object id) {
+        if (!(id instanceof Long n) || n < 0 || n > MAX_ID) {
+            throw new DataException(file + ": " + where + ": token " + MiniJson.str(String.valueOf(token)) + " has id "
+                    + (id instanceof String text ? MiniJson.str(text) : id) + ", expected an integer 0.." + MAX_ID);
+        }
+        return n.intValue();
     }
 
     private static DataException refuse(Path file, String what, Object value) {
