@@ -41,6 +41,11 @@ public record ModelSpec(ModelType type, int vocabSize, int embeddingDim, int num
     }
 
     public ModelSpec {
+        if (embeddingDim < 1 || numHeads < 1 || numKvHeads < 1 || numBlocks < 0 || intermediateDim < 1 || maxSequenceLength < 1) {
+            throw new StagesException("transformer_config: embedding_dim " + embeddingDim + ", num_heads " + numHeads + ", num_groups "
+                    + numKvHeads + ", num_blocks " + numBlocks + ", intermediate_dim " + intermediateDim + ", max_sequence_length "
+                    + maxSequenceLength + " given, expected positive sizes");
+        }
         if (headDim == 0) {
             if (embeddingDim % numHeads != 0) {
                 throw new StagesException("transformer_config.num_heads: " + numHeads + " heads do not divide embedding_dim "

@@ -66,6 +66,9 @@ public final class VerifyCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         if (steps < 1) throw new UserInputException("--steps: " + steps + " given, expected a positive integer");
+        if (!(tolerance >= 0) || Double.isInfinite(tolerance)) {
+            throw new UserInputException("--tolerance: " + tolerance + " given, expected a finite relative difference >= 0 (e.g. 1e-5)");
+        }
         TtpipeConfig cfg = job.resolve(config, null);
         JobOptions.refuseRestarts(cfg, "ttpipe verify");
         if (cfg.device.backend == Backend.SIM) {

@@ -20,13 +20,12 @@ import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.StageSlice;
 
 import java.util.ArrayList;
-import java.util.HashSet;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.Set;
 import java.util.TreeMap;
 
 /**
@@ -78,23 +77,51 @@ public final class MemoryPlan {
         return max;
     }
 
+    /**
+     * The most actions the planner replays to reach a rank's peak: each runs as an op of the sim backend (about
+     * 0.25 ms), so this keeps a plan to seconds. Only a schedule that keeps thousands of microbatches in flight
+     * (GPipe) comes near it.
+     */
+    public static final int MAX_REPLAYED = 1 << 15;
+
+    static final String MICROBATCHES = "multihost_config.pipeline_parallel_config.num_microbatches";
+
     /** Plans every rank of {@code plan}. */
     public static MemoryPlan of(JobPlan plan) {
+        return of(plan, MICROBATCHES);
+    }
+
+    /**
+     * {@link #of(JobPlan)}, naming {@code microbatchesKey} (a config's {@code file:line: key}) when a rank's peak lies
+     * more than {@link #MAX_REPLAYED} actions into its row.
+     *
+     * @throws ConfigException one line naming the rank, the schedule, the microbatches in flight and the limit
+     */
+    public static MemoryPlan of(JobPlan plan, String microbatchesKey) {
         long t0 = System.nanoTime();
         List<Rank> out = new ArrayList<>();
-        for (int r = 0; r < plan.ranks(); r++) out.add(planRank(plan, r));
+        for (int r = 0; r < plan.ranks(); r++) out.add(planRank(plan, r, microbatchesKey));
         return new MemoryPlan(plan, out, (System.nanoTime() - t0) / 1e9);
     }
 
     /** Plans rank {@code rank} of {@code plan} alone. */
     public static Rank ofRank(JobPlan plan, int rank) {
-        return planRank(plan, rank);
+        return planRank(plan, rank, MICROBATCHES);
     }
 
     /** No modeled time (nothing waits), no capacity limit (the plan is compared with it afterwards). */
     private static final SimCosts NO_TIME = new SimCosts(1e9, 1e9, 0, 1e9, 1e-9);
 
-    private static Rank planRank(JobPlan plan, int rank) {
+    private static Rank planRank(JobPlan plan, int rank, String microbatchesKey) {
+        List<Action> full = plan.schedule().row(rank);
+        List<Action> toPeak = toPeak(full);
+        if (toPeak.size() > MAX_REPLAYED) {
+            long forwards = toPeak.stream().filter(a -> a.kind() == ActionKind.F).count();
+            throw new ConfigException(microbatchesKey + ": " + plan.microbatches() + " given: with schedule " + plan.schedule().name()
+                    + " rank " + rank + "'s memory peak comes after " + forwards + " forwards, " + toPeak.size() + " actions into its row,"
+                    + " and the memory planner replays at most " + MAX_REPLAYED + "; expected fewer microbatches, or a schedule that"
+                    + " keeps fewer in flight (1f1b, zb-h1, interleaved)");
+        }
         try (MeshDevice mesh = Backends.open("sim", plan.rankMesh(),
                 plan.meshOptions().withMemoryPerDevice(Long.MAX_VALUE / 4).withSimCosts(NO_TIME))) {
             Submesh sub = mesh.asSubmesh();
@@ -109,7 +136,6 @@ public final class MemoryPlan {
                 long parameters = sub.maxInUse();
                 int b = plan.microbatchSize(), t = plan.seqLen();
                 int[] ids = new int[b * t];
-                List<Action> full = plan.schedule().row(rank);
                 // Step 0 only brings the optimizer state and gradient buffers into being: one microbatch is enough.
                 List<Action> warm = full.stream().filter(a -> a.microbatch() == 0).toList();
                 long before = 0;
@@ -118,7 +144,7 @@ public final class MemoryPlan {
                         before = sub.maxInUse();
                         sub.devices().forEach(d -> d.resetPeak());
                     }
-                    for (Action a : step == 0 ? warm : toPeak(full)) {
+                    for (Action a : step == 0 ? warm : toPeak) {
                         Stage s = stages.get(a.stage());
                         int mb = a.microbatch();
                         switch (a.kind()) {
@@ -160,38 +186,50 @@ public final class MemoryPlan {
      * peak comes the first time each stage's count of microbatches in flight is at its most (counted
      * as a vector over the rank's stages, keeping only the vectors no other one exceeds), with the
      * backward that follows (its transient on top). The rest of the row repeats states already seen.
+     * Linear in the row (GPipe's row of a million microbatches has a million distinct states): the states
+     * are compared in order of their total, each only with the maximal ones found before it.
      */
     static List<Action> toPeak(List<Action> row) {
         Map<Integer, Integer> live = new TreeMap<>();
-        List<List<Integer>> states = new ArrayList<>();
-        for (Action a : row) {
+        Map<List<Integer>, Integer> index = new HashMap<>();      // each distinct state, numbered in order of appearance
+        List<List<Integer>> distinct = new ArrayList<>();
+        List<Integer> firstAt = new ArrayList<>();                  // where each distinct state first appears in the row
+        for (int i = 0; i < row.size(); i++) {
+            Action a = row.get(i);
+            boolean changed = live.putIfAbsent(a.stage(), 0) == null;
             if (a.kind() == ActionKind.F) live.merge(a.stage(), 1, Integer::sum);
             else if (a.kind() == ActionKind.B || a.kind() == ActionKind.W) {
                 live.merge(a.stage(), -1, Integer::sum);
+            } else if (!changed) {
+                continue;                                            // a SEND, RECV or I: the state as it was
             }
-            live.putIfAbsent(a.stage(), 0);
-            states.add(new ArrayList<>(live.values()));
+            List<Integer> v = List.copyOf(live.values());
+            if (index.putIfAbsent(v, distinct.size()) == null) {
+                distinct.add(v);
+                firstAt.add(i);
+            }
         }
-        // Which distinct states no other state dominates (a long row has few distinct states).
-        List<List<Integer>> distinct = new ArrayList<>(new LinkedHashSet<>(states));
-        Set<List<Integer>> maximal = new HashSet<>();
-        for (List<Integer> v : distinct) {
+        // A state that dominates another has a larger total, or the same total over more stages: in that order every
+        // state comes after the maximal ones that could dominate it, so it is checked against those alone.
+        long[] total = new long[distinct.size()];
+        for (int d = 0; d < total.length; d++) for (int x : distinct.get(d)) total[d] += x;
+        List<Integer> order = new ArrayList<>();
+        for (int d = 0; d < total.length; d++) order.add(d);
+        order.sort(Comparator.<Integer>comparingLong(d -> -total[d]).thenComparing(d -> -distinct.get(d).size()));
+        List<Integer> maximal = new ArrayList<>();
+        for (int d : order) {
             boolean dominated = false;
-            for (List<Integer> u : distinct) {
-                if (dominates(u, v)) {
+            for (int m : maximal) {
+                if (dominates(distinct.get(m), distinct.get(d))) {
                     dominated = true;
                     break;
                 }
             }
-            if (!dominated) maximal.add(v);
+            if (!dominated) maximal.add(d);
         }
-        Set<List<Integer>> seen = new HashSet<>();
         int end = -1;
-        for (int i = 0; i < states.size(); i++) {
-            List<Integer> v = states.get(i);
-            boolean firstTime = seen.add(v);
-            if (!maximal.contains(v) || !firstTime) continue;
-            int k = i + 1;
+        for (int m : maximal) {
+            int k = firstAt.get(m) + 1;
             while (k < row.size() && row.get(k).kind() != ActionKind.B
                     && row.get(k).kind() != ActionKind.I) k++;
             end = Math.max(end, Math.min(k, row.size() - 1));
@@ -265,7 +303,7 @@ public final class MemoryPlan {
         ModelSpec m = plan.model();
         if (!m.recompute()) {
             ModelSpec recompute = m.withRecompute(true);
-            Rank rc = planRank(withModel(plan, recompute), worst.rank());
+            Rank rc = planRank(withModel(plan, recompute), worst.rank(), MICROBATCHES);
             tries.add("runner_type: memory_efficient (recompute in backward) needs about " + Sizes.format(rc.peak())
                     + (rc.peak() <= cap ? ", which fits" : ", still too much"));
         }

@@ -8,6 +8,7 @@ import dev.ttpipe.actors.runtime.StageActor;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.stages.StageSlice;
 import dev.ttpipe.stages.checkpoint.CheckpointException;
+import dev.ttpipe.stages.checkpoint.ListedFile;
 import dev.ttpipe.stages.checkpoint.MiniJson;
 import dev.ttpipe.stages.checkpoint.SafeTensors;
 import dev.ttpipe.stages.checkpoint.WriteFailure;
@@ -437,12 +438,18 @@ public final class Checkpoints implements AutoCloseable {
         for (String key : List.of("format", "step", "optimizer_steps", "config", "files")) {
             if (!s.containsKey(key)) throw new CheckpointException(state + ": no '" + key + "', expected a ttpipe trainer state");
         }
+        int step = count(state, s, "step"), optimizerSteps = count(state, s, "optimizer_steps");
+        if (!(s.get("config") instanceof String config)) {
+            throw new CheckpointException(state + ": 'config' is " + s.get("config") + ", expected the run's config as a string");
+        }
         if (!(s.get("files") instanceof Map<?, ?> files) || files.isEmpty()) {
             throw new CheckpointException(state + ": 'files' lists no stage file");
         }
         for (Map.Entry<?, ?> e : files.entrySet()) {
-            Path f = dir.resolve((String) e.getKey());
-            String expected = String.valueOf(((Map<?, ?>) e.getValue()).get("sha256"));
+            Path f = ListedFile.resolve(dir, (String) e.getKey(), state + ": 'files'");
+            if (!(e.getValue() instanceof Map<?, ?> entry) || !(entry.get("sha256") instanceof String expected)) {
+                throw new CheckpointException(state + ": 'files': " + e.getKey() + " has no sha256, expected {\"sha256\": \"...\"}");
+            }
             if (!Files.isRegularFile(f)) throw new CheckpointException(f + ": missing (listed in " + STATE + ")");
             String actual;
             try {
@@ -456,8 +463,7 @@ public final class Checkpoints implements AutoCloseable {
                         + " (the file is damaged or was changed)");
             }
         }
-        int step = ((Number) s.get("step")).intValue();
-        return new Found(dir, step, ((Number) s.get("optimizer_steps")).intValue(), (String) s.get("config"), s,
+        return new Found(dir, step, optimizerSteps, config, s,
                 latest == null ? null : "latest: " + dir + " (step " + step + ", the newest of " + latest.complete()
                         + " complete checkpoint" + (latest.complete() == 1 ? "" : "s") + " under " + runsDir + ")");
     }
@@ -504,6 +510,16 @@ public final class Checkpoints implements AutoCloseable {
         if (Files.isRegularFile(p.resolve(LATEST))) return follow(p);
         if (Files.isRegularFile(p.resolve("checkpoints").resolve(LATEST))) return follow(p.resolve("checkpoints"));
         return p;    // reported by find: no trainer_state.json
+    }
+
+    /** A count in the trainer state ({@code step}, {@code optimizer_steps}): an integer 0..2^31-1. */
+    private static int count(Path state, Map<String, Object> s, String key) {
+        if (!(s.get(key) instanceof Long n) || n < 0 || n > Integer.MAX_VALUE) {
+            Object v = s.get(key);
+            throw new CheckpointException(state + ": '" + key + "' is " + (v instanceof String text ? MiniJson.str(text) : v)
+                    + ", expected an integer 0.." + Integer.MAX_VALUE);
+        }
+        return n.intValue();
     }
 
     private static Path follow(Path root) {

@@ -89,7 +89,7 @@ public final class TrainingJob {
     public static TrainingJob fromConfig(TtpipeConfig cfg) {
         TrainingData data = TrainingData.load(cfg);
         TrainingJob job = new TrainingJob(cfg, true, data, JobPlan.from(cfg, data.dataset().tokenizer().vocabSize()));
-        job.memory = MemoryPlan.of(job.plan);
+        job.memory = MemoryPlan.of(job.plan, cfg.origins.where("multihost_config.pipeline_parallel_config.num_microbatches"));
         job.memory.check(cfg.origins.where("device_config.memory_per_device"));
         return job;
     }

@@ -4,6 +4,8 @@ import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.schedules.Action;
+import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.OptimizerSpec;
 import dev.ttpipe.stages.data.Batch;
@@ -12,8 +14,10 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.api.Test;
 
+import java.util.ArrayList;
 import java.util.List;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -79,5 +83,30 @@ class MemoryPlanTest {
         assertTrue(m.contains("runner_type: memory_efficient (recompute in backward) needs about"), m);
         assertTrue(m.contains("which fits"), m);
         assertTrue(!m.contains("\n"), m);
+    }
+
+    @Test
+    void thePeakOfAGpipeRowOfManyMicrobatchesIsFoundInOnePass() {
+        // GPipe keeps every microbatch in flight: a row of 250,000 microbatches has 250,000 distinct states, which the
+        // comparison of every state with every other took hours over (a million ran over 300 s in `ttpipe train`)
+        int m = 250_000;
+        List<Action> row = new ArrayList<>(2 * m);
+        for (int mb = 0; mb < m; mb++) row.add(new Action(0, ActionKind.F, mb));
+        for (int mb = 0; mb < m; mb++) row.add(new Action(0, ActionKind.B, mb));
+        assertEquals(m + 1, MemoryPlan.toPeak(row).size());      // every forward, then the backward that follows the peak
+    }
+
+    @Test
+    void aScheduleWhosePeakIsTooFarIntoItsRowIsRefusedNamingTheLimit() {
+        int m = MemoryPlan.MAX_REPLAYED + 8;
+        TextDataset data = TextDataset.of(TEXT, 0.1);
+        ModelSpec model = ModelSpec.gpt2(data.tokenizer().vocabSize(), 16, 2, 2, 16);
+        JobPlan.Builder b = JobPlan.builder(model).ranks(2).microbatches(m).microbatchSize(1).seqLen(16).blocksPerRank(1, 1)
+                .backend(Backend.SIM);
+        ConfigException e = assertThrows(ConfigException.class, () -> MemoryPlan.of(b.schedule("gpipe").build(), "job.yaml:5: key"));
+        assertEquals(List.of("job.yaml:5: key: " + m + " given: with schedule gpipe rank 0's memory peak comes after " + m
+                + " forwards, " + (2 * m + 2) + " actions into its row, and the memory planner replays at most " + MemoryPlan.MAX_REPLAYED
+                + "; expected fewer microbatches, or a schedule that keeps fewer in flight (1f1b, zb-h1, interleaved)"), e.problems());
+        assertEquals(2, MemoryPlan.of(b.schedule("1f1b").build()).ranks().size());      // 1F1B keeps two in flight: planned
     }
 }

@@ -9,11 +9,14 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * A Hugging Face model directory: {@code config.json} and {@code model.safetensors}, or shards
@@ -85,11 +88,10 @@ public final class HfModel implements AutoCloseable {
         switch (type) {
             case "gpt2" -> {
                 int d = num(file, c, "n_embd", null), heads = num(file, c, "n_head", null);
-                Object inner = c.get("n_inner");
                 expect(file, c, "activation_function", "gelu_new", "ttpipe's GELU is the tanh approximation (gelu_new)");
                 return new Config(ModelSpec.ModelType.GPT2, num(file, c, "vocab_size", null), d, heads, heads,
-                        num(file, c, "n_layer", null), inner == null ? 4 * d : ((Number) inner).intValue(),
-                        num(file, c, "n_positions", c.get("n_ctx") == null ? 1024 : ((Number) c.get("n_ctx")).intValue()), 10000f,
+                        num(file, c, "n_layer", null), num(file, c, "n_inner", 4 * d),
+                        num(file, c, "n_positions", num(file, c, "n_ctx", 1024)), 10000f,
                         !Boolean.FALSE.equals(c.get("tie_word_embeddings")), null, d / heads, eps(file, c, "layer_norm_epsilon", 1e-5));
             }
             case "llama" -> {
@@ -178,7 +180,9 @@ public final class HfModel implements AutoCloseable {
             if (dflt != null) return dflt;
             throw new CheckpointException(file + ": no " + key + ", expected a number");
         }
-        if (!(v instanceof Number n)) throw new CheckpointException(file + ": " + key + ": " + v + " given, expected a number");
+        if (!(v instanceof Long n) || n < 1 || n > Integer.MAX_VALUE) {
+            throw new CheckpointException(file + ": " + key + ": " + v + " given, expected a positive integer");
+        }
         return n.intValue();
     }
 
@@ -248,7 +252,7 @@ public final class HfModel implements AutoCloseable {
                     throw new CheckpointException(dir.resolve(INDEX) + ": no weight_map, expected {\"weight_map\": {tensor: file}}");
                 }
                 for (Object f : wm.values()) {
-                    Path p = dir.resolve(String.valueOf(f));
+                    Path p = ListedFile.resolve(dir, String.valueOf(f), dir.resolve(INDEX) + ": weight_map");
                     if (!files.contains(p)) files.add(p);
                 }
             } else {
@@ -260,6 +264,7 @@ public final class HfModel implements AutoCloseable {
                 m.readers.add(r);
                 for (String n : r.tensors().keySet()) m.byTensor.put(n, r);
             }
+            m.refuseBlocksBeyond(cfg);
         } catch (IOException | IllegalArgumentException e) {
             m.close();
             throw new CheckpointException(dir.resolve(INDEX) + ": cannot be read (" + e.getMessage() + ")");
@@ -268,6 +273,27 @@ public final class HfModel implements AutoCloseable {
             throw e;
         }
         return m;
+    }
+
+    /** A block's tensors in Hugging Face's names: {@code h.3.} (GPT-2, also under {@code transformer.}), {@code model.layers.3.}. */
+    private static final Pattern BLOCK = Pattern.compile("(?:^|\\.)(?:h|layers)\\.(\\d+)\\.");
+
+    /**
+     * Refuses weights with more blocks than config.json says (a smaller n_layer would otherwise load part of the model
+     * silently), naming the first tensors beyond it.
+     */
+    private void refuseBlocksBeyond(Config cfg) {
+        List<String> extra = new ArrayList<>();
+        for (String name : byTensor.keySet()) {
+            Matcher b = BLOCK.matcher(name);
+            if (b.find() && (b.group(1).length() > 9 || Integer.parseInt(b.group(1)) >= cfg.numBlocks())) extra.add(name);
+        }
+        if (extra.isEmpty()) return;
+        Collections.sort(extra);
+        String key = cfg.type() == ModelSpec.ModelType.LLAMA ? "num_hidden_layers" : "n_layer";
+        throw new CheckpointException(dir.resolve(CONFIG) + ": " + key + " " + cfg.numBlocks() + " given, but " + where()
+                + " holds " + extra.size() + " tensors of blocks beyond it (" + String.join(", ", extra.subList(0, Math.min(3, extra.size())))
+                + (extra.size() > 3 ? ", ..." : "") + "), expected " + key + " to count every block of the weights");
     }
 
     /** The file that holds a tensor, for messages: the one weights file or the index. */

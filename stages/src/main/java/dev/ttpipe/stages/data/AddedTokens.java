@@ -47,7 +47,7 @@ final class AddedTokens {
         if (!root.has("added_tokens")) return out;
         for (TokenizerJson t : root.objects("added_tokens")) {
             int id = t.integer("id", -1);
-            if (id < 0) throw t.bad("id", "a token id from 0");
+            if (id < 0 || id > HfTokenizer.MAX_ID) throw t.bad("id", "a token id from 0 to " + HfTokenizer.MAX_ID);
             boolean special = t.bool("special", false);
             out.add(new Token(id, t.string("content"), special, t.bool("normalized", !special), t.bool("lstrip", false),
                     t.bool("rstrip", false), t.bool("single_word", false)));

@@ -58,7 +58,9 @@ final class BpeModel {
         TokenizerJson v = m.object("vocab");
         Map<String, Integer> vocab = new HashMap<>(v.map().size() * 2);
         v.map().forEach((k, id) -> {
-            if (!(id instanceof Long n) || n < 0 || n > Integer.MAX_VALUE) throw v.at(v.where((String) k), id, "a token id from 0");
+            if (!(id instanceof Long n) || n < 0 || n > HfTokenizer.MAX_ID) {
+                throw v.at(v.where((String) k), id, "a token id from 0 to " + HfTokenizer.MAX_ID);
+            }
             vocab.put((String) k, (int) (long) n);
         });
         String prefix = m.string("continuing_subword_prefix", "");

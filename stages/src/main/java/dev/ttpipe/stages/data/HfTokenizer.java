@@ -30,6 +30,9 @@ public final class HfTokenizer implements Tokenizer {
     private final BpeModel model;
     private final HfPostProcessor postProcessor;
     private final HfDecoder decoder;
+    /** The largest token id read: the id table is as long as the largest id (the largest tokenizers have about 256 Ki). */
+    static final int MAX_ID = (1 << 24) - 1;
+
     private final String[] byId;
 
     private HfTokenizer(Path file, HfNormalizer normalizer, List<AddedTokens.Token> added, HfPreTokenizer preTokenizer, BpeModel model,

@@ -1,0 +1,88 @@
+package dev.ttpipe.actors.cli;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+import static dev.ttpipe.actors.cli.CliTest.assertOneLineBadInput;
+import static dev.ttpipe.actors.cli.CliTest.config;
+import static dev.ttpipe.actors.cli.CliTest.run;
+
+/**
+ * Inputs a user can get wrong, each answered in one line with exit 2 (and no Java exception): a model with no
+ * heads, a tokenizer with a negative id, a checkpoint whose step is not an integer or whose files lie outside it,
+ * a negative --tolerance.
+ */
+class BadInputsCliTest {
+    static final String GPT2 = "{\"model_type\":\"gpt2\",\"vocab_size\":61,\"n_embd\":16,\"n_head\":2,\"n_layer\":2,"
+            + "\"n_positions\":16,\"activation_function\":\"gelu_new\",\"layer_norm_epsilon\":1e-05}";
+
+    @TempDir
+    Path dir;
+
+    private Path model(String config) throws Exception {
+        Path m = Files.createDirectories(dir.resolve("hf"));
+        Files.writeString(m.resolve("config.json"), config);
+        Files.write(m.resolve("model.safetensors"), new byte[0]);
+        return m;
+    }
+
+    private String data() throws Exception {
+        return Files.writeString(dir.resolve("data.txt"), "text ".repeat(100)).toString();
+    }
+
+    /** A checkpoint directory whose trainer_state.json has {@code step} and {@code files} as given. */
+    private Path checkpoint(String step, String files) throws Exception {
+        Path c = Files.createDirectories(dir.resolve("step-000006"));
+        Files.writeString(c.resolve("trainer_state.json"), "{\"format\":1,\"step\":" + step + ",\"optimizer_steps\":6,"
+                + "\"config\":\"training_config: {}\",\"files\":" + files + "}");
+        return c;
+    }
+
+    @Test
+    void aModelWithNoHeads() throws Exception {
+        Path m = model(GPT2.replace("\"n_head\":2", "\"n_head\":0"));
+        assertOneLineBadInput(run("eval", m.toString(), "--data", data()),
+                m.resolve("config.json") + ": n_head: 0 given, expected a positive integer");
+    }
+
+    @Test
+    void aTokenizerWithANegativeId() throws Exception {
+        Path m = model(GPT2);
+        Files.writeString(m.resolve("tokenizer.json"), "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":-3},\"merges\":[]},"
+                + "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}");
+        assertOneLineBadInput(run("eval", m.toString(), "--data", data()),
+                m.resolve("tokenizer.json") + ": model.vocab: token \"b\" has id -3, expected an integer 0..16777215");
+    }
+
+    @Test
+    void aCheckpointWhoseStepIsNotAnInteger() throws Exception {
+        String files = "{\"stage-00.safetensors\":{\"sha256\":\"00\"}}";
+        for (String step : new String[]{"\"6\"", "6.5", "-1", "null"}) {
+            Path c = checkpoint(step, files);
+            assertOneLineBadInput(run("export", c.toString(), "--out", dir.resolve("out").toString()),
+                    c.resolve("trainer_state.json") + ": 'step' is " + step + ", expected an integer 0..2147483647");
+        }
+    }
+
+    @Test
+    void aCheckpointThatListsFilesOutsideItself() throws Exception {
+        Files.writeString(dir.resolve("secret.safetensors"), "not yours");
+        for (String name : new String[]{"../secret.safetensors", dir.resolve("secret.safetensors").toString()}) {
+            Path c = checkpoint("6", "{\"" + name + "\":{\"sha256\":\"00\"}}");
+            assertOneLineBadInput(run("eval", c.toString(), "--data", data()),
+                    c.resolve("trainer_state.json") + ": 'files': '" + name + "' given, expected a file name inside the folder");
+        }
+    }
+
+    @Test
+    void aNegativeTolerance() throws Exception {
+        Path cfg = config(dir, CliTest.SMALL.replace("RUNS", dir.resolve("runs").toString()));
+        for (String t : new String[]{"-1", "NaN"}) {
+            assertOneLineBadInput(run("verify", cfg.toString(), "--tolerance", t),
+                    "--tolerance: " + Double.parseDouble(t) + " given, expected a finite relative difference >= 0 (e.g. 1e-5)");
+        }
+    }
+}
