@@ -29,6 +29,8 @@ import java.util.function.IntConsumer;
  * <pre>
  *   joining --every rank joined--> idle --RunStep--> passes --last pass--> gradients --> optimizer --> idle
  *                                   ^                  \___________ a rank failed: the step fails ________/
+ *                                   |
+ *                                   +--RunEval / RunGenerate--> evaluating / generating --last pass--> idle
  * </pre>
  * <ul>
  *   <li><b>joining</b>: tells every rank the job's random id (its transport adopts it, so frames of
@@ -44,8 +46,11 @@ import java.util.function.IntConsumer;
  *   the non-finite value first appeared.</li>
  *   <li><b>rejoining</b> (after a failed step, when the job recovers): every rank joins again under a
  *   fresh job id; a rank whose process died is waited for until its replacement registers.</li>
+ *   <li><b>evaluating</b>, <b>generating</b> (a forward-only plan: {@code ttpipe eval}, {@code ttpipe generate}):
+ *   inference passes ({@link Inference}) instead of steps: the batches scored by the last stage, or the
+ *   prompt and then each new token decoded against the ranks' key/value caches, the next token picked here.</li>
  * </ul>
- * A rank that fails ends the step with an error naming the rank, stage, action and microbatch.
+ * A rank that fails ends the step (or the inference) with an error naming the rank, stage, action and microbatch.
  */
 public final class Coordinator {
 
@@ -109,8 +114,8 @@ public final class Coordinator {
         }
     }
 
-    /** A generation's result: the prompt and the new tokens; when it started, when the first new token came, when it ended. */
-    public record GenerateReport(int[] ids, int promptTokens, long startNs, long firstTokenNs, long endNs) {
+    /** A generation's result: the prompt's ids and the new ones; when it started and ended. */
+    public record GenerateReport(int[] ids, long startNs, long endNs) {
         public double seconds() {
             return (endNs - startNs) / 1e9;
         }
@@ -519,46 +524,58 @@ public final class Coordinator {
             request.refuse("evaluation: no batches given, expected at least one");
             return Behaviors.same();
         }
-        long start = System.nanoTime();
-        List<Batch> batches = request.batches();
-        TreeMap<Integer, LossOutput> losses = new TreeMap<>();
-        double[] lossSum = {0};
-        long[] counted = {0};
-        int[] first = {0};                             // the running pass's first batch
-        int[] waiting = {beginScore(batches, 0)};
+        Scoring sc = new Scoring(request);
+        int[] waiting = {beginScore(sc)};
         return inferring(request)
                 .onMessage(PassDone.class, m -> {
                     if (m.pass() != inferencePass) return Behaviors.same();
-                    losses.putAll(m.losses());
+                    sc.losses.putAll(m.losses());
                     if (--waiting[0] > 0) return Behaviors.same();
-                    for (LossOutput l : losses.values()) {     // batch order
-                        lossSum[0] += l.sum();
-                        counted[0] += l.count();
+                    for (LossOutput l : sc.losses.values()) {     // batch order
+                        sc.lossSum += l.sum();
+                        sc.counted += l.count();
                     }
-                    losses.clear();
-                    first[0] += plan.microbatches();
-                    if (first[0] < batches.size()) {
-                        waiting[0] = beginScore(batches, first[0]);
+                    sc.losses.clear();
+                    sc.next += plan.microbatches();
+                    if (sc.next < sc.batches.size()) {
+                        waiting[0] = beginScore(sc);
                         return Behaviors.same();
                     }
                     long tokens = 0;
-                    for (Batch b : batches) tokens += (long) b.size() * b.seqLen();
-                    request.replyTo().tell(StatusReply.success(new EvalReport(lossSum[0], counted[0], tokens, start, System.nanoTime())));
+                    for (Batch b : sc.batches) tokens += (long) b.size() * b.seqLen();
+                    request.replyTo().tell(StatusReply.success(new EvalReport(sc.lossSum, sc.counted, tokens, sc.startNs,
+                            System.nanoTime())));
                     return idle();
                 })
                 .onAnyMessage(m -> Behaviors.same())
                 .build();
     }
 
-    /** Begins the pass that scores batches {@code first ..}, as many as the plan has microbatches. */
-    private int beginScore(List<Batch> batches, int first) {
-        int n = Math.min(plan.microbatches(), batches.size() - first);
+    /** What an evaluation has gathered so far. */
+    private static final class Scoring {
+        final List<Batch> batches;
+        final long startNs = System.nanoTime();
+        /** The running pass's losses, by microbatch. */
+        final TreeMap<Integer, LossOutput> losses = new TreeMap<>();
+        double lossSum;
+        long counted;
+        /** The first batch of the running pass. */
+        int next;
+
+        Scoring(RunEval request) {
+            this.batches = request.batches();
+        }
+    }
+
+    /** Begins the pass that scores batches {@code sc.next ..}, as many as the plan has microbatches. */
+    private int beginScore(Scoring sc) {
+        int n = Math.min(plan.microbatches(), sc.batches.size() - sc.next);
         int[][] inputs = new int[n][], targets = new int[n][];
         for (int i = 0; i < n; i++) {
-            inputs[i] = batches.get(first + i).inputs();
-            targets[i] = batches.get(first + i).targets();
+            inputs[i] = sc.batches.get(sc.next + i).inputs();
+            targets[i] = sc.batches.get(sc.next + i).targets();
         }
-        Batch b = batches.get(first);
+        Batch b = sc.batches.get(sc.next);
         return tellRanks(-1, ++inferencePass, new MicrobatchData(b.size(), b.seqLen(), inputs, targets, 1f), new Inference.Score(n));
     }
 
@@ -569,38 +586,48 @@ public final class Coordinator {
                     + " expected 1.." + plan.microbatches() + " prompt tokens (the plan's microbatches) and at least one new one");
             return Behaviors.same();
         }
-        long start = System.nanoTime();
-        int[] prompt = request.prompt();
-        int[] ids = Arrays.copyOf(prompt, prompt.length + request.newTokens());
-        Sampler sampler = new Sampler(request.temperature(), request.topK(), request.seed(), request.sampledIds());
-        float[][] logits = {null};
-        long[] firstToken = {0};
-        int[] filled = {prompt.length};                  // ids known so far
-        int[] waiting = {beginDecode(ids, 0, prompt.length)};
+        Generation g = new Generation(request);
+        int[] waiting = {beginDecode(g.ids, 0, g.known)};
         return inferring(request)
                 .onMessage(PassDone.class, m -> {
                     if (m.pass() != inferencePass) return Behaviors.same();
-                    if (!m.logits().isEmpty()) logits[0] = m.logits().values().iterator().next();  // the pass's last token's
+                    if (!m.logits().isEmpty()) g.logits = m.logits().values().iterator().next();  // the pass's last token's
                     if (--waiting[0] > 0) return Behaviors.same();
-                    int next = sampler.next(logits[0]);
-                    ids[filled[0]++] = next;
-                    if (firstToken[0] == 0) firstToken[0] = System.nanoTime();
+                    int next = g.sampler.next(g.logits);
+                    g.ids[g.known++] = next;
                     try {
                         request.onToken().accept(next);
                     } catch (RuntimeException e) {
                         request.refuse("generation: the token listener failed: " + describe(e));
                         return idle();
                     }
-                    if (filled[0] < ids.length) {
-                        waiting[0] = beginDecode(ids, filled[0] - 1, 1);
+                    if (g.known < g.ids.length) {
+                        waiting[0] = beginDecode(g.ids, g.known - 1, 1);
                         return Behaviors.same();
                     }
-                    request.replyTo().tell(StatusReply.success(new GenerateReport(ids, prompt.length, start, firstToken[0],
-                            System.nanoTime())));
+                    request.replyTo().tell(StatusReply.success(new GenerateReport(g.ids, g.startNs, System.nanoTime())));
                     return idle();
                 })
                 .onAnyMessage(m -> Behaviors.same())
                 .build();
+    }
+
+    /** What a generation has so far. */
+    private static final class Generation {
+        final long startNs = System.nanoTime();
+        /** The prompt, then each token as it is picked. */
+        final int[] ids;
+        final Sampler sampler;
+        /** Ids known so far. */
+        int known;
+        /** The last stage's logits of the running pass's last token. */
+        float[] logits;
+
+        Generation(RunGenerate request) {
+            this.ids = Arrays.copyOf(request.prompt(), request.prompt().length + request.newTokens());
+            this.sampler = new Sampler(request.temperature(), request.topK(), request.seed(), request.sampledIds());
+            this.known = request.prompt().length;
+        }
     }
 
     /** Begins the pass that decodes {@code count} tokens of {@code ids} from {@code position} (position 0: new caches). */

@@ -12,6 +12,7 @@ import org.apache.pekko.pattern.StatusReply;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
@@ -24,7 +25,8 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The Coordinator's state machine (joining, idle, passes, gradients, optimizer, rejoining, refusing)
+ * The Coordinator's state machine (joining, idle, passes, gradients, optimizer, rejoining, refusing;
+ * evaluating and generating on a forward-only plan)
  * driven message by message with Pekko's synchronous {@link BehaviorTestKit}: the two ranks are test
  * inboxes, and the test answers for them.
  */
@@ -127,6 +129,82 @@ class CoordinatorBehaviorTest {
 
         kit.run(new Coordinator.RunStep(1, List.of(batch()), client.getRef()));
         assertEquals(1, ((StageActor.BeginPass) rank0.receiveMessage()).pass(), "idle again: the next step begins");
+    }
+
+    /** A coordinator of {@code plan} whose two ranks have joined. */
+    private BehaviorTestKit<Coordinator.Command> joined(JobPlan plan) {
+        BehaviorTestKit<Coordinator.Command> kit = BehaviorTestKit.create(Coordinator.create(plan, List.of(rank0.getRef(), rank1.getRef())));
+        rank0.receiveMessage();
+        rank1.receiveMessage();
+        kit.run(new Coordinator.Joined(0, plan.jobId(), null));
+        kit.run(new Coordinator.Joined(1, plan.jobId(), null));
+        return kit;
+    }
+
+    static JobPlan forwardOnly(int microbatches) {
+        return JobPlan.builder(MODEL).ranks(2).forwardOnly().microbatches(microbatches).microbatchSize(2).seqLen(8)
+                .backend(Backend.CPU).build();
+    }
+
+    @Test
+    void evaluationScoresTheBatchesInPassesOfThePlansMicrobatchesAndAddsTheLossesInBatchOrder() {
+        BehaviorTestKit<Coordinator.Command> kit = joined(forwardOnly(2));
+        TestInbox<StatusReply<Coordinator.EvalReport>> eval = TestInbox.create();
+        kit.run(new Coordinator.RunEval(List.of(batch(), batch(), batch()), eval.getRef()));
+        StageActor.BeginPass p0 = (StageActor.BeginPass) rank0.receiveMessage();
+        StageActor.BeginPass p1 = (StageActor.BeginPass) rank1.receiveMessage();
+        assertEquals(new Inference.Score(2), p0.inference());
+        assertEquals(2, p1.data().targets().length, "the last stage's rank gets the targets of the pass's batches");
+        kit.run(new Coordinator.PassDone(1, p1.pass(), List.of(), Map.of(1, new LossOutput(2.0, 16), 0, new LossOutput(1.0, 16)), Map.of()));
+        kit.run(new Coordinator.PassDone(0, p0.pass(), List.of(), Map.of(), Map.of()));
+        StageActor.BeginPass second = (StageActor.BeginPass) rank1.receiveMessage();
+        assertEquals(new Inference.Score(1), second.inference(), "the third batch in a pass of its own");
+        rank0.receiveMessage();
+        kit.run(new Coordinator.PassDone(1, p1.pass(), List.of(), Map.of(0, new LossOutput(99, 16)), Map.of()));   // late: ignored
+        kit.run(new Coordinator.PassDone(1, second.pass(), List.of(), Map.of(0, new LossOutput(4.0, 16)), Map.of()));
+        assertFalse(eval.hasMessages(), "rank 0 has not finished the pass");
+        kit.run(new Coordinator.PassDone(0, second.pass(), List.of(), Map.of(), Map.of()));
+        Coordinator.EvalReport r = eval.receiveMessage().getValue();
+        assertEquals(1.0 + 2.0 + 4.0, r.lossSum());
+        assertEquals(48, r.counted());
+        assertEquals(3L * PLAN.batchSize() * PLAN.seqLen(), r.tokens());
+    }
+
+    @Test
+    void generationPicksEachTokenFromTheLastRanksLogitsAndFeedsItToTheFirst() {
+        BehaviorTestKit<Coordinator.Command> kit = joined(forwardOnly(3));
+        TestInbox<StatusReply<Coordinator.GenerateReport>> gen = TestInbox.create();
+        List<Integer> streamed = new ArrayList<>();
+        kit.run(new Coordinator.RunGenerate(new int[]{7, 8, 9}, 2, 0, 0, 1, Integer.MAX_VALUE, streamed::add, gen.getRef()));
+        StageActor.BeginPass prompt = (StageActor.BeginPass) rank0.receiveMessage();
+        rank1.receiveMessage();
+        assertEquals(new Inference.Decode(3, 0, 5), prompt.inference(), "the prompt's 3 tokens in one pass");
+        assertEquals(List.of(7, 8, 9), Arrays.stream(prompt.data().inputs()).map(t -> t[0]).toList());
+        kit.run(new Coordinator.PassDone(0, prompt.pass(), List.of(), Map.of(), Map.of()));
+        kit.run(new Coordinator.PassDone(1, prompt.pass(), List.of(), Map.of(), Map.of(2, new float[]{0, 0, 5, 1})));
+        StageActor.BeginPass next = (StageActor.BeginPass) rank0.receiveMessage();
+        rank1.receiveMessage();
+        assertEquals(new Inference.Decode(1, 3, 5), next.inference(), "the picked token, at position 3");
+        assertEquals(2, next.data().inputs()[0][0]);
+        kit.run(new Coordinator.PassDone(1, next.pass(), List.of(), Map.of(), Map.of(0, new float[]{9, 0, 5, 1})));
+        kit.run(new Coordinator.PassDone(0, next.pass(), List.of(), Map.of(), Map.of()));
+        assertEquals(List.of(7, 8, 9, 2, 0), Arrays.stream(gen.receiveMessage().getValue().ids()).boxed().toList());
+        assertEquals(List.of(2, 0), streamed);
+        assertFalse(rank0.hasMessages(), "no pass after the last token");
+    }
+
+    @Test
+    void inferenceIsRefusedOnATrainingPlanAndAPromptLongerThanThePlansMicrobatches() {
+        BehaviorTestKit<Coordinator.Command> kit = joined(PLAN);
+        TestInbox<StatusReply<Coordinator.EvalReport>> eval = TestInbox.create();
+        kit.run(new Coordinator.RunEval(List.of(batch()), eval.getRef()));
+        assertTrue(eval.receiveMessage().getError().getMessage().contains("a forward-only plan"));
+        inboxes();
+        BehaviorTestKit<Coordinator.Command> infer = joined(forwardOnly(2));
+        TestInbox<StatusReply<Coordinator.GenerateReport>> gen = TestInbox.create();
+        infer.run(new Coordinator.RunGenerate(new int[]{1, 2, 3}, 1, 0, 0, 1, Integer.MAX_VALUE, id -> { }, gen.getRef()));
+        assertTrue(gen.receiveMessage().getError().getMessage().contains("expected 1..2 prompt tokens"));
+        assertFalse(rank0.hasMessages());
     }
 
     @Test

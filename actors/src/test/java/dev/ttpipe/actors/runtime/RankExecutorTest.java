@@ -158,10 +158,15 @@ class RankExecutorTest {
 
     /** Runs one pass on every rank, completing device actions and delivering frames in an order drawn from {@code seed}. */
     static List<Rank> runPass(JobPlan plan, long seed) {
+        return runPass(plan, seed, Integer.MAX_VALUE);
+    }
+
+    /** {@link #runPass(JobPlan, long)} of the rows' first {@code microbatches} microbatches. */
+    static List<Rank> runPass(JobPlan plan, long seed, int microbatches) {
         List<Rank> ranks = new ArrayList<>();
         for (int r = 0; r < plan.ranks(); r++) ranks.add(new Rank(plan, r));
         Random random = new Random(seed);
-        for (Rank r : ranks) r.took(r.executor.begin(7));
+        for (Rank r : ranks) r.took(r.executor.begin(7, microbatches));
         for (int moves = 0; moves < 10_000; moves++) {
             List<Runnable> possible = new ArrayList<>();
             for (Rank r : ranks) {
@@ -182,6 +187,23 @@ class RankExecutorTest {
 
     static List<Action> computeActions(List<Action> row) {
         return row.stream().filter(a -> a.kind().isCompute()).collect(Collectors.toList());
+    }
+
+    /** Inference: a forward-only plan's pass may run fewer microbatches than the rows hold; nothing is stashed. */
+    @Test
+    void aForwardOnlyPassRunsItsFirstMicrobatchesInOrderAndStashesNothing() {
+        JobPlan plan = JobPlan.builder(ModelSpec.gpt2(32, 16, 2, 4, 8)).ranks(3).forwardOnly().microbatches(4).microbatchSize(1)
+                .seqLen(8).backend(Backend.CPU).build();
+        assertTrue(plan.forwardOnly());
+        for (long seed = 0; seed < 20; seed++) {
+            for (Rank r : runPass(plan, seed, 3)) {
+                assertNotNull(r.result, "seed " + seed + ": rank " + r.index + " did not finish");
+                List<Action> row = plan.schedule().row(r.index).stream().filter(a -> a.microbatch() < 3).toList();
+                assertEquals(computeActions(row), r.computed, "rank " + r.index);
+                assertEquals(row.size(), r.result.events().size(), "one event per action of the microbatches run");
+                assertEquals(0, r.executor.stashed(), "a forward-only pass stashes nothing");
+            }
+        }
     }
 
     @ParameterizedTest
