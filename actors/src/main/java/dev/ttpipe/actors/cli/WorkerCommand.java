@@ -1,6 +1,5 @@
 package dev.ttpipe.actors.cli;
 
-import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.multihost.Launcher;
 import dev.ttpipe.actors.multihost.RankEnvironment;
@@ -48,11 +47,14 @@ import java.util.function.Consumer;
                 "  host-a$ ttpipe worker --rank 0 configs/multihost-pp2.yaml",
                 "  host-b$ ttpipe worker --rank 1 configs/multihost-pp2.yaml",
                 "  srun -N2 --ntasks-per-node=1 ttpipe worker configs/multihost-pp2.yaml",
-                "  mpirun -np 2 --map-by node ttpipe worker my-pp2.yaml      (rank_bindings give the hosts)",
+                "  mpirun -np 2 --map-by node ttpipe worker my-pp2.yaml   # hosts in rank_bindings",
                 "  sbatch examples/slurm/multihost-pp2.sbatch",
-                "  kubectl apply -f examples/kubernetes/multihost-pp2.yaml   (an Indexed Job and a headless Service)",
+                "  kubectl apply -f examples/kubernetes/multihost-pp2.yaml",
                 "",
-                "See docs/clusters.md for the variables each launcher sets and how hosts and ports are derived."})
+                "SIGTERM or Ctrl-C on any worker: rank 0 finishes the step and saves a checkpoint,",
+                "every worker exits with 143 (SIGTERM) or 130 (SIGINT); the same command with",
+                "--run-dir DIR --resume auto goes on from there. docs/clusters.md: the variables",
+                "each launcher sets, and how hosts and ports are derived."})
 public final class WorkerCommand implements Callable<Integer> {
     @Option(names = "--rank", paramLabel = "R", description = {"This process's pipeline rank (0..P-1); default: the launcher's",
             "(SLURM_PROCID, RANK, OMPI_COMM_WORLD_RANK, PMIX_RANK, JOB_COMPLETION_INDEX)."})
@@ -91,7 +93,6 @@ public final class WorkerCommand implements Callable<Integer> {
         RankEnvironment launcher = RankEnvironment.resolve(System.getenv(), rank, cfg.pipeline().ranks(), config.toString());
         int rank = launcher.rank();
         if (preview.preview(cfg, System.out)) return Main.EXIT_OK;
-        Deployment deployment = Deployment.of(cfg, launcher.placement());
         TrainingJob training = TrainingJob.fromConfig(cfg);
         // Rank 0 recovers failed steps in place: `ttpipe launch` restarts a dead worker (and says how often);
         // by hand, whatever restarts a worker (SLURM's requeue, Kubernetes) does, and rank 0 waits for it.
@@ -104,7 +105,7 @@ public final class WorkerCommand implements Callable<Integer> {
         } else if (rank == 0 && resume != null) {
             training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir), System.err), allowConfigChange);
         }
-        Worker worker = new Worker(training, rank, deployment);
+        Worker worker = new Worker(training, rank, launcher.placement());
         System.out.println(launcher.describe());
         System.out.println(worker.describe());
         training.launcher(launcher.engine(), launcher.variables());

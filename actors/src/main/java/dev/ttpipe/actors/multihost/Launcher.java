@@ -317,7 +317,8 @@ public final class Launcher {
      */
     public synchronized void signalAll() {
         signalled = true;
-        for (Process p : children) if (p.isAlive()) p.destroy();
+        // through the handle: Process.destroy() would also close our ends of its pipes, and lose what it prints next
+        for (Process p : children) if (p.isAlive()) p.toHandle().destroy();
     }
 
     List<String> workerCommand(int rank) {

@@ -30,11 +30,16 @@ public final class Worker {
 
     /** Rank {@code rank} where the config's rank_bindings put the ranks. */
     public Worker(TrainingJob job, int rank) {
-        this(job, rank, Deployment.of(job.config()));
+        this(job, rank, Deployment.Placement.NONE);
     }
 
-    /** @throws ConfigException when the config's ranks do not run in separate processes (socket_type is not aeron) */
-    public Worker(TrainingJob job, int rank, Deployment deployment) {
+    /**
+     * Rank {@code rank}, the ranks where the config and the launcher's {@code placement} put them (see {@link Deployment}).
+     *
+     * @throws ConfigException when the config's ranks do not run in separate processes (socket_type is not aeron), or a
+     *                         rank has no host
+     */
+    public Worker(TrainingJob job, int rank, Deployment.Placement placement) {
         TtpipeConfig cfg = job.config();
         if (cfg.multihost.socketType != SocketType.AERON) {
             throw new ConfigException(cfg.origins.where("multihost_config.socket_type") + ": '" + cfg.multihost.socketType
@@ -42,7 +47,7 @@ public final class Worker {
         }
         this.job = job;
         this.rank = rank;
-        this.deployment = deployment;
+        this.deployment = Deployment.of(cfg, placement);
     }
 
     public Deployment deployment() {

@@ -63,7 +63,7 @@ public final class Preemption implements AutoCloseable {
         if (request(r)) {
             err.println();
             err.println("ttpipe: " + r.signal() + ": finishing the current step, then saving a checkpoint and exiting with code "
-                    + r.exitCode() + " (" + r.signal() + " again: stop at once)");
+                    + r.exitCode() + (secondStopsAtOnce ? " (" + r.signal() + " again: stop at once)" : ""));
             err.flush();
         }
     }

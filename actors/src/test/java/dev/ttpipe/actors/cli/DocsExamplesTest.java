@@ -5,7 +5,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
-import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -100,12 +99,7 @@ class DocsExamplesTest {
 
     /** "exit N in S s" (with the last lines when N is not 0), or "still running after T s, stopped". */
     private static String run(Path dir, List<String> args, int timeoutSeconds) throws Exception {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(ProcessHandle.current().info().command().orElse("java"));
-        cmd.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
-                .filter(a -> !a.startsWith("-agentlib:jdwp") && !a.startsWith("-javaagent")).toList());
-        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName()));
-        cmd.addAll(args);
+        List<String> cmd = TtpipeProcesses.command(args);
         Path log = Files.createTempFile(dir, "example", ".log");
         long start = System.nanoTime();
         Process p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).redirectOutput(log.toFile()).start();

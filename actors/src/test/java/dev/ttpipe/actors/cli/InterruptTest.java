@@ -14,7 +14,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -39,15 +38,8 @@ class InterruptTest {
     void sigintStopsAtAStepWithACheckpointAndKeepsTheTimelineAndTheSummary(@TempDir Path dir) throws Exception {
         Path cfg = Files.writeString(dir.resolve("job.yaml"), CONFIG);
         Path run = dir.resolve("run");
-        Process p = TtpipeProcesses.start(dir, "out", Map.of(), List.of("train", cfg.toString(), "--run-dir", run.toString(),
-                "--log-every", "50"));
-        try {
-            TtpipeProcesses.awaitSteps(run.resolve("metrics.jsonl"), 5, p, dir.resolve("out.log"), 60);
-            TtpipeProcesses.signal(p, "INT");
-            assertTrue(p.waitFor(60, TimeUnit.SECONDS), "the process did not end after SIGINT");
-        } finally {
-            p.destroyForcibly();
-        }
+        Process p = TtpipeProcesses.signalledAfter(dir, "out", List.of("train", cfg.toString(), "--run-dir", run.toString(),
+                "--log-every", "50"), run.resolve("metrics.jsonl"), 5, "INT");
         String out = Files.readString(dir.resolve("out.log"), StandardCharsets.UTF_8);
         assertEquals(ExitCodes.SIGINT, p.exitValue(), out);
         assertTrue(out.matches("(?s).*preempted \\(SIGINT\\) at step \\d+ of 5000: the checkpoint of step \\d+ is saved.*"), out);

@@ -11,7 +11,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -38,14 +37,7 @@ class PreemptionTest {
         Path cfg = Files.writeString(dir.resolve("job.yaml"), CONFIG.replace("RUNS", dir.resolve("runs").toString()));
         Path run = dir.resolve("run");
         List<String> args = List.of("train", cfg.toString(), "--run-dir", run.toString(), "--resume", "auto", "--log-every", "50");
-        Process p = TtpipeProcesses.start(dir, "first", Map.of(), args);
-        try {
-            TtpipeProcesses.awaitSteps(run.resolve("metrics.jsonl"), 10, p, dir.resolve("first.log"), 120);
-            TtpipeProcesses.signal(p, "TERM");
-            assertTrue(p.waitFor(120, TimeUnit.SECONDS), "the process did not end after SIGTERM");
-        } finally {
-            p.destroyForcibly();
-        }
+        Process p = TtpipeProcesses.signalledAfter(dir, "first", args, run.resolve("metrics.jsonl"), 10, "TERM");
         String out = TtpipeProcesses.log(dir, "first");
         assertEquals(ExitCodes.SIGTERM, p.exitValue(), out);
         assertTrue(out.contains("--resume auto: no checkpoint in " + run.resolve("checkpoints") + " yet; starting from the beginning"), out);

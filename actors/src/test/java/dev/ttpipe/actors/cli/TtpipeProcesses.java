@@ -9,6 +9,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 /** Real ttpipe processes for the tests that signal or start them as a launcher would: this JVM's java and class path. */
 final class TtpipeProcesses {
     /** The variables of every launcher ttpipe reads: the test's own environment must not leak one into a child. */
@@ -19,15 +21,21 @@ final class TtpipeProcesses {
     private TtpipeProcesses() {
     }
 
-    /** {@code ttpipe ARGS} with {@code env} as its only launcher variables, its output in {@code dir/name.log}. */
-    static Process start(Path dir, String name, Map<String, String> env, List<String> args) throws IOException {
+    /** The command line of {@code ttpipe ARGS} in a process of its own: this JVM's java, flags and class path. */
+    static List<String> command(List<String> args) {
         List<String> cmd = new ArrayList<>();
         cmd.add(ProcessHandle.current().info().command().orElse("java"));
         cmd.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments().stream()
                 .filter(a -> !a.startsWith("-agentlib:jdwp") && !a.startsWith("-javaagent")).toList());
         cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName()));
         cmd.addAll(args);
-        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(dir.resolve(name + ".log").toFile());
+        return cmd;
+    }
+
+    /** {@code ttpipe ARGS} with {@code env} as its only launcher variables, its output in {@code dir/name.log}. */
+    static Process start(Path dir, String name, Map<String, String> env, List<String> args) throws IOException {
+        ProcessBuilder pb = new ProcessBuilder(command(args)).redirectErrorStream(true)
+                .redirectOutput(dir.resolve(name + ".log").toFile());
         pb.environment().keySet().removeIf(k -> LAUNCHER_PREFIXES.stream().anyMatch(k::startsWith));
         pb.environment().putAll(env);
         return pb.start();
@@ -46,6 +54,22 @@ final class TtpipeProcesses {
             Thread.sleep(50);
         }
         throw new AssertionError("no " + n + " steps within " + seconds + " s:\n" + Files.readString(log));
+    }
+
+    /**
+     * {@code ttpipe ARGS} (its output in {@code dir/name.log}) sent {@code signal} once {@code metrics} holds
+     * {@code steps} steps, as a scheduler or a terminal would; returns it ended (a hang fails after a minute or two).
+     */
+    static Process signalledAfter(Path dir, String name, List<String> args, Path metrics, int steps, String signal) throws Exception {
+        Process p = start(dir, name, Map.of(), args);
+        try {
+            awaitSteps(metrics, steps, p, dir.resolve(name + ".log"), 120);
+            signal(p, signal);
+            assertTrue(p.waitFor(120, TimeUnit.SECONDS), "the process did not end after SIG" + signal);
+            return p;
+        } finally {
+            p.destroyForcibly();
+        }
     }
 
     /** Sends {@code signal} (TERM, INT) to {@code p} as a scheduler or a terminal would. */
