@@ -80,8 +80,11 @@ public final class Checkpoints implements AutoCloseable {
     private record Pending(int step, Future<Saved> result) {
     }
 
-    /** Room left beside the stage files for trainer_state.json (the config and the vocabulary) and the file system's own. */
-    static final long STATE_ALLOWANCE = 1L << 20;
+    /** Room for what the file system spends beyond the files' bytes (directory entries, the last block of each file). */
+    static final long SLACK = 64L << 10;
+
+    /** The bytes of the last complete checkpoint, stage files and trainer state (0 before the first). */
+    private volatile long lastBytes;
 
     Checkpoints(TrainingJob job, Path root, int interval, int keep) {
         this.job = job;
@@ -140,17 +143,18 @@ public final class Checkpoints implements AutoCloseable {
 
     /**
      * The bytes the next save needs: the last save's stage files, or before the first the model's parameters and the
-     * optimizer's moments in fp32; and {@link #STATE_ALLOWANCE} for the rest.
+     * optimizer's moments in fp32 and the config and the vocabulary for the trainer state; and {@link #SLACK}.
      */
     long expectedBytes() {
-        if (!done.isEmpty()) return done.get(done.size() - 1).bytes() + STATE_ALLOWANCE;
+        if (lastBytes > 0) return lastBytes + SLACK;
         JobPlan plan = job.plan();
         int moments = switch (plan.optimizer().kind()) {
             case ADAMW -> 2;
             case SGD -> plan.optimizer().momentum() > 0 ? 1 : 0;
             case NOOP -> 0;
         };
-        return 4L * plan.model().parameters() * (1 + moments) + STATE_ALLOWANCE;
+        long state = job.configYaml().length() + job.data().dataset().tokenizer().vocabulary().length() + (4L << 10);
+        return 4L * plan.model().parameters() * (1 + moments) + state + SLACK;
     }
 
     /** "; latest is still step-000004" (or that there is none yet), for the line that says a save failed. */
@@ -195,6 +199,7 @@ public final class Checkpoints implements AutoCloseable {
             }
         }
         writeDurably(tmp.resolve(STATE), trainerState(stepsDone, optimizerSteps, list.append('}').toString()));
+        long total = bytes + Files.size(tmp.resolve(STATE));
         Path dir = root.resolve(dirName(stepsDone));
         deleteTree(dir);
         Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
@@ -204,6 +209,7 @@ public final class Checkpoints implements AutoCloseable {
         Files.move(latestTmp, root.resolve(LATEST), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
         fsyncDirectory(root);
         prune();
+        lastBytes = total;
         return new Saved(stepsDone, dir, bytes, copySeconds, write);
     }
 

@@ -92,11 +92,11 @@ class FailedCheckpointSaveTest {
 
     @Test
     void aCheckpointLargerThanTheFreeSpaceIsRefusedBeforeAnythingIsWritten() throws Exception {
-        Path mount = tmpfs("size=512k");
+        Path mount = tmpfs("size=64k");
         try {
             CliTest.Result r = train(mount);
             assertStoppedInOneLine(r, "ttpipe: step 2: not saving the checkpoint to " + mount.resolve("step-000002") + ": it needs about ",
-                    " and the disk has 512.0 KiB free (training_config.checkpoint_dir;",
+                    " and the disk has 64.0 KiB free (training_config.checkpoint_dir;",
                     mount + " has no complete checkpoint; the job stopped after step 2 of " + STEPS);
             try (Stream<Path> s = Files.list(mount)) {
                 assertEquals(0, s.count());
