@@ -14,6 +14,7 @@ import java.util.Random;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * A Hugging Face folder that holds what ttpipe must not take as it is: sizes that are not positive integers, token ids
@@ -48,19 +49,25 @@ class BadModelFoldersTest {
                 + " max_sequence_length 16 given, expected positive sizes", e.getMessage());
     }
 
+    /** One line that starts with {@code where} and names the value and what was expected. */
+    private static void assertOneLine(Exception e, String where, String value, String expected) {
+        String m = e.getMessage();
+        assertTrue(m.startsWith(where) && m.contains(value) && m.contains(expected) && !m.contains("\n"), m);
+    }
+
     @Test
     void negativeOrNonIntegerTokenIdsAreOneLine() throws IOException {
         String tokenizer = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":ID},\"merges\":[]},"
                 + "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}";
         Path file = Files.writeString(dir.resolve("tokenizer.json"), tokenizer.replace("ID", "-5"));
         DataException e = assertThrows(DataException.class, () -> HfTokenizer.load(file));
-        assertEquals(file + ": model.vocab: token \"b\" has id -5, expected an integer 0..16777215", e.getMessage());
+        assertEquals(file + ": model.vocab.b -5, expected a token id from 0 to 16777215", e.getMessage());
         Files.writeString(file, tokenizer.replace("ID", "\"1\""));
         e = assertThrows(DataException.class, () -> HfTokenizer.load(file));
-        assertEquals(file + ": model.vocab: token \"b\" has id \"1\", expected an integer 0..16777215", e.getMessage());
+        assertOneLine(e, file + ": model.vocab.b", "'1'", "a token id from 0 to 16777215");
         Files.writeString(file, tokenizer.replace("ID", "1").replace("[]},", "[]},\"added_tokens\":[{\"id\":-1,\"content\":\"<x>\"}],"));
         e = assertThrows(DataException.class, () -> HfTokenizer.load(file));
-        assertEquals(file + ": added_tokens: token \"<x>\" has id -1, expected an integer 0..16777215", e.getMessage());
+        assertOneLine(e, file + ": added_tokens[0].id", "-1", "from 0");
         Files.writeString(file, tokenizer.replace("ID", "1"));
         assertEquals(2, HfTokenizer.load(file).vocabSize());
     }

@@ -82,7 +82,8 @@ class BoundedJsonTest {
     void nestedTokenizerJsonIsOneLineNamingTheFile() throws IOException {
         Path file = Files.writeString(dir.resolve("tokenizer.json"), "{\"model\":{\"vocab\":" + NESTED + "}}");
         DataException e = assertThrows(DataException.class, () -> HfTokenizer.load(file));
-        assertEquals(file + ": cannot be read (nested deeper than the limit of 512 levels at offset 528)", e.getMessage());
+        assertEquals(file + ": cannot be read (nested deeper than the limit of 512 levels at offset 528), expected a tokenizer.json",
+                e.getMessage());
     }
 
     private static Object unwrap(Object v, int levels) {
