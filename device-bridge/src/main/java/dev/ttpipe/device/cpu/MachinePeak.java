@@ -214,7 +214,7 @@ public record MachinePeak(int cores, double ghz, double measuredGflops, int lane
     }
 
     /** Whether this CPU has bf16 dot-product instructions ({@code avx512_bf16}: {@code vdpbf16ps}); read once. */
-    static synchronized boolean hasBf16Dot() {
+    public static synchronized boolean hasBf16Dot() {
         if (bf16Dot == null) bf16Dot = Set.of(flags(readCpuinfo()).split("\\s+")).contains("avx512_bf16");
         return bf16Dot;
     }
