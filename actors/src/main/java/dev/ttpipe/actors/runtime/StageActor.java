@@ -48,8 +48,9 @@ import java.util.function.Function;
  *   <li><b>broken</b>: building them failed: {@link JoinJob} and {@link BeginPass} are answered with
  *   why.</li>
  *   <li><b>idle</b>: between passes. Tensors of the next pass may already arrive (another rank started
- *   it first) and wait in the executor's buffers; the end-of-step work ({@link FinishStep},
- *   {@link ApplyOptimizer}) and the state's operations (save, load, reinitialise) run here.</li>
+ *   it first) and wait in the executor's buffers (a frame dropped meanwhile fails that pass as it begins);
+ *   the end-of-step work ({@link FinishStep}, {@link ApplyOptimizer}) and the state's operations (save,
+ *   load, reinitialise) run here.</li>
  *   <li><b>in a pass</b>: arrivals and finished kernels move the row on; when every action of the row
  *   is done (and, on a device queue that runs ahead, the queue has run it), the Coordinator gets
  *   {@link Coordinator.PassDone}.</li>
@@ -252,7 +253,11 @@ public final class StageActor {
     private Behavior<Command> idle() {
         return common(Behaviors.receive(Command.class)
                 .onMessage(BeginPass.class, this::onBeginPass)
-                .onMessage(FrameDropped.class, this::betweenPasses));
+                .onMessage(FrameDropped.class, m -> {
+                    // The last pass got all its frames: this one is of the next pass, which another rank began first.
+                    droppedEarly = m;
+                    return betweenPasses(m);
+                }));
     }
 
     private Behavior<Command> inPass() {
@@ -277,6 +282,9 @@ public final class StageActor {
                     return Behaviors.same();
                 }));
     }
+
+    /** A frame meant for this rank that was dropped while it was idle: the next pass fails as it begins (see idle()). */
+    private FrameDropped droppedEarly;
 
     private Behavior<Command> betweenPasses(FrameDropped m) {
         ctx.getLog().error("rank {}: on {}, {} (between passes)", rank, m.channel(), m.problem());
@@ -330,6 +338,7 @@ public final class StageActor {
             return Behaviors.same();
         }
         boolean rejoin = m.jobId() != executor.jobId();
+        if (rejoin) droppedEarly = null;                   // of the old job: its passes will not run
         executor.join(m.jobId());
         transport.adoptJob(m.jobId());
         // Behind what the device queue holds (the stash of a dropped step): answer once that is freed.
@@ -343,6 +352,14 @@ public final class StageActor {
         current = m;
         RankExecutor.PassResult done = m.inference() == null ? executor.begin(m.pass())
                 : executor.begin(m.pass(), m.inference().microbatches());
+        FrameDropped early = droppedEarly;
+        droppedEarly = null;
+        if (early != null && executor.frameDropped()) {
+            // A frame of this pass was dropped before it began here: it will not come, so the pass fails now.
+            m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ": on " + early.channel() + ", " + early.problem()));
+            current = null;
+            return failed;
+        }
         return done == null ? inPass : passMoved(done);
     }
 

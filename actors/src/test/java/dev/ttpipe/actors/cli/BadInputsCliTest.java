@@ -54,7 +54,7 @@ class BadInputsCliTest {
         Files.writeString(m.resolve("tokenizer.json"), "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":-3},\"merges\":[]},"
                 + "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}");
         assertOneLineBadInput(run("eval", m.toString(), "--data", data()),
-                m.resolve("tokenizer.json") + ": model.vocab: token \"b\" has id -3, expected an integer 0..16777215");
+                m.resolve("tokenizer.json") + ": model.vocab.b -3, expected a token id from 0 to 16777215");
     }
 
     @Test
