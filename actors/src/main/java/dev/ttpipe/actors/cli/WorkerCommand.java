@@ -2,6 +2,7 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.multihost.Launcher;
+import dev.ttpipe.actors.multihost.LauncherWatch;
 import dev.ttpipe.actors.multihost.RankEnvironment;
 import dev.ttpipe.actors.multihost.Worker;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
@@ -120,6 +121,10 @@ public final class WorkerCommand implements Callable<Integer> {
             Consumer<HostGuardian.Preempt> heard = rank == 0
                     ? p -> preemption.request(new Preemption.Request(p.signal(), p.exitCode(), "on rank " + p.rank()))
                     : endedFor::set;
+            if (RankEnvironment.LAUNCH.equals(launcher.engine())) {
+                // launch's workers do not train on unsupervised: a launcher that dies stops them as SIGTERM would
+                ProcessHandle.current().parent().ifPresent(p -> LauncherWatch.watch(p, preemption, rank, System.err));
+            }
             PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout), heard);
             if (rank != 0) {
                 preemption.onRequest(r -> runtime.relayPreemption(r.signal(), r.exitCode(), rank));

@@ -7,7 +7,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 import static dev.ttpipe.actors.cli.CliTest.assertOneLineBadInput;
+import static dev.ttpipe.actors.cli.CliTest.HF_GPT2;
 import static dev.ttpipe.actors.cli.CliTest.config;
+import static dev.ttpipe.actors.cli.CliTest.evalData;
+import static dev.ttpipe.actors.cli.CliTest.hfModel;
 import static dev.ttpipe.actors.cli.CliTest.run;
 
 /**
@@ -16,22 +19,8 @@ import static dev.ttpipe.actors.cli.CliTest.run;
  * a negative --tolerance.
  */
 class BadInputsCliTest {
-    static final String GPT2 = "{\"model_type\":\"gpt2\",\"vocab_size\":61,\"n_embd\":16,\"n_head\":2,\"n_layer\":2,"
-            + "\"n_positions\":16,\"activation_function\":\"gelu_new\",\"layer_norm_epsilon\":1e-05}";
-
     @TempDir
     Path dir;
-
-    private Path model(String config) throws Exception {
-        Path m = Files.createDirectories(dir.resolve("hf"));
-        Files.writeString(m.resolve("config.json"), config);
-        Files.write(m.resolve("model.safetensors"), new byte[0]);
-        return m;
-    }
-
-    private String data() throws Exception {
-        return Files.writeString(dir.resolve("data.txt"), "text ".repeat(100)).toString();
-    }
 
     /** A checkpoint directory whose trainer_state.json has {@code step} and {@code files} as given. */
     private Path checkpoint(String step, String files) throws Exception {
@@ -43,17 +32,17 @@ class BadInputsCliTest {
 
     @Test
     void aModelWithNoHeads() throws Exception {
-        Path m = model(GPT2.replace("\"n_head\":2", "\"n_head\":0"));
-        assertOneLineBadInput(run("eval", m.toString(), "--data", data()),
+        Path m = hfModel(dir, HF_GPT2.replace("\"n_head\":2", "\"n_head\":0"));
+        assertOneLineBadInput(run("eval", m.toString(), "--data", evalData(dir)),
                 m.resolve("config.json") + ": n_head: 0 given, expected a positive integer");
     }
 
     @Test
     void aTokenizerWithANegativeId() throws Exception {
-        Path m = model(GPT2);
+        Path m = hfModel(dir, HF_GPT2);
         Files.writeString(m.resolve("tokenizer.json"), "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":-3},\"merges\":[]},"
                 + "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}");
-        assertOneLineBadInput(run("eval", m.toString(), "--data", data()),
+        assertOneLineBadInput(run("eval", m.toString(), "--data", evalData(dir)),
                 m.resolve("tokenizer.json") + ": model.vocab.b -3, expected a token id from 0 to 16777215");
     }
 
@@ -72,7 +61,7 @@ class BadInputsCliTest {
         Files.writeString(dir.resolve("secret.safetensors"), "not yours");
         for (String name : new String[]{"../secret.safetensors", dir.resolve("secret.safetensors").toString()}) {
             Path c = checkpoint("6", "{\"" + name + "\":{\"sha256\":\"00\"}}");
-            assertOneLineBadInput(run("eval", c.toString(), "--data", data()),
+            assertOneLineBadInput(run("eval", c.toString(), "--data", evalData(dir)),
                     c.resolve("trainer_state.json") + ": 'files': '" + name + "' given, expected a file name inside the folder");
         }
     }

@@ -52,6 +52,23 @@ class CliTest {
         return p;
     }
 
+    /** A small GPT-2's Hugging Face config.json. */
+    static final String HF_GPT2 = "{\"model_type\":\"gpt2\",\"vocab_size\":61,\"n_embd\":16,\"n_head\":2,\"n_layer\":2,"
+            + "\"n_positions\":16,\"activation_function\":\"gelu_new\",\"layer_norm_epsilon\":1e-05}";
+
+    /** {@code dir/hf}: a Hugging Face folder with {@code config} and an empty weights file (read only after the config). */
+    static Path hfModel(Path dir, String config) throws Exception {
+        Path m = Files.createDirectories(dir.resolve("hf"));
+        Files.writeString(m.resolve("config.json"), config);
+        Files.write(m.resolve("model.safetensors"), new byte[0]);
+        return m;
+    }
+
+    /** A text to evaluate on, for --data. */
+    static String evalData(Path dir) throws Exception {
+        return Files.writeString(dir.resolve("data.txt"), "some text to evaluate on ".repeat(20)).toString();
+    }
+
     static final String SMALL = String.join("\n",
             "training_config: {batch_size: 8, max_steps: 2, learning_rate: 0.003, runs_dir: RUNS}",
             "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 3, max_sequence_length: 16}",

@@ -39,8 +39,19 @@ class FailedCheckpointSaveTest {
         return mount;
     }
 
-    private void unmount(Path mount) throws Exception {
-        new ProcessBuilder("umount", mount.toString()).inheritIO().start().waitFor(30, TimeUnit.SECONDS);
+    /** What a test checks of a run whose checkpoint_dir was {@code mount}. */
+    private interface Check {
+        void check(Path mount, CliTest.Result r) throws Exception;
+    }
+
+    /** Trains with checkpoint_dir on a tmpfs mounted with {@code options}, checks, unmounts. */
+    private void trainOnTmpfs(String options, Check check) throws Exception {
+        Path mount = tmpfs(options);
+        try {
+            check.check(mount, train(mount));
+        } finally {
+            new ProcessBuilder("umount", mount.toString()).inheritIO().start().waitFor(30, TimeUnit.SECONDS);
+        }
     }
 
     private CliTest.Result train(Path checkpoints) throws Exception {
@@ -49,10 +60,23 @@ class FailedCheckpointSaveTest {
         return run("train", config(dir, job).toString());
     }
 
-    private Path runDir() throws Exception {
-        try (Stream<Path> s = Files.list(dir.resolve("runs"))) {
-            return s.findFirst().orElseThrow();
+    private static List<String> names(Path folder) throws Exception {
+        try (Stream<Path> s = Files.list(folder)) {
+            return s.map(p -> p.getFileName().toString()).sorted().toList();
         }
+    }
+
+    /** The run directory after a failed save: {@code steps} steps recorded, run.json {@code status}, the trace, the summary. */
+    private void assertRunFailed(CliTest.Result r, int steps, String status) throws Exception {
+        Path run;
+        try (Stream<Path> s = Files.list(dir.resolve("runs"))) {
+            run = s.findFirst().orElseThrow();
+        }
+        assertEquals(steps, Files.readAllLines(run.resolve("metrics.jsonl")).size());
+        String record = Files.readString(run.resolve("run.json"));
+        assertTrue(record.contains("\"status\": \"" + status), record);
+        assertTrue(Files.size(run.resolve("trace.json")) > 0);
+        assertTrue(r.out().contains("over steps 1.." + steps) && r.out().contains("wrote " + run.resolve("trace.json")), r.out());
     }
 
     private static void assertStoppedInOneLine(CliTest.Result r, String... fragments) {
@@ -66,47 +90,26 @@ class FailedCheckpointSaveTest {
     void aDiskThatFillsDuringASaveStopsTheJobAtTheNextStepBoundary() throws Exception {
         // 8 inodes: the mount's root, one complete checkpoint (its directory, two stage files, trainer_state.json) and
         // latest; the next save's directory and its first stage file; its second stage file finds the disk full
-        Path mount = tmpfs("size=4m,nr_inodes=8");
-        try {
-            CliTest.Result r = train(mount);
+        trainOnTmpfs("size=4m,nr_inodes=8", (mount, r) -> {
             assertStoppedInOneLine(r, "ttpipe: step 4: saving the checkpoint to " + mount.resolve("step-000004") + " failed: rank ",
                     ".tmp/stage-0", ".safetensors: disk full (No space left on device)",
                     mount.resolve("latest") + " is still step-000002; the job stopped after step ");
             int stoppedAfter = Integer.parseInt(r.err().replaceAll("(?s).*the job stopped after step (\\d+) of " + STEPS + ".*", "$1"));
             assertTrue(stoppedAfter >= 4 && stoppedAfter < STEPS, r.err());
-            try (Stream<Path> s = Files.list(mount)) {
-                assertEquals(List.of("latest", "step-000002"), s.map(p -> p.getFileName().toString()).sorted().toList());
-            }
+            assertEquals(List.of("latest", "step-000002"), names(mount));
             assertEquals(2, Checkpoints.find(mount.toString(), dir).step());     // complete, checksums and all
-            Path run = runDir();
-            assertEquals(stoppedAfter, Files.readAllLines(run.resolve("metrics.jsonl")).size());
-            assertTrue(Files.readString(run.resolve("run.json")).contains("\"status\": \"failed: step 4: saving the checkpoint to "),
-                    Files.readString(run.resolve("run.json")));
-            assertTrue(Files.size(run.resolve("trace.json")) > 0);
-            assertTrue(r.out().contains("over steps 1.." + stoppedAfter) && r.out().contains("wrote " + run.resolve("trace.json")),
-                    r.out());
-        } finally {
-            unmount(mount);
-        }
+            assertRunFailed(r, stoppedAfter, "failed: step 4: saving the checkpoint to ");
+        });
     }
 
     @Test
     void aCheckpointLargerThanTheFreeSpaceIsRefusedBeforeAnythingIsWritten() throws Exception {
-        Path mount = tmpfs("size=64k");
-        try {
-            CliTest.Result r = train(mount);
+        trainOnTmpfs("size=64k", (mount, r) -> {
             assertStoppedInOneLine(r, "ttpipe: step 2: not saving the checkpoint to " + mount.resolve("step-000002") + ": it needs about ",
                     " and the disk has 64.0 KiB free (training_config.checkpoint_dir;",
                     mount + " has no complete checkpoint; the job stopped after step 2 of " + STEPS);
-            try (Stream<Path> s = Files.list(mount)) {
-                assertEquals(0, s.count());
-            }
-            Path run = runDir();
-            assertEquals(2, Files.readAllLines(run.resolve("metrics.jsonl")).size());
-            assertTrue(Files.readString(run.resolve("run.json")).contains("\"status\": \"failed: step 2: not saving"));
-            assertTrue(Files.size(run.resolve("trace.json")) > 0);
-        } finally {
-            unmount(mount);
-        }
+            assertEquals(List.of(), names(mount));
+            assertRunFailed(r, 2, "failed: step 2: not saving the checkpoint to ");
+        });
     }
 }

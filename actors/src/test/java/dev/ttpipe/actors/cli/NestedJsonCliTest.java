@@ -10,7 +10,10 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
+import static dev.ttpipe.actors.cli.CliTest.HF_GPT2;
 import static dev.ttpipe.actors.cli.CliTest.assertOneLineBadInput;
+import static dev.ttpipe.actors.cli.CliTest.evalData;
+import static dev.ttpipe.actors.cli.CliTest.hfModel;
 import static dev.ttpipe.actors.cli.CliTest.run;
 
 /**
@@ -21,35 +24,22 @@ import static dev.ttpipe.actors.cli.CliTest.run;
 class NestedJsonCliTest {
     static final String NESTED = "[".repeat(100_000) + "]".repeat(100_000);
     static final String LIMIT = "nested deeper than the limit of 512 levels at offset";
-    static final String GPT2_CONFIG = "{\"model_type\":\"gpt2\",\"vocab_size\":61,\"n_embd\":16,\"n_head\":2,\"n_layer\":2,"
-            + "\"n_positions\":16,\"activation_function\":\"gelu_new\",\"layer_norm_epsilon\":1e-05}";
 
     @TempDir
     Path dir;
 
-    private Path hfModel(String config) throws Exception {
-        Path model = Files.createDirectories(dir.resolve("hf"));
-        Files.writeString(model.resolve("config.json"), config);
-        Files.write(model.resolve("model.safetensors"), new byte[0]);
-        return model;
-    }
-
-    private Path data() throws Exception {
-        return Files.writeString(dir.resolve("data.txt"), "some text to evaluate on ".repeat(20));
-    }
-
     @Test
     void evalOfAModelWhoseConfigJsonIsNested() throws Exception {
-        Path model = hfModel(NESTED);
-        assertOneLineBadInput(run("eval", model.toString(), "--data", data().toString()),
+        Path model = hfModel(dir, NESTED);
+        assertOneLineBadInput(run("eval", model.toString(), "--data", evalData(dir)),
                 model.resolve("config.json") + ": cannot be read (" + LIMIT + " 512)");
     }
 
     @Test
     void evalOfAModelWhoseTokenizerJsonIsNested() throws Exception {
-        Path model = hfModel(GPT2_CONFIG);
+        Path model = hfModel(dir, HF_GPT2);
         Files.writeString(model.resolve("tokenizer.json"), "{\"model\":" + NESTED + "}");
-        assertOneLineBadInput(run("eval", model.toString(), "--data", data().toString()),
+        assertOneLineBadInput(run("eval", model.toString(), "--data", evalData(dir)),
                 model.resolve("tokenizer.json") + ": cannot be read (" + LIMIT);
     }
 
@@ -59,7 +49,7 @@ class NestedJsonCliTest {
         Files.writeString(ckpt.resolve("trainer_state.json"), "{\"step\":" + NESTED + "}");
         String expected = ckpt.resolve("trainer_state.json") + ": cannot be read (" + LIMIT;
         assertOneLineBadInput(run("export", ckpt.toString(), "--out", dir.resolve("out").toString()), expected);
-        assertOneLineBadInput(run("eval", ckpt.toString(), "--data", data().toString()), expected);
+        assertOneLineBadInput(run("eval", ckpt.toString(), "--data", evalData(dir)), expected);
     }
 
     @Test
