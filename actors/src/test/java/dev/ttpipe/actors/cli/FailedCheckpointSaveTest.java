@@ -91,14 +91,17 @@ class FailedCheckpointSaveTest {
         // 8 inodes: the mount's root, one complete checkpoint (its directory, two stage files, trainer_state.json) and
         // latest; the next save's directory and its first stage file; its second stage file finds the disk full
         trainOnTmpfs("size=4m,nr_inodes=8", (mount, r) -> {
-            assertStoppedInOneLine(r, "ttpipe: step 4: saving the checkpoint to " + mount.resolve("step-000004") + " failed: rank ",
-                    ".tmp/stage-0", ".safetensors: disk full (No space left on device)",
+            // Step 4's save fails in the background; the job stops at the first step boundary that knows it, or at a
+            // later save that finds the disk full first: either way one line naming the step, the path and the cause.
+            assertStoppedInOneLine(r, "ttpipe: step ", "disk full (No space left on device)",
                     mount.resolve("latest") + " is still step-000002; the job stopped after step ");
+            assertTrue(r.err().contains("saving the checkpoint to " + mount.resolve("step-000004") + " failed: rank ")
+                    || r.err().contains("not saving the checkpoint to " + mount.resolve("step-0000")), r.err());
             int stoppedAfter = Integer.parseInt(r.err().replaceAll("(?s).*the job stopped after step (\\d+) of " + STEPS + ".*", "$1"));
             assertTrue(stoppedAfter >= 4 && stoppedAfter < STEPS, r.err());
-            assertEquals(List.of("latest", "step-000002"), names(mount));
+            assertEquals(List.of("latest", "step-000002"), names(mount));          // no .tmp left behind
             assertEquals(2, Checkpoints.find(mount.toString(), dir).step());     // complete, checksums and all
-            assertRunFailed(r, stoppedAfter, "failed: step 4: saving the checkpoint to ");
+            assertRunFailed(r, stoppedAfter, "failed: step ");
         });
     }
 
