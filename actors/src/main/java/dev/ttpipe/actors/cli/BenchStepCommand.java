@@ -76,7 +76,7 @@ public final class BenchStepCommand implements Callable<Integer> {
         MachinePeak peak = MachinePeak.measure(threads);
         // bf16 on a CPU with avx512_bf16: vdpbf16ps does two products per fp32 lane, so MFU is against twice the FMA peak
         boolean bf16Dot = "bf16".equals(cfg.device.dtype) && MachinePeak.hasBf16Dot();
-        double peakGflops = bf16Dot ? 2 * peak.gflops() : peak.gflops();
+        double peakGflops = bf16Dot ? peak.bf16Gflops() : peak.gflops();
         String peakName = bf16Dot ? "the bf16 peak" : "the measured peak";
         int seq = plan.seqLen();
         long tokensPerStep = (long) plan.batchSize() * seq * plan.accumulation();

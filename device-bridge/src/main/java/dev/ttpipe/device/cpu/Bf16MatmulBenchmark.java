@@ -59,7 +59,7 @@ public final class Bf16MatmulBenchmark {
         int t = threads <= 0 ? Runtime.getRuntime().availableProcessors() : threads;
         MachinePeak peak = MachinePeak.measure(t);
         boolean bf16Dot = MachinePeak.hasBf16Dot();
-        double peakGflops = bf16Dot ? 2 * peak.gflops() : peak.gflops();
+        double peakGflops = peak.bf16Gflops();
         String how = bf16Dot
                 ? "2 x the measured fp32 FMA peak (avx512_bf16: vdpbf16ps does 2 bf16 products per fp32 lane; derived, "
                 + "not measured); fp32: " + peak.how()
