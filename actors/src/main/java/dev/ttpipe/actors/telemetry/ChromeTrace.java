@@ -21,14 +21,17 @@ import java.util.Map;
  * Writes measured steps as a Chrome trace (JSON trace-event format; opens in Perfetto and
  * chrome://tracing) in the simulator's layout ({@link TraceLayout}: one process per rank, a compute
  * and a communication track per stage, spans named {@code 2F3}), so a measured and a simulated
- * trace overlay. Args carry the microbatch, pass, bytes and wait; flow arrows go from each SEND to
- * its RECV (both ends in the middle of their slice, where Perfetto binds them); a global instant
+ * trace overlay. Args carry the microbatch, pass, bytes and wait; flow arrows go from the end of each
+ * SEND to the end of its RECV, when the data had left and when it had arrived (each a nanosecond inside its
+ * slice, where Perfetto binds it), so they point forward in time; a global instant
  * marks the start of each step; counters per rank show buffered arrivals, stashed microbatches and
  * device memory.
  */
 public final class ChromeTrace {
     /** Shortest span drawn, microseconds: a RECV whose data was already there is an empty span. */
     private static final double MIN_DURATION_US = 0.01;
+    /** How far inside a slice a flow's end is bound, microseconds: one nanosecond, the trace viewers' resolution. */
+    private static final double BIND_INSIDE_US = 0.001;
 
     private ChromeTrace() {
     }
@@ -81,18 +84,28 @@ public final class ChromeTrace {
                     String name = Json.str(send.label() + " -> " + e.label());
                     out.event("{\"ph\":\"s\",\"id\":" + id + ",\"name\":" + name + ",\"cat\":\"dataflow\",\"pid\":"
                             + TraceLayout.pid(send.rank()) + ",\"tid\":" + TraceLayout.tid(send.action()) + ",\"ts\":"
-                            + Json.num(middle(send, originNs)) + "}");
+                            + Json.num(departure(send, e, originNs)) + "}");
                     out.event("{\"ph\":\"f\",\"bp\":\"e\",\"id\":" + id + ",\"name\":" + name + ",\"cat\":\"dataflow\",\"pid\":"
-                            + pid + ",\"tid\":" + tid + ",\"ts\":" + Json.num(middle(e, originNs)) + "}");
+                            + pid + ",\"tid\":" + tid + ",\"ts\":" + Json.num(nearEnd(e, originNs)) + "}");
                 }
             }
         }
         out.end();
     }
 
-    /** The middle of the slice as drawn (with its minimum duration): inside it, never on a neighbour's edge. */
-    private static double middle(ActionEvent e, long originNs) {
-        return us(e.startNs() - originNs) + Math.max(MIN_DURATION_US, us(e.durationNs())) / 2;
+    /** One nanosecond before the end of the slice as drawn (with its minimum duration): inside it, never on a neighbour's edge. */
+    private static double nearEnd(ActionEvent e, long originNs) {
+        return us(e.startNs() - originNs) + Math.max(MIN_DURATION_US, us(e.durationNs())) - BIND_INSIDE_US;
+    }
+
+    /**
+     * When the data left: the end of the SEND, or, where the RECV had it before the SEND's bookkeeping
+     * finished, a nanosecond before the RECV's end, kept inside the SEND's slice. So an arrow never points
+     * back in time unless the RECV ended before the SEND began (clocks of two hosts).
+     */
+    private static double departure(ActionEvent send, ActionEvent recv, long originNs) {
+        double start = us(send.startNs() - originNs) + BIND_INSIDE_US;
+        return Math.max(start, Math.min(nearEnd(send, originNs), nearEnd(recv, originNs) - BIND_INSIDE_US));
     }
 
     private static double us(long ns) {

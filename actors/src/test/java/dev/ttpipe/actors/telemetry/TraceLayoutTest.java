@@ -12,7 +12,9 @@ import org.junit.jupiter.api.io.TempDir;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.function.Function;
@@ -27,7 +29,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * The measured trace of a real run of configs/nanogpt-pp4-1f1b.yaml and the simulator's trace of the
  * same schedule open side by side in Perfetto: the same processes and tracks with the same names,
  * and the same spans (action notation) on the same tracks; every flow arrow of the measured trace
- * ends inside a slice of its track.
+ * runs forward in time, from inside its SEND's slice to inside its RECV's.
  */
 class TraceLayoutTest {
     private static final Pattern META = Pattern.compile(
@@ -63,7 +65,7 @@ class TraceLayoutTest {
     }
 
     @Test
-    void flowArrowsEndInsideTheirReceiveSlice(@TempDir Path dir) throws Exception {
+    void flowArrowsRunForwardInTimeFromInsideTheSendToInsideTheReceive(@TempDir Path dir) throws Exception {
         TtpipeConfig cfg = ConfigLoader.load(Path.of("..", "configs", "nanogpt-pp4-1f1b.yaml"));
         cfg.training.maxSteps = 1;
         TrainingJob job = TrainingJob.fromConfig(cfg);
@@ -71,22 +73,34 @@ class TraceLayoutTest {
             job.run(runtime, dir, null);
         }
         String trace = Files.readString(dir.resolve("trace.json"));
-        Pattern slice = Pattern.compile("\"ph\":\"X\",\"name\":\"[^\"]+\".*?\"pid\":(\\d+),\"tid\":(\\d+),\"ts\":([-0-9.E]+),\"dur\":([-0-9.E]+)");
-        Pattern flowEnd = Pattern.compile("\"ph\":\"f\".*?\"pid\":(\\d+),\"tid\":(\\d+),\"ts\":([-0-9.E]+)");
-        List<double[]> slices = new ArrayList<>();
+        Pattern slice = Pattern.compile("\"ph\":\"X\",\"name\":\"([^\"]+)\".*?\"pid\":(\\d+),\"tid\":(\\d+),\"ts\":([-0-9.E]+),\"dur\":([-0-9.E]+)");
+        Pattern flow = Pattern.compile("\"ph\":\"([sf])\"(?:,\"bp\":\"e\")?,\"id\":(\\d+),\"name\":\"([^\"]+)\".*?\"pid\":(\\d+),\"tid\":(\\d+),\"ts\":([-0-9.E]+)");
+        List<Object[]> slices = new ArrayList<>();
         Matcher m = slice.matcher(trace);
         while (m.find()) {
-            slices.add(new double[]{Integer.parseInt(m.group(1)), Integer.parseInt(m.group(2)), Double.parseDouble(m.group(3)),
-                    Double.parseDouble(m.group(4))});
+            slices.add(new Object[]{m.group(1), Integer.parseInt(m.group(2)), Integer.parseInt(m.group(3)),
+                    Double.parseDouble(m.group(4)), Double.parseDouble(m.group(5))});
         }
-        Matcher f = flowEnd.matcher(trace);
+        Map<String, Double> starts = new HashMap<>();
+        Matcher f = flow.matcher(trace);
         int ends = 0;
         while (f.find()) {
-            ends++;
-            int pid = Integer.parseInt(f.group(1)), tid = Integer.parseInt(f.group(2));
-            double ts = Double.parseDouble(f.group(3));
-            boolean inside = slices.stream().anyMatch(s -> s[0] == pid && s[1] == tid && s[2] < ts && ts < s[2] + s[3]);
-            assertTrue(inside, "flow end at " + ts + " on " + pid + "/" + tid + " lies in no slice");
+            String id = f.group(2), name = f.group(3);
+            int pid = Integer.parseInt(f.group(4)), tid = Integer.parseInt(f.group(5));
+            double ts = Double.parseDouble(f.group(6));
+            boolean start = f.group(1).equals("s");
+            String expected = start ? name.substring(0, name.indexOf(" -> ")) : name.substring(name.indexOf(" -> ") + 4);
+            boolean inside = slices.stream().anyMatch(s -> (int) s[1] == pid && (int) s[2] == tid
+                    && (double) s[3] < ts && ts < (double) s[3] + (double) s[4] && expected.equals(s[0]));
+            assertTrue(inside, "flow " + (start ? "start" : "end") + " of " + name + " at " + ts + " on " + pid + "/" + tid
+                    + " lies in no slice of " + expected);
+            if (start) {
+                starts.put(id, ts);
+            } else {
+                ends++;
+                assertTrue(starts.containsKey(id), "flow " + id + " ends before it starts in the file");
+                assertTrue(starts.get(id) < ts, "flow " + name + " points back in time: " + starts.get(id) + " -> " + ts);
+            }
         }
         // 8 microbatches, 3 stage boundaries, activations and gradients
         assertEquals(8 * 3 * 2, ends);
