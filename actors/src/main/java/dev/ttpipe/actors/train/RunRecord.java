@@ -11,11 +11,16 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.time.Instant;
+import java.util.Arrays;
+import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 
 /**
  * {@code run.json} in a run directory: what ran and how it ended, so a run can be reproduced and
@@ -133,11 +138,33 @@ public final class RunRecord {
         return System.getProperty("os.arch");
     }
 
-    private static String sha256(Path f) {
+    /**
+     * A file's SHA-256; for a folder ({@code ttpipe prepare}'s output), the SHA-256 of its manifest: one line
+     * {@code "<sha256>  <relative path>\n"} per regular file under it, sorted by path, as
+     * {@code cd DIR && find . -type f -printf '%P\n' | LC_ALL=C sort | xargs -d '\n' sha256sum | sha256sum} prints.
+     */
+    static String sha256(Path f) {
         try {
-            return SafeTensors.sha256(f);
+            if (!Files.isDirectory(f)) return SafeTensors.sha256(f);
+            List<String> files;
+            try (Stream<Path> walk = Files.walk(f)) {
+                files = walk.filter(Files::isRegularFile).map(p -> f.relativize(p).toString().replace('\\', '/'))
+                        .sorted(RunRecord::compareUtf8).toList();
+            }
+            MessageDigest manifest = MessageDigest.getInstance("SHA-256");
+            for (String rel : files) {
+                manifest.update((SafeTensors.sha256(f.resolve(rel)) + "  " + rel + "\n").getBytes(StandardCharsets.UTF_8));
+            }
+            return HexFormat.of().formatHex(manifest.digest());
         } catch (IOException e) {
             return "unreadable: " + e.getMessage();
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
         }
+    }
+
+    /** Byte order of the UTF-8 forms, as {@code LC_ALL=C sort} orders them. */
+    private static int compareUtf8(String a, String b) {
+        return Arrays.compareUnsigned(a.getBytes(StandardCharsets.UTF_8), b.getBytes(StandardCharsets.UTF_8));
     }
 }

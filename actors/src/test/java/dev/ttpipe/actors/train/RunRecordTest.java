@@ -1,6 +1,7 @@
 package dev.ttpipe.actors.train;
 
 import dev.ttpipe.actors.runtime.PipelineRuntime;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -11,10 +12,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** run.json never stays "running" once the run is over, whatever ended it. */
+/** run.json never stays "running" once the run is over, whatever ended it; it names the data it trained on. */
 class RunRecordTest {
     /** A console that breaks once the samples start: something failing after the last step, as sampling once did. */
     static final class BreaksAtSamples extends OutputStream {
@@ -39,5 +41,26 @@ class RunRecordTest {
         String record = Files.readString(runDir.resolve("run.json"));
         assertTrue(record.contains("\"status\": \"failed: the console broke at the samples\""), record);
         assertTrue(record.contains("\"steps_done\": 2"), record);
+    }
+
+    @Test
+    void aDataFolderIsHashedAsTheManifestSha256sumPrints(@TempDir Path dir) throws Exception {
+        Path data = Files.createDirectories(dir.resolve("shakes"));
+        Files.write(data.resolve("train.bin"), new byte[]{1, 2, 3, 4});
+        Files.writeString(Files.createDirectories(data.resolve("tokenizer")).resolve("vocab.json"), "{\"a\": 0}");
+        Files.writeString(data.resolve("meta.json"), "{}");
+        String hash = RunRecord.sha256(data);
+        assertTrue(hash.matches("[0-9a-f]{64}"), hash);
+
+        Files.writeString(data.resolve("meta.json"), "{ }");
+        assertNotEquals(hash, RunRecord.sha256(data), "a changed file changes the folder's hash");
+
+        Assumptions.assumeTrue(Files.isExecutable(Path.of("/usr/bin/sha256sum")), "no sha256sum to compare with");
+        Process p = new ProcessBuilder("bash", "-c",
+                "find . -type f -printf '%P\\n' | LC_ALL=C sort | xargs -d '\\n' sha256sum | sha256sum")
+                .directory(data.toFile()).redirectErrorStream(true).start();
+        String shell = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertEquals(0, p.waitFor(), shell);
+        assertEquals(shell.substring(0, 64), RunRecord.sha256(data), "the documented command gives the same hash");
     }
 }
