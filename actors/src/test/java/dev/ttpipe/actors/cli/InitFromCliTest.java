@@ -20,10 +20,10 @@ class InitFromCliTest {
             "  pipeline_parallel_config: {num_blocks: 3, blocks_per_rank: {0: 1, 1: 2}, num_microbatches: 2, schedule: 1f1b}",
             "");
 
-    /** The step-0 row of verify's table: pipeline loss and reference loss. */
+    /** The step-1 row of verify's table: pipeline loss and reference loss. */
     static String firstRow(String out) {
-        for (String line : out.split("\n")) if (line.trim().startsWith("0 ")) return line.trim().split("\\s+")[1] + " " + line.trim().split("\\s+")[2];
-        throw new AssertionError("no step 0 in:\n" + out);
+        for (String line : out.split("\n")) if (line.trim().startsWith("1 ")) return line.trim().split("\\s+")[1] + " " + line.trim().split("\\s+")[2];
+        throw new AssertionError("no step 1 in:\n" + out);
     }
 
     @Test

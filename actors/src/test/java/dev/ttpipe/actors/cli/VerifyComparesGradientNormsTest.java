@@ -41,13 +41,14 @@ class VerifyComparesGradientNormsTest {
         Path cfg = CliTest.config(dir, ADAMW.replace("RUNS", dir.toString()));
         CliTest.Result ok = CliTest.run("verify", cfg.toString(), "--steps", "2");
         assertEquals(0, ok.code(), ok.out() + ok.err());
-        assertTrue(row(ok.out(), 0)[5] <= 1e-6, ok.out());
+        assertTrue(row(ok.out(), 1)[5] <= 1e-6, ok.out());
 
         CliTest.Result bad = CliTest.run(Faults.scaledGradients(2.0), "verify", cfg.toString(), "--steps", "2");
         System.out.println(bad.out());
         assertEquals(1, bad.code(), bad.out() + bad.err());
         assertTrue(bad.out().contains("MISMATCH"), bad.out());
-        double[] r = row(bad.out(), 0);
+        assertTrue(bad.out().contains("beyond the tolerance 1.0E-5; worst parameter "), bad.out());
+        double[] r = row(bad.out(), 1);
         assertEquals(2.0, r[3] / r[4], 1e-5, "the pipeline's gradient norm is twice the reference's:\n" + bad.out());
         assertEquals(1.0, r[5], 1e-5, bad.out());
         assertTrue(r[6] < 1e-5, String.format(Locale.ROOT, "AdamW moved the weights apart by %.2e only, below the "
