@@ -193,6 +193,7 @@ public final class ConfigLoader {
         cfg.telemetry.stallWarningS = telemetry.integer("stall_warning_s", cfg.telemetry.stallWarningS, 0, 1 << 24);
         cfg.telemetry.bindHost = telemetry.string("bind_host", cfg.telemetry.bindHost);
         cfg.telemetry.port = telemetry.integer("port", cfg.telemetry.port, 0, 65535);
+        cfg.telemetry.tensorboard = telemetry.bool("tensorboard", cfg.telemetry.tensorboard);
         telemetry.rejectUnknownKeys();
         readGlobalEnv(top, cfg.globalEnv);                // tt-run rank-binding files carry these two
         String mgd = path(top, "mesh_graph_desc_path", null, baseDir);

@@ -150,6 +150,7 @@ public final class ConfigWriter {
         kv(y, 2, "stall_warning_s", c.telemetry.stallWarningS);
         kv(y, 2, "bind_host", quote(c.telemetry.bindHost));
         kv(y, 2, "port", c.telemetry.port);
+        kv(y, 2, "tensorboard", c.telemetry.tensorboard);
         return y.toString();
     }
 

@@ -363,6 +363,8 @@ public final class TtpipeConfig {
         public String bindHost = "127.0.0.1";
         /** Its port (0: no endpoint). */
         public int port = 9464;
+        /** Also write each step's scalars as TensorBoard event files into {@code RUN/tensorboard/}. */
+        public boolean tensorboard = false;
     }
 
     /** {@code eval_config}: sampling at the end of training. */

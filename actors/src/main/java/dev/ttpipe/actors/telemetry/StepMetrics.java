@@ -6,6 +6,8 @@ import dev.ttpipe.schedules.SimResult;
 
 import java.nio.file.Path;
 import java.time.Instant;
+import java.util.LinkedHashMap;
+import java.util.Map;
 
 /**
  * One line of {@code metrics.jsonl}: a finished step's numbers as a JSON object, {@code step} counted
@@ -35,6 +37,22 @@ public final class StepMetrics {
             return "{\"kind\":" + Json.str(kind) + ",\"from_step\":" + fromStep + ",\"checkpoint\":"
                     + (checkpoint == null ? "null" : Json.str(checkpoint.toString())) + "}";
         }
+    }
+
+    /**
+     * The step's scalars for TensorBoard, tagged {@code train/...} ({@code val/loss} when {@code val} is not null),
+     * the same numbers as its {@code metrics.jsonl} line.
+     */
+    public static Map<String, Double> scalars(Coordinator.StepReport r, StepAnalysis a, Double val) {
+        Map<String, Double> out = new LinkedHashMap<>();
+        out.put("train/loss", r.loss());
+        out.put("train/grad_norm", r.gradNorm());
+        out.put("train/lr", r.lr());
+        out.put("train/tokens_per_second", r.tokens() / Math.max(1e-9, r.seconds()));
+        out.put("train/step_seconds", r.seconds());
+        out.put("train/bubble", a.bubble());
+        if (val != null) out.put("val/loss", val);
+        return out;
     }
 
     /**

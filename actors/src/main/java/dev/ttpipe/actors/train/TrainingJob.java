@@ -16,6 +16,7 @@ import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.actors.telemetry.StageTable;
 import dev.ttpipe.actors.telemetry.StepAnalysis;
 import dev.ttpipe.actors.telemetry.StepMetrics;
+import dev.ttpipe.actors.telemetry.TensorBoardEvents;
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.cpu.CpuKernels;
 import dev.ttpipe.device.ttnn.BridgeLibrary;
@@ -528,6 +529,9 @@ public final class TrainingJob {
                 ? new StepMetrics.Mark("restart", 0, null) : null;
         BufferedWriter metrics = metricsFile == null ? null
                 : Files.newBufferedWriter(metricsFile, StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+        TensorBoardEvents tensorboard = runDir == null || !cfg.telemetry.tensorboard ? null
+                : TensorBoardEvents.open(runDir.resolve("tensorboard"));
+        if (tensorboard != null && mark != null) tensorboard.restartedAt(mark.fromStep() + 1, mark.kind());
         long tokensTotal = 0;
         double secondsTotal = 0;
         int optimizerSteps = resumeFrom != null ? resumeFrom.optimizerSteps() : 0;   // steps applied: not the non-finite ones
@@ -581,6 +585,10 @@ public final class TrainingJob {
                     lastValStep = step + 1;
                     if (metricsServer != null) metricsServer.validated(step + 1, val);
                 }
+                if (tensorboard != null) {
+                    if (mark != null && mark.kind().equals("recovery")) tensorboard.restartedAt(mark.fromStep() + 1, "recovery");
+                    tensorboard.scalars(step + 1, StepMetrics.scalars(r, a, val));
+                }
                 if (metrics != null) {
                     metrics.write(StepMetrics.jsonLine(r, a, val, plan.schedule(), mark));
                     mark = null;
@@ -624,6 +632,7 @@ public final class TrainingJob {
             throw e;
         } finally {
             if (metrics != null) metrics.close();
+            if (tensorboard != null) tensorboard.close();
         }
         synchronized (st) {
             if (st.finished) return new Result(st.losses, Double.NaN, Double.NaN, st.last, null);   // interrupted meanwhile

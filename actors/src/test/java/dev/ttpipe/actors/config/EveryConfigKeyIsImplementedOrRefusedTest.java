@@ -309,6 +309,7 @@ class EveryConfigKeyIsImplementedOrRefusedTest {
             // ---- telemetry
             changes("telemetry.bind_host", "telemetry: {bind_host: 0.0.0.0}", c -> c.telemetry.bindHost),
             changes("telemetry.port", "telemetry: {port: 0}", c -> c.telemetry.port),
+            changes("telemetry.tensorboard", "telemetry: {tensorboard: true}", c -> c.telemetry.tensorboard),
             changes("telemetry.stall_warning_s", "telemetry: {stall_warning_s: 5}", c -> c.telemetry.stallWarningS));
 
     static TtpipeConfig read(String yaml) {
