@@ -94,6 +94,16 @@ public final class MetricsServer implements AutoCloseable {
         validationLoss = loss;
     }
 
+    private volatile String lastMark = null;
+
+    /**
+     * The training loop reports a resume, recovery or restart ({@link StepMetrics.Mark}) before its first step:
+     * /status gives the last as {@code "mark":{"kind":..,"from_step":N}}, so {@code top} can mark it.
+     */
+    public void marked(StepMetrics.Mark mark) {
+        lastMark = "{\"kind\":" + Json.str(mark.kind()) + ",\"from_step\":" + mark.fromStep() + "}";
+    }
+
     /** Each reported rank's live state, null where it did not answer; indexed by position in {@link #ranks}. */
     private List<StageStats> stats() {
         List<StageStats> out = new ArrayList<>();
@@ -236,6 +246,7 @@ public final class MetricsServer implements AutoCloseable {
                 .append(",\"steps\":").append(totalSteps)
                 .append(",\"loss\":").append(step == null ? "null" : Json.num(step.loss()))
                 .append(",\"val_loss\":").append(Json.num(validationLoss)).append(",\"val_step\":").append(validationStep)
+                .append(",\"mark\":").append(lastMark == null ? "null" : lastMark)
                 .append(",\"tokens_per_second\":").append(step == null ? "null" : Json.num(step.tokens() / Math.max(1e-9, step.seconds())))
                 .append(",\"step_seconds\":").append(step == null ? "null" : Json.num(step.seconds()))
                 .append(",\"bubble\":").append(a == null ? "null" : Json.num(a.bubble()))

@@ -6,10 +6,14 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
+import java.util.TreeSet;
 
 /**
  * What {@code ttpipe top} draws from a job's {@code /status}: a header with the step, the loss and a
- * sparkline of the losses seen, the last validation loss (once one is measured), tokens/s and the measured
+ * sparkline of the losses of the last steps (by step: steps redone after a recovery replace the ones they
+ * supersede; a {@code |} marks where training went back, and the header names the last resume or
+ * recovery), the last validation loss (once one is measured), tokens/s and the measured
  * against the simulated bubble; then a row per
  * rank with what it does in the schedule notation ({@code 2RECV_F5 waiting 1.2 s}), a bar of busy
  * against idle over the last step, memory and queue depth; below them, only when a rank's transport
@@ -17,16 +21,33 @@ import java.util.Map;
  */
 public final class TopView {
     private static final String SPARKS = "▁▂▃▄▅▆▇█";
-    private final List<Double> losses = new ArrayList<>();
+    /** The loss of each step seen, by step: a step redone after a recovery replaces what it superseded. */
+    private final TreeMap<Integer, Double> losses = new TreeMap<>();
+    /** Steps after which training went back (a resume, recovery or restart): drawn as a bar in the sparkline. */
+    private final TreeSet<Integer> marks = new TreeSet<>();
+    private String markText = "";
     private int lastStep = -1;
 
-    /** Adds what {@code status} says to the history (the loss of each new step). */
+    /**
+     * Adds what {@code status} says to the history, against the step: the loss of each new step; when the step
+     * goes back (a recovery redoes steps) the steps it supersedes are dropped and the place is marked.
+     */
     public void observe(Map<?, ?> status) {
         int step = ((Number) status.get("step")).intValue();
         Object loss = status.get("loss");
+        if (status.get("mark") instanceof Map<?, ?> m && m.get("from_step") instanceof Number from) {
+            markText = " | " + ("recovery".equals(m.get("kind")) ? "recovered" : "resume".equals(m.get("kind")) ? "resumed"
+                    : "restarted") + " @" + from.intValue();
+            if (from.intValue() > 0) marks.add(from.intValue());
+        }
         if (step != lastStep && loss instanceof Number n) {
-            losses.add(n.doubleValue());
-            if (losses.size() > 200) losses.remove(0);
+            if (step < lastStep) {                          // went back: what was drawn from here on is superseded
+                losses.tailMap(step, true).clear();
+                marks.tailSet(step, true).clear();
+                marks.add(step - 1);
+            }
+            losses.put(step, n.doubleValue());
+            while (losses.size() > 200) losses.pollFirstEntry();
             lastStep = step;
         }
     }
@@ -36,8 +57,8 @@ public final class TopView {
         StringBuilder sb = new StringBuilder();
         String val = status.get("val_loss") instanceof Number v ? String.format(Locale.ROOT, " | val %.4f @%s", v.doubleValue(),
                 status.get("val_step")) : "";
-        String head = String.format(Locale.ROOT, "step %s/%s | loss %s %s%s | %s tok/s | bubble %s (sim %s)",
-                status.get("step"), status.get("steps"), num(status.get("loss"), "%.4f"), sparkline(16), val,
+        String head = String.format(Locale.ROOT, "step %s/%s | loss %s %s%s%s | %s tok/s | bubble %s (sim %s)",
+                status.get("step"), status.get("steps"), num(status.get("loss"), "%.4f"), sparkline(16), val, markText,
                 human(status.get("tokens_per_second")), pct(status.get("bubble")), pct(status.get("predicted_bubble")));
         sb.append(cut("ttpipe top " + url, w)).append('\n');
         sb.append(cut(head, w)).append('\n');
@@ -84,16 +105,20 @@ public final class TopView {
         return last == null ? "idle" : "idle since " + last + " (" + seconds(r.get("since_finished_ms")) + ")";
     }
 
-    private String sparkline(int n) {
+    /** The losses of the last {@code n} steps seen, in step order, with a {@code |} after each step training went back to. */
+    String sparkline(int n) {
         if (losses.isEmpty()) return "";
-        List<Double> tail = losses.subList(Math.max(0, losses.size() - n), losses.size());
+        List<Map.Entry<Integer, Double>> tail = new ArrayList<>(losses.descendingMap().entrySet()).subList(0, Math.min(n, losses.size()));
         double lo = Double.MAX_VALUE, hi = -Double.MAX_VALUE;
-        for (double v : tail) {
-            lo = Math.min(lo, v);
-            hi = Math.max(hi, v);
+        for (Map.Entry<Integer, Double> e : tail) {
+            lo = Math.min(lo, e.getValue());
+            hi = Math.max(hi, e.getValue());
         }
         StringBuilder sb = new StringBuilder();
-        for (double v : tail) {
+        for (int i = tail.size() - 1; i >= 0; i--) {
+            Map.Entry<Integer, Double> e = tail.get(i);
+            if (i < tail.size() - 1 && marks.contains(e.getKey() - 1)) sb.append('|');
+            double v = e.getValue();
             int k = hi > lo ? (int) Math.round((v - lo) / (hi - lo) * (SPARKS.length() - 1)) : 0;
             sb.append(SPARKS.charAt(k));
         }

@@ -532,6 +532,7 @@ public final class TrainingJob {
         TensorBoardEvents tensorboard = runDir == null || !cfg.telemetry.tensorboard ? null
                 : TensorBoardEvents.open(runDir.resolve("tensorboard"));
         if (tensorboard != null && mark != null) tensorboard.restartedAt(mark.fromStep() + 1, mark.kind());
+        if (metricsServer != null && mark != null) metricsServer.marked(mark);
         long tokensTotal = 0;
         double secondsTotal = 0;
         int optimizerSteps = resumeFrom != null ? resumeFrom.optimizerSteps() : 0;   // steps applied: not the non-finite ones
@@ -555,6 +556,7 @@ public final class TrainingJob {
                     if (recoveries >= maxRecoveries) throw e;
                     Checkpoints.Found back = recover(runtime, checkpoints, e, ++recoveries, step, out);
                     mark = new StepMetrics.Mark("recovery", back == null ? 0 : back.step(), back == null ? null : back.dir());
+                    if (metricsServer != null) metricsServer.marked(mark);
                     step = (back == null ? 0 : back.step()) - 1;
                     optimizerSteps = back == null ? 0 : back.optimizerSteps();
                     nonFiniteInARow = 0;

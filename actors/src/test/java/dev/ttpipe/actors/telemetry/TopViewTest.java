@@ -1,0 +1,51 @@
+package dev.ttpipe.actors.telemetry;
+
+import org.junit.jupiter.api.Test;
+
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** {@code top}'s loss history is kept by step: a recovery's redone steps replace what they supersede, and it is marked. */
+class TopViewTest {
+    private static Map<String, Object> status(int step, double loss, Map<String, Object> mark) {
+        Map<String, Object> s = new HashMap<>();
+        s.put("step", step);
+        s.put("steps", 10);
+        s.put("loss", loss);
+        s.put("mark", mark);
+        s.put("ranks", List.of());
+        return s;
+    }
+
+    @Test
+    void stepsRedoneAfterARecoveryReplaceTheSupersededOnesAndAreMarked() {
+        TopView view = new TopView();
+        for (int step = 1; step <= 5; step++) view.observe(status(step, 10 - step, null));   // 9, 8, 7, 6, 5
+        assertEquals("█▆▅▃▁", view.sparkline(16));
+        // the job failed in step 6 and went back to the checkpoint of step 2: steps 3.. are redone, higher this time
+        Map<String, Object> recovery = Map.of("kind", "recovery", "from_step", 2);
+        view.observe(status(3, 9.5, recovery));
+        view.observe(status(4, 9.0, recovery));
+        String spark = view.sparkline(16);
+        assertEquals(5, spark.length(), "steps 1, 2, a bar, the redone 3 and 4 (not the superseded 3..5): " + spark);
+        assertEquals('|', spark.charAt(2), spark);
+        assertEquals("█", spark.substring(3, 4), "the redone step 3 (9.5) is the highest now: " + spark);
+        String top = view.render("http://x", status(4, 9.0, recovery), 80);
+        assertTrue(top.lines().skip(1).findFirst().orElseThrow().contains("| recovered @2"), top);
+    }
+
+    @Test
+    void aResumeIsNamedAndItsFirstStepsDrawnAfterABar() {
+        TopView view = new TopView();
+        Map<String, Object> resume = Map.of("kind", "resume", "from_step", 125);
+        view.observe(status(126, 2.0, resume));
+        view.observe(status(127, 1.5, resume));
+        String top = view.render("http://x", status(127, 1.5, resume), 80);
+        assertTrue(top.contains("step 127/10 | loss 1.5000 █▁ | resumed @125"), top);
+        for (String line : top.split("\n")) assertTrue(line.length() <= 80, line);
+    }
+}
