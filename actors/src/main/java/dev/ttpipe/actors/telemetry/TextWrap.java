@@ -1,0 +1,77 @@
+package dev.ttpipe.actors.telemetry;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Prose fitted to a width, as the CLI prints summaries and help: lines break at spaces only (never
+ * inside a word, a path or a number), and the lines after the first hang {@code indent} columns further
+ * in than the first line's own leading spaces. A word longer than the width stands alone on its line.
+ * Each line of a multi-line text is wrapped on its own; spacing inside a line that needs no break is kept.
+ */
+public final class TextWrap {
+    private TextWrap() {
+    }
+
+    /** {@code text} wrapped to {@code width} columns, lines joined with {@code '\n'} (no newline at the end). */
+    public static String wrap(String text, int width, int indent) {
+        return String.join("\n", lines(text, width, indent));
+    }
+
+    /** The lines of {@code text} wrapped to {@code width} columns (see the class comment). */
+    public static List<String> lines(String text, int width, int indent) {
+        List<String> out = new ArrayList<>();
+        for (String line : text.split("\n", -1)) wrapLine(line.stripTrailing(), width, indent, false, out);
+        return out;
+    }
+
+    /**
+     * A line that holds a shell command (after a label such as {@code resume with: }), wrapped so that it still
+     * pastes into a shell: every line but the last ends with {@code " \"}, and no break falls inside a quoted
+     * argument. Leading spaces stay, as in {@link #wrap}.
+     */
+    public static String wrapCommand(String command, int width, int indent) {
+        String line = command.stripTrailing();
+        if (line.length() <= width) return line;
+        List<String> out = new ArrayList<>();
+        wrapLine(line, width - 2, indent, true, out);
+        return String.join(" \\\n", out);
+    }
+
+    private static void wrapLine(String line, int width, int indent, boolean shell, List<String> out) {
+        if (line.length() <= width) {
+            out.add(line);
+            return;
+        }
+        int lead = 0;
+        while (lead < line.length() && line.charAt(lead) == ' ') lead++;
+        // a deep indent on a narrow width would leave no room: hang at most half the width in
+        String hanging = " ".repeat(Math.min(lead + indent, width / 2));
+        StringBuilder current = new StringBuilder(line.substring(0, lead));
+        boolean empty = true;
+        int i = lead;
+        while (i < line.length()) {
+            int wordStart = i;
+            while (wordStart < line.length() && line.charAt(wordStart) == ' ') wordStart++;
+            int wordEnd = wordStart;
+            char quote = 0;
+            for (; wordEnd < line.length() && (quote != 0 || line.charAt(wordEnd) != ' '); wordEnd++) {
+                char c = line.charAt(wordEnd);
+                if (shell && (c == '\'' || c == '"')) quote = quote == 0 ? c : quote == c ? 0 : quote;
+            }
+            if (wordStart == wordEnd) break;
+            if (empty) {
+                current.append(line, wordStart, wordEnd);
+                empty = false;
+            } else if (current.length() + (wordEnd - i) <= width) {
+                current.append(line, i, wordEnd);
+            } else {
+                out.add(current.toString());
+                current.setLength(0);
+                current.append(hanging).append(line, wordStart, wordEnd);
+            }
+            i = wordEnd;
+        }
+        out.add(current.toString());
+    }
+}
