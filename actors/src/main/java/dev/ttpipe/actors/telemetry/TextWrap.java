@@ -28,14 +28,16 @@ public final class TextWrap {
     /**
      * A line that holds a shell command (after a label such as {@code resume with: }), wrapped so that it still
      * pastes into a shell: every line but the last ends with {@code " \"}, and no break falls inside a quoted
-     * argument. Leading spaces stay, as in {@link #wrap}.
+     * argument or between a flag and its value. Leading spaces stay, as in {@link #wrap}.
      */
     public static String wrapCommand(String command, int width, int indent) {
         String line = command.stripTrailing();
         if (line.length() <= width) return line;
+        // a flag and its value stay on one line: the space between them is held by a no-break space while wrapping
+        String held = line.replaceAll("((?:^| )--?[A-Za-z][\\w-]*) (?=[^- ])", "$1\u00a0");
         List<String> out = new ArrayList<>();
-        wrapLine(line, width - 2, indent, true, out);
-        return String.join(" \\\n", out);
+        wrapLine(held, width - 2, indent, true, out);
+        return String.join(" \\\n", out).replace('\u00a0', ' ');
     }
 
     private static void wrapLine(String line, int width, int indent, boolean shell, List<String> out) {
