@@ -5,14 +5,18 @@ import java.io.PrintStream;
 
 /**
  * Where a person reads what the CLI prints: whether standard output is a terminal, and how many columns
- * a line may take. A terminal's width is {@code COLUMNS} when the shell exports it, else 80; a file or a
- * pipe (a log) gets 80, so logs read well in any viewer. Nothing here runs {@code stty} or opens the tty.
+ * a line may take. {@code TTPIPE_COLUMNS} says so outright, terminal or not ({@code ttpipe launch} sets it
+ * for its workers: its own width less the {@code [rank N] } in front of their lines); else a terminal's width
+ * is {@code COLUMNS} when the shell exports it, else 80; a file or a pipe (a log) gets 80, so logs read well
+ * in any viewer. Nothing here runs {@code stty} or opens the tty.
  */
 public final class Terminal {
+    /** The environment variable that sets the width outright. */
+    public static final String COLUMNS_ENV = "TTPIPE_COLUMNS";
     /** The width of a log, and of a terminal that does not say. */
     public static final int DEFAULT_COLUMNS = 80;
     /** The narrowest width anything is laid out for. */
-    public static final int MIN_COLUMNS = 40;
+    static final int MIN_COLUMNS = 40;
 
     private Terminal() {
     }
@@ -33,6 +37,8 @@ public final class Terminal {
 
     /** The columns a line of standard output may take: see the class comment. */
     public static int columns() {
+        String set = System.getenv(COLUMNS_ENV);
+        if (set != null) return columns(set);
         return isTerminal() ? columns(System.getenv("COLUMNS")) : DEFAULT_COLUMNS;
     }
 
@@ -44,7 +50,7 @@ public final class Terminal {
         out.println(TextWrap.wrap(text, columns(), 2));
     }
 
-    /** {@code COLUMNS}'s value as a width: at least {@link #MIN_COLUMNS}, 80 when absent or not a number. */
+    /** {@code COLUMNS}'s (or {@code TTPIPE_COLUMNS}'s) value as a width: at least {@link #MIN_COLUMNS}, 80 when absent or not a number. */
     static int columns(String value) {
         if (value == null) return DEFAULT_COLUMNS;
         try {

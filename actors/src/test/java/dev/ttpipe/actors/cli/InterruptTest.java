@@ -42,7 +42,7 @@ class InterruptTest {
                 "--log-every", "50"), run.resolve("metrics.jsonl"), 5, "INT");
         String out = Files.readString(dir.resolve("out.log"), StandardCharsets.UTF_8);
         assertEquals(ExitCodes.SIGINT, p.exitValue(), out);
-        assertTrue(out.matches("(?s).*preempted \\(SIGINT\\) at step \\d+ of 5000: the checkpoint of step \\d+ is saved.*"), out);
+        assertTrue(CliTest.joined(out).matches("(?s).*preempted \\(SIGINT\\) at step \\d+ of 5000: the checkpoint of step \\d+ is saved.*"), out);
         assertTrue(out.contains("sim bubble"), "the per-rank table of the steps so far:\n" + out);
         Object trace = MiniJson.parse(Files.readString(run.resolve("trace.json")));
         assertTrue(((List<?>) ((Map<?, ?>) trace).get("traceEvents")).size() > 100, "the trace holds the steps so far");

@@ -125,7 +125,7 @@ class SlurmStartedWorkersTest {
         }
         assertEquals(List.of(ExitCodes.SIGTERM, ExitCodes.SIGTERM), finish(dir, "first", first),
                 TtpipeProcesses.log(dir, "first0") + TtpipeProcesses.log(dir, "first1"));
-        String rank0 = TtpipeProcesses.log(dir, "first0"), rank1 = TtpipeProcesses.log(dir, "first1");
+        String rank0 = CliTest.joined(TtpipeProcesses.log(dir, "first0")), rank1 = TtpipeProcesses.log(dir, "first1");
         Map<?, ?> record = (Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("run.json")));
         assertEquals("preempted", record.get("status"), record.toString());
         assertEquals("SIGTERM on rank 1", record.get("preempted_by"), record.toString());
@@ -140,7 +140,7 @@ class SlurmStartedWorkersTest {
 
         assertEquals(List.of(0, 0), finish(dir, "again", startWorkers(dir, "again", cfg, args)),
                 TtpipeProcesses.log(dir, "again0") + TtpipeProcesses.log(dir, "again1"));
-        assertTrue(TtpipeProcesses.log(dir, "again0").contains("resumed from " + run.resolve("checkpoints").resolve(
+        assertTrue(CliTest.joined(TtpipeProcesses.log(dir, "again0")).contains("resumed from " + run.resolve("checkpoints").resolve(
                 String.format("step-%06d", step)) + " at step " + step), TtpipeProcesses.log(dir, "again0"));
         CheckpointTest.assertSameTensors(oneProcess(dir, cfg).resolve("checkpoints/step-000100"), run.resolve("checkpoints/step-000100"));
     }
