@@ -2,14 +2,20 @@ package dev.ttpipe.actors.telemetry;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 
 /**
  * Prose fitted to a width, as the CLI prints summaries and help: lines break at spaces only (never
- * inside a word, a path or a number), and the lines after the first hang {@code indent} columns further
- * in than the first line's own leading spaces. A word longer than the width stands alone on its line.
- * Each line of a multi-line text is wrapped on its own; spacing inside a line that needs no break is kept.
+ * inside a word, a path or a number, nor between a number and its unit: {@code 27.3 KiB}), and the lines
+ * after the first hang {@code indent} columns further in than the first line's own leading spaces. A word
+ * longer than the width stands alone on its line. Each line of a multi-line text is wrapped on its own;
+ * spacing inside a line that needs no break is kept.
  */
 public final class TextWrap {
+    /** Units that stay on the line of the number before them. */
+    private static final Set<String> UNITS = Set.of("B", "KiB", "MiB", "GiB", "TiB", "kB", "KB", "MB", "GB", "TB", "ns", "us",
+            "ms", "s", "min", "h", "MB/s", "GB/s", "Gb/s", "tok/s", "tokens/s", "GFLOPS", "TFLOPS", "px", "%");
+
     private TextWrap() {
     }
 
@@ -40,6 +46,15 @@ public final class TextWrap {
         return String.join(" \\\n", out).replace('\u00a0', ' ');
     }
 
+    /** Whether the space at {@code i} sits between a number and its unit ({@code 4.0 KiB;}). */
+    private static boolean unitFollows(String line, int i) {
+        if (i == 0 || !Character.isDigit(line.charAt(i - 1))) return false;
+        int end = i + 1;
+        while (end < line.length() && line.charAt(end) != ' ') end++;
+        String next = line.substring(i + 1, end).replaceAll("[,;:.)]+$", "");
+        return UNITS.contains(next);
+    }
+
     private static void wrapLine(String line, int width, int indent, boolean shell, List<String> out) {
         if (line.length() <= width) {
             out.add(line);
@@ -57,7 +72,7 @@ public final class TextWrap {
             while (wordStart < line.length() && line.charAt(wordStart) == ' ') wordStart++;
             int wordEnd = wordStart;
             char quote = 0;
-            for (; wordEnd < line.length() && (quote != 0 || line.charAt(wordEnd) != ' '); wordEnd++) {
+            for (; wordEnd < line.length() && (quote != 0 || line.charAt(wordEnd) != ' ' || unitFollows(line, wordEnd)); wordEnd++) {
                 char c = line.charAt(wordEnd);
                 if (shell && (c == '\'' || c == '"')) quote = quote == 0 ? c : quote == c ? 0 : quote;
             }

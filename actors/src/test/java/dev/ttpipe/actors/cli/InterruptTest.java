@@ -86,7 +86,7 @@ class InterruptTest {
         assertEquals(lib.kind(), bridge.get("kind"), bridge.toString());
         assertEquals(lib.implementation(), bridge.get("implementation"));
         assertEquals(lib.path().toString(), bridge.get("path"));
-        List<String> header = r.out().lines().filter(l -> l.startsWith("bridge library: ")).toList();
+        List<String> header = r.joined().lines().filter(l -> l.startsWith("bridge library: ")).toList();
         assertEquals(1, header.size(), r.out());
         assertTrue(header.get(0).contains(lib.path().toString()), header.get(0));
         if (lib.reference()) {

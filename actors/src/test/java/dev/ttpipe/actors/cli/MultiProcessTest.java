@@ -155,7 +155,7 @@ class MultiProcessTest {
         assertTrue(r.err().contains("recovered in"), r.err());
         if (victimRank == 0) {
             assertTrue(r.err().contains("restarting every worker from the checkpoint of step 20"), r.err());
-            assertTrue(r.out().contains("resumed from "), r.out());
+            assertTrue(r.joined().contains("resumed from "), r.out());
         } else {
             assertTrue(r.err().contains("restarting rank " + victimRank + " alone"), r.err());
             assertTrue(r.joined().contains("back at the checkpoint of step 20"), r.out());

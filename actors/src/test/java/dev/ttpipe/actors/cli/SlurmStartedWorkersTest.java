@@ -85,7 +85,7 @@ class SlurmStartedWorkersTest {
         Path cfg = Files.writeString(dir.resolve("pp2.yaml"), config(4, ports[0], ports[1], dir.resolve("runs")));
         Path run = dir.resolve("run");
         List<Integer> codes = finish(dir, "rank", startWorkers(dir, "rank", cfg, "--run-dir", run.toString()));
-        String rank0 = TtpipeProcesses.log(dir, "rank0"), rank1 = TtpipeProcesses.log(dir, "rank1");
+        String rank0 = CliTest.joined(TtpipeProcesses.log(dir, "rank0")), rank1 = CliTest.joined(TtpipeProcesses.log(dir, "rank1"));
         assertEquals(List.of(0, 0), codes, rank0 + rank1);
         assertTrue(rank0.contains("launcher: SLURM (SLURM_PROCID=0, SLURM_NTASKS=2, SLURM_LOCALID=0, SLURM_JOB_NODELIST=localhost,"
                 + " SLURM_TASKS_PER_NODE=2): rank 0 of 2, local rank 0"), rank0);

@@ -27,6 +27,14 @@ class TextWrapTest {
     }
 
     @Test
+    void aNumberKeepsItsUnit() {
+        String text = "memory plan: at most 289.6 KiB of 12.0 GiB per device (rank 0: parameters 27.3 KiB, gradients 82.1 KiB)";
+        List<String> lines = TextWrap.lines(text, 40, 2);
+        assertEquals(List.of("memory plan: at most 289.6 KiB of", "  12.0 GiB per device (rank 0:", "  parameters 27.3 KiB, gradients",
+                "  82.1 KiB)"), lines);
+    }
+
+    @Test
     void aCommandStaysPasteableAndKeepsFlagsWithTheirValuesAndQuotesWhole() {
         String command = "resume with: ttpipe train job.yaml --run-dir 'runs/my run' --resume auto --max-steps 80";
         String wrapped = TextWrap.wrapCommand(command, 40, 4);
