@@ -98,7 +98,7 @@ public final class SimulateCommand implements Callable<Integer> {
 
     @Option(names = "--width", paramLabel = "COLUMNS", description = "Fit the text to this many columns (at least 60): the"
             + " grid goes on in bands below, each with its own time axis and rank labels. Default: the terminal's width"
-            + " (COLUMNS), 80 when the output is not a terminal.")
+            + " (COLUMNS, or TTPIPE_COLUMNS), 80 when the output is not a terminal.")
     Integer width;
 
     @Override
