@@ -8,9 +8,16 @@ import java.util.Locale;
  * orange, OPTIMIZER_STEP red) with its microbatch number inside when it fits and the full action
  * as tooltip; idle time shows as the grey row background. A time axis, a legend, and a title with
  * the makespan and bubble fraction.
+ *
+ * <p>The plot is as wide as its actions need: at least {@value #MIN_PLOT_WIDTH} px, and wider where the
+ * shortest labelled action would be too narrow for its label (so at P=8, M=32 every microbatch number shows,
+ * and twice the microbatches make it about twice as wide), up to {@value #MAX_PLOT_WIDTH} px.
  */
 public final class SvgTimeline {
-    private static final int PLOT_WIDTH = 1200;
+    static final int MIN_PLOT_WIDTH = 1200;
+    static final int MAX_PLOT_WIDTH = 30_000;
+    /** The width a label's character takes at font size 11, and the margin around a label in its box. */
+    private static final double CHAR_PX = 6.5, LABEL_MARGIN_PX = 2;
     private static final int LEFT = 70;
     private static final int TOP = 44;
     private static final int ROW = 26;
@@ -24,10 +31,12 @@ public final class SvgTimeline {
         Schedule schedule = result.schedule();
         int ranks = schedule.ranks();
         double makespan = result.makespan();
-        double scale = makespan > 0 ? PLOT_WIDTH / makespan : 1;
+        boolean stagePrefix = schedule.virtualStages() > 1;
+        int plotWidth = plotWidth(result, stagePrefix);
+        double scale = makespan > 0 ? plotWidth / makespan : 1;
         double t0 = result.start();
         int plotHeight = ranks * (ROW + ROW_GAP);
-        int width = LEFT + PLOT_WIDTH + 20;
+        int width = LEFT + plotWidth + 20;
         int height = TOP + plotHeight + 70;
         StringBuilder svg = new StringBuilder(256 + result.events().size() * 160);
         svg.append("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"").append(width).append("\" height=\"").append(height)
@@ -43,10 +52,9 @@ public final class SvgTimeline {
             int y = TOP + r * (ROW + ROW_GAP);
             svg.append("<text x=\"").append(LEFT - 8).append("\" y=\"").append(y + ROW / 2 + 4)
                     .append("\" text-anchor=\"end\">rank ").append(r).append("</text>\n");
-            svg.append("<rect x=\"").append(LEFT).append("\" y=\"").append(y).append("\" width=\"").append(PLOT_WIDTH)
+            svg.append("<rect x=\"").append(LEFT).append("\" y=\"").append(y).append("\" width=\"").append(plotWidth)
                     .append("\" height=\"").append(ROW).append("\" fill=\"#eeeeee\"/>\n");
         }
-        boolean stagePrefix = schedule.virtualStages() > 1;
         for (TimedAction e : result.events()) {
             Action a = e.action();
             double x = LEFT + (e.start() - t0) * scale;
@@ -58,14 +66,14 @@ public final class SvgTimeline {
                     .append("\" stroke=\"white\" stroke-width=\"0.5\"><title>").append(a).append(" on rank ").append(e.rank())
                     .append(": ").append(AsciiGrid.number(e.start())).append(" to ").append(AsciiGrid.number(e.end()))
                     .append("</title></rect>\n");
-            String text = a.hasMicrobatch() ? (stagePrefix ? a.stage() + ":" : "") + a.microbatch() : "";
-            if (!thin && !text.isEmpty() && w >= 6.5 * text.length() + 2) {
+            String text = boxLabel(a, stagePrefix);
+            if (!thin && !text.isEmpty() && w >= CHAR_PX * text.length() + LABEL_MARGIN_PX) {
                 svg.append("<text x=\"").append(fmt(x + w / 2)).append("\" y=\"").append(y + ROW / 2 + 4)
                         .append("\" text-anchor=\"middle\" fill=\"white\">").append(text).append("</text>\n");
             }
         }
         int axisY = TOP + plotHeight + 4;
-        svg.append("<line x1=\"").append(LEFT).append("\" y1=\"").append(axisY).append("\" x2=\"").append(LEFT + PLOT_WIDTH)
+        svg.append("<line x1=\"").append(LEFT).append("\" y1=\"").append(axisY).append("\" x2=\"").append(LEFT + plotWidth)
                 .append("\" y2=\"").append(axisY).append("\" stroke=\"black\"/>\n");
         double step = tickStep(makespan);
         for (double t = 0; t <= makespan * (1 + 1e-9) && step > 0; t += step) {
@@ -75,7 +83,7 @@ public final class SvgTimeline {
             svg.append("<text x=\"").append(fmt(x)).append("\" y=\"").append(axisY + 16).append("\" text-anchor=\"middle\">")
                     .append(AsciiGrid.number(t)).append("</text>\n");
         }
-        svg.append("<text x=\"").append(LEFT + PLOT_WIDTH).append("\" y=\"").append(axisY + 30)
+        svg.append("<text x=\"").append(LEFT + plotWidth).append("\" y=\"").append(axisY + 30)
                 .append("\" text-anchor=\"end\">time</text>\n");
         int legendY = axisY + 44;
         int x = LEFT;
@@ -89,6 +97,31 @@ public final class SvgTimeline {
             x += 30 + 7 * item[1].length();
         }
         return svg.append("</svg>\n").toString();
+    }
+
+    /**
+     * The plot's width in px: {@link #MIN_PLOT_WIDTH}, or as wide as it takes for the shortest labelled action
+     * to hold the longest label, at most {@link #MAX_PLOT_WIDTH}.
+     */
+    static int plotWidth(SimResult result, boolean stagePrefix) {
+        double makespan = result.makespan();
+        if (makespan <= 0) return MIN_PLOT_WIDTH;
+        double shortest = Double.POSITIVE_INFINITY;
+        int longestLabel = 0;
+        for (TimedAction e : result.events()) {
+            String text = boxLabel(e.action(), stagePrefix);
+            if (e.action().kind().isComm() || text.isEmpty() || e.duration() <= 0) continue;
+            shortest = Math.min(shortest, e.duration());
+            longestLabel = Math.max(longestLabel, text.length());
+        }
+        if (shortest == Double.POSITIVE_INFINITY) return MIN_PLOT_WIDTH;
+        double needed = makespan / shortest * (CHAR_PX * longestLabel + LABEL_MARGIN_PX + 0.5);
+        return (int) Math.ceil(Math.max(MIN_PLOT_WIDTH, Math.min(MAX_PLOT_WIDTH, needed)));
+    }
+
+    /** The text inside an action's box: its microbatch, after its stage where ranks hold several ({@code 3:12}). */
+    private static String boxLabel(Action a, boolean stagePrefix) {
+        return a.hasMicrobatch() ? (stagePrefix ? a.stage() + ":" : "") + a.microbatch() : "";
     }
 
     static String color(ActionKind kind) {

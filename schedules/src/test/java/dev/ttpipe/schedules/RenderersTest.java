@@ -45,6 +45,40 @@ class RenderersTest {
     }
 
     @Test
+    void aTimelineFoldedToEightyColumnsKeepsEveryActionInBandsThatFit() {
+        SimResult r = Simulator.simulate(Schedules.generate("1f1b", 8, 32, 1, null), COSTS);
+        String wide = AsciiGrid.render(r);
+        String folded = AsciiGrid.render(r, 80);
+        assertTrue(wide.lines().anyMatch(l -> l.length() > 400), "unfolded, P=8 M=32 is hundreds of columns wide");
+        for (String line : folded.lines().toList()) assertTrue(line.length() <= 80, line.length() + ": " + line);
+        assertTrue(folded.lines().filter(l -> l.startsWith("time   |")).count() >= 5, folded);
+        for (int rank = 0; rank < 8; rank++) {
+            assertEquals(cells(wide, rank), cells(folded, rank), "rank " + rank + "'s actions and idle slots, in order");
+            for (int mb = 0; mb < 32; mb++) {
+                assertTrue(cells(folded, rank).contains("F" + mb) && cells(folded, rank).contains("B" + mb), rank + " " + mb);
+            }
+        }
+        assertTrue(folded.lines().anyMatch(l -> l.startsWith("time   |18      20")), "each band has its own time axis: " + folded);
+    }
+
+    @Test
+    void aStepGridFoldsToo() {
+        Schedule lowered = Lowering.lower(Schedules.generate("zb-h1", 4, 16, 1, null));
+        String wide = AsciiGrid.render(lowered);
+        String folded = AsciiGrid.render(lowered, 60);
+        for (String line : folded.lines().toList()) assertTrue(line.length() <= 60, line.length() + ": " + line);
+        for (int rank = 0; rank < 4; rank++) assertEquals(cells(wide, rank), cells(folded, rank), "rank " + rank);
+        assertTrue(folded.lines().filter(l -> l.startsWith("step   |")).count() > 1, folded);
+    }
+
+    /** The cells of {@code rank}'s rows, band after band, as words. */
+    private static List<String> cells(String grid, int rank) {
+        return grid.lines().filter(l -> l.startsWith("rank " + rank + " |"))
+                .flatMap(l -> java.util.Arrays.stream(l.substring(l.indexOf('|') + 1).trim().split(" +")))
+                .filter(c -> !c.isEmpty()).toList();
+    }
+
+    @Test
     void stepGridShowsCommunicationOfLoweredSchedulesAndStagesOfVirtualOnes() {
         String lowered = AsciiGrid.render(Lowering.lower(Schedules.generate("1f1b", 2, 2, 1, null)));
         assertTrue(lowered.contains("rank 0 |F0  sF0 F1  sF1 rB0 B0  rB1 B1"), lowered);
@@ -73,6 +107,29 @@ class RenderersTest {
         String title = doc.getElementsByTagName("text").item(0).getTextContent();
         assertTrue(title.startsWith("zb-h1 <test> \u2014 P=4, M=6, makespan 21, bubble 14.3%"), title);
         assertTrue(svg.contains(">time</text>") && svg.contains(">idle</text>") && svg.contains(">rank 3</text>"));
+    }
+
+    @Test
+    void svgTimelineIsAsWideAsItsActionsNeedSoEveryMicrobatchIsLabelled() throws Exception {
+        SimResult r = Simulator.simulate(Schedules.generate("1f1b", 8, 32, 1, null), COSTS);
+        Document doc = DocumentBuilderFactory.newInstance().newDocumentBuilder()
+                .parse(new ByteArrayInputStream(SvgTimeline.render(r, "1f1b").getBytes(StandardCharsets.UTF_8)));
+        int width = Integer.parseInt(doc.getDocumentElement().getAttribute("width"));
+        assertTrue(width > 1290, "wider than the old fixed 1,290 px: " + width);
+        Map<String, Integer> labels = new HashMap<>();
+        NodeList texts = doc.getElementsByTagName("text");
+        for (int i = 0; i < texts.getLength(); i++) {
+            Element t = (Element) texts.item(i);
+            if ("white".equals(t.getAttribute("fill"))) labels.merge(t.getTextContent(), 1, Integer::sum);
+        }
+        for (int mb = 0; mb < 32; mb++) assertEquals(2 * 8, labels.get(Integer.toString(mb)), "F and B of microbatch " + mb + " on 8 ranks");
+        SimResult twice = Simulator.simulate(Schedules.generate("1f1b", 8, 64, 1, null), COSTS);
+        int wider = SvgTimeline.plotWidth(twice, false);
+        assertTrue(wider > 1.7 * SvgTimeline.plotWidth(r, false), "twice the microbatches, about twice as wide: " + wider);
+        SimResult few = Simulator.simulate(Schedules.generate("1f1b", 2, 2, 1, null), COSTS);
+        assertEquals(SvgTimeline.MIN_PLOT_WIDTH, SvgTimeline.plotWidth(few, false));
+        SimResult many = Simulator.simulate(Schedules.generate("1f1b", 4, 4096, 1, null), COSTS);
+        assertEquals(SvgTimeline.MAX_PLOT_WIDTH, SvgTimeline.plotWidth(many, false));
     }
 
     @Test

@@ -2,6 +2,7 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.config.ConfigWriter;
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.telemetry.Terminal;
 import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine.Option;
 
@@ -30,9 +31,9 @@ public final class DryRunOptions {
         if (printConfig) out.print(ConfigWriter.withOrigins(cfg));
         if (dryRun) {
             TrainingJob job = TrainingJob.fromConfig(cfg);
-            out.println(job.describe());
-            if (job.memoryPlan() != null) out.println(job.memoryPlan().summary());
-            out.println("dry run: the config is valid, the data reads and every device fits; nothing ran");
+            Terminal.printWrapped(out, job.describe());
+            if (job.memoryPlan() != null) Terminal.printWrapped(out, job.memoryPlan().summary());
+            Terminal.printWrapped(out, "dry run: the config is valid, the data reads and every device fits; nothing ran");
         }
         return printConfig || dryRun;
     }

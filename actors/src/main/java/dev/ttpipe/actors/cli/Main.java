@@ -107,6 +107,7 @@ public final class Main implements Runnable {
         cl.setErr(err);
         cl.setCaseInsensitiveEnumValuesAllowed(true);
         cl.setUsageHelpAutoWidth(true);
+        WrappedHelp.install(cl);
         cl.setExitCodeExceptionMapper(Main::exitCodeOf);
         cl.setParameterExceptionHandler((ex, argv) -> {
             CommandLine c = ex.getCommandLine();

@@ -2,6 +2,7 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.actors.telemetry.Terminal;
 import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.stages.data.CorpusPreparation;
 import picocli.CommandLine.Command;
@@ -18,7 +19,7 @@ import java.util.concurrent.Callable;
 /**
  * {@code ttpipe prepare TEXT --tokenizer char|gpt2|FILE|DIR --out DIR}: tokenises a text corpus into llm.c
  * token files (uint16, or uint32 for a vocabulary beyond 65,536 ids), streaming (a corpus larger than memory
- * works), with a progress line.
+ * works), with a progress line: redrawn in place on a terminal, a plain line every 10 s in a log.
  */
 @Command(name = "prepare",
         mixinStandardHelpOptions = true,
@@ -31,6 +32,9 @@ import java.util.concurrent.Callable;
                 "  ttpipe prepare input.txt --tokenizer models/llama3/tokenizer.json --out data/llama3    # uint32 ids",
                 "  ttpipe prepare input.txt --out data/shakespeare --json     # progress on stderr, one JSON object on stdout"})
 public final class PrepareCommand implements Callable<Integer> {
+    /** On a terminal the progress line is redrawn at most this often; in a log, a line this often. */
+    private static final long FRAME_NS = 250_000_000L, LOG_LINE_NS = 10_000_000_000L;
+
     @Parameters(index = "0", paramLabel = "TEXT", description = "A UTF-8 text file.")
     Path text;
 
@@ -61,18 +65,25 @@ public final class PrepareCommand implements Callable<Integer> {
             throw new UserInputException("--val-fraction: " + valFraction + " given, expected 0 <= F < 1");
         }
         PrintStream err = System.err;
+        boolean tty = Terminal.isTerminal();
         long t0 = System.nanoTime();
-        long[] last = {0};
+        long[] last = {tty ? 0 : t0};
         CorpusPreparation.Result r = CorpusPreparation.prepare(text, tokenizer, out, valFraction, (done, total, tokens) -> {
             long now = System.nanoTime();
-            if (now - last[0] < 250_000_000L && done < total) return;
+            if (done < total && now - last[0] < (tty ? FRAME_NS : LOG_LINE_NS)) return;
             last[0] = now;
             double s = Math.max(1e-9, (now - t0) / 1e9);
-            err.printf(Locale.ROOT, "\rprepare: %3.0f%%  %s of %s  %s tokens  %.1f MB/s   ", 100.0 * done / Math.max(1, total),
-                    mb(done), mb(total), human(tokens), done / 1e6 / s);
-            err.flush();
+            String line = String.format(Locale.ROOT, "prepare: %3.0f%%  %s of %s  %s tokens  %.1f MB/s",
+                    100.0 * done / Math.max(1, total), mb(done), mb(total), human(tokens), done / 1e6 / s);
+            if (tty) {                           // redrawn in place, cut to the terminal's width
+                int room = Terminal.columns() - 1;
+                err.print("\r" + (line.length() > room ? line.substring(0, room) : line + " ".repeat(Math.min(3, room - line.length()))));
+                err.flush();
+            } else {                             // a log: a plain line every 10 s and at the end
+                err.println(line);
+            }
         });
-        err.println();
+        if (tty) err.println();
         double s = (System.nanoTime() - t0) / 1e9;
         String width = r.tokenizer().vocabSize() <= 65536 ? "uint16" : "uint32";
         if (json) {
@@ -83,15 +94,15 @@ public final class PrepareCommand implements Callable<Integer> {
                     + ",\"val_tokens\":" + r.valTokens() + ",\"val_files\":" + paths(r.valFiles()) + ",\"seconds\":" + Json.num(s) + "}");
             return Main.EXIT_OK;
         }
-        System.out.printf(Locale.ROOT, "%s: %s, %s tokenizer (%d ids): %s training tokens in %d file(s), %s validation tokens"
-                        + " in %d file(s) under %s (%s tokens, %.1f s)%n", text, mb(r.bytes()), r.tokenizer().name(), r.tokenizer().vocabSize(),
-                human(r.trainTokens()), r.trainFiles().size(), human(r.valTokens()), r.valFiles().size(), out, width, s);
+        Terminal.printWrapped(System.out, String.format(Locale.ROOT, "%s: %s, %s tokenizer (%d ids): %s training tokens in %d"
+                        + " file(s), %s validation tokens in %d file(s) under %s (%s tokens, %.1f s)", text, mb(r.bytes()), r.tokenizer().name(), r.tokenizer().vocabSize(),
+                human(r.trainTokens()), r.trainFiles().size(), human(r.valTokens()), r.valFiles().size(), out, width, s));
         String how = switch (r.tokenizer().name()) {
             case "gpt2" -> "  tokenizer_type: bpe";
             case "hf" -> "  tokenizer_type: bpe  tokenizer_path: " + out;
             default -> "";
         };
-        System.out.println("train on them: data_path: " + out + how);
+        Terminal.printWrapped(System.out, "train on them: data_path: " + out + how);
         return Main.EXIT_OK;
     }
 

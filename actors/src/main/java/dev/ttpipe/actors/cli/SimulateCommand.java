@@ -29,6 +29,7 @@ import java.util.concurrent.Callable;
                 "  ttpipe simulate -p 8 -m 16 -s zb-h1 --costs f=1,i=1,w=1,comm=0.05",
                 "  ttpipe simulate -s interleaved -v 2 --svg il.svg --trace il.json",
                 "  ttpipe simulate -p 8 -m 32 --compare --costs f=1,b=2,w=0.6",
+                "  ttpipe simulate -p 8 -m 32 --width 120",
                 "  ttpipe simulate --compare 1f1b,zb-h1,zb-greedy --json",
                 "  ttpipe simulate -s zb-greedy --memory-limit 8",
                 "  ttpipe simulate --load-csv my_schedule.csv --lower",
@@ -95,6 +96,11 @@ public final class SimulateCommand implements Callable<Integer> {
     @Option(names = "--print-config", description = "Print CONFIG as read, each value with where it came from, and exit.")
     boolean printConfig;
 
+    @Option(names = "--width", paramLabel = "COLUMNS", description = "Fit the text to this many columns (at least 60): the"
+            + " grid goes on in bands below, each with its own time axis and rank labels. Default: the terminal's width"
+            + " (COLUMNS, or TTPIPE_COLUMNS), 80 when the output is not a terminal.")
+    Integer width;
+
     @Override
     public Integer call() {
         if (printConfig) {
@@ -103,7 +109,7 @@ public final class SimulateCommand implements Callable<Integer> {
             return Main.EXIT_OK;
         }
         SimulateRun.run(new SimulateRun.Settings(config, ranks, microbatches, schedule, virtualStages, costsFrom, costs, memoryLimit,
-                svg, trace, csv, loadCsv, lower, json, compare, sets), System.out);
+                svg, trace, csv, loadCsv, lower, json, compare, sets, width), System.out);
         return Main.EXIT_OK;
     }
 }

@@ -30,7 +30,7 @@ import java.util.concurrent.Callable;
                 "  ttpipe train configs/sim-pp16.yaml",
                 "  ttpipe train configs/nanogpt-pp4-1f1b.yaml --resume runs/20261123-101500-nanogpt-pp4-1f1b",
                 "  ttpipe train configs/nanogpt-pp2.yaml --resume latest --allow-config-change --max-steps 80",
-                "  ttpipe train configs/nanogpt-pp2.yaml --run-dir runs/job-42 --resume auto      (first start and every requeue)",
+                "  ttpipe train configs/nanogpt-pp2.yaml --run-dir runs/job-42 --resume auto    # first start and every requeue",
                 "  ttpipe train configs/nanogpt-pp2.yaml --set training_config.learning_rate=1e-3 --dry-run",
                 "  ttpipe train configs/nanogpt-pp2.yaml --set training_config.eval_every=20 --print-config",
                 "",

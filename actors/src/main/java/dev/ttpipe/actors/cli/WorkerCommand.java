@@ -11,6 +11,7 @@ import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.actors.runtime.HostGuardian;
 import dev.ttpipe.actors.train.Preemption;
+import dev.ttpipe.actors.telemetry.Terminal;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -107,8 +108,8 @@ public final class WorkerCommand implements Callable<Integer> {
             training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir), System.err), allowConfigChange);
         }
         Worker worker = new Worker(training, rank, launcher.placement());
-        System.out.println(launcher.describe());
-        System.out.println(worker.describe());
+        Terminal.printWrapped(System.out, launcher.describe());
+        Terminal.printWrapped(System.out, worker.describe());
         training.launcher(launcher.engine(), launcher.variables());
         List<String> commandLine = new ArrayList<>(List.of("ttpipe"));
         commandLine.addAll(spec.commandLine().getParseResult().originalArgs());
@@ -164,12 +165,12 @@ public final class WorkerCommand implements Callable<Integer> {
             try {
                 telemetry = MetricsServer.start(runtime, cfg.telemetry.bindHost, cfg.telemetry.port + rank, List.of(rank));
             } catch (IOException e) {
-                System.out.println("telemetry: no endpoint for rank " + rank + " (" + e.getMessage() + ")");
+                Terminal.printWrapped(System.out, "telemetry: no endpoint for rank " + rank + " (" + e.getMessage() + ")");
             }
         }
         try (runtime) {
-            System.out.println("rank " + rank + " joined " + String.format(Locale.ROOT, "%.1f s after its process started",
-                    ManagementFactory.getRuntimeMXBean().getUptime() / 1e3) + "; serving until rank 0 ends the job"
+            Terminal.printWrapped(System.out, "rank " + rank + " joined " + String.format(Locale.ROOT, "%.1f s after its process"
+                    + " started", ManagementFactory.getRuntimeMXBean().getUptime() / 1e3) + "; serving until rank 0 ends the job"
                     + (telemetry == null ? "" : "; telemetry " + telemetry.url() + "/metrics"));
             failure = runtime.awaitEnd();
         } finally {
@@ -181,7 +182,7 @@ public final class WorkerCommand implements Callable<Integer> {
         }
         HostGuardian.Preempt stopped = endedFor.get();
         if (stopped != null) {
-            System.out.println("rank " + rank + ": the job stopped for " + stopped.signal() + "; rank 0 saved a checkpoint");
+            Terminal.printWrapped(System.out, "rank " + rank + ": the job stopped for " + stopped.signal() + "; rank 0 saved a checkpoint");
             return stopped.exitCode();
         }
         System.out.println("rank " + rank + ": job done");

@@ -2,6 +2,7 @@ package dev.ttpipe.actors.multihost;
 
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.ExitCodes;
+import dev.ttpipe.actors.telemetry.Terminal;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -85,14 +86,24 @@ public final class Launcher {
 
     private Process spawn(int r) throws IOException {
         Process p = processBuilder(r).start();
-        pumps.add(pump(p.getInputStream(), "[rank " + r + "] ", out));
-        pumps.add(pump(p.getErrorStream(), "[rank " + r + "] ", err));
+        pumps.add(pump(p.getInputStream(), prefix(r), out));
+        pumps.add(pump(p.getErrorStream(), prefix(r), err));
         return p;
     }
 
-    /** The process of rank {@code r}: the worker command in the rank's environment over this process's. */
+    /** What goes in front of each line a worker prints. */
+    private static String prefix(int rank) {
+        return "[rank " + rank + "] ";
+    }
+
+    /**
+     * The process of rank {@code r}: the worker command in the rank's environment over this process's, its text
+     * laid out for this process's width less the {@code [rank N] } its lines get here ({@code TTPIPE_COLUMNS},
+     * unless the rank's environment sets it).
+     */
     ProcessBuilder processBuilder(int r) {
         ProcessBuilder pb = new ProcessBuilder(workerCommand(r));
+        pb.environment().put(Terminal.COLUMNS_ENV, Integer.toString(Terminal.columns() - prefix(r).length()));
         pb.environment().putAll(deployment.rank(r).env());
         pb.environment().put("TT_MESH_ID", Integer.toString(deployment.rank(r).meshId()));
         pb.environment().put("TT_MESH_HOST_RANK", Integer.toString(deployment.rank(r).meshHostRank()));

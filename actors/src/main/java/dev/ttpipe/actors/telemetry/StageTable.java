@@ -16,9 +16,11 @@ public final class StageTable {
 
     public static void print(PrintStream out, JobPlan plan, StepAnalysis a, Coordinator.StepReport r) {
         SimResult p = a.predicted();
-        out.printf(Locale.ROOT, "last step: %.3f s; passes %.3f s wall, simulator predicts %s for the measured costs%n",
-                r.seconds(), a.wallSeconds(), p == null ? "n/a" : String.format(Locale.ROOT, "%.3f s", p.makespan() * r.passStartNs().length));
-        out.println(a.overhead().describe());
+        int columns = Terminal.columns();
+        out.println(TextWrap.wrap(String.format(Locale.ROOT, "last step: %.3f s; passes %.3f s wall, simulator predicts %s for the"
+                + " measured costs", r.seconds(), a.wallSeconds(),
+                p == null ? "n/a" : String.format(Locale.ROOT, "%.3f s", p.makespan() * r.passStartNs().length)), columns, 2));
+        out.println(TextWrap.wrap(a.overhead().describe(), columns, 2));
         out.printf("%-5s %-10s %10s %10s %12s %12s%n", "rank", "stages", "busy", "bubble", "sim bubble", "peak memory");
         for (int rank = 0; rank < plan.ranks(); rank++) {
             StringBuilder st = new StringBuilder();

@@ -1,13 +1,18 @@
 package dev.ttpipe.actors.train;
 
+import dev.ttpipe.actors.telemetry.Terminal;
+import dev.ttpipe.actors.telemetry.TextWrap;
+
 import java.io.PrintStream;
 import java.util.Locale;
 
 /**
- * A progress line for long work. On a terminal it is redrawn in place and fits the terminal's width
- * ({@code COLUMNS}, else 80); when the output is a file or a pipe (a log), it prints one line every
- * {@code logEvery} steps, or about every 10 s when that is 0, plus the first and the last. The ETA
- * leaves out start-up: it is the rate since the first step ended, not since the start.
+ * A progress line for long work, the ETA first: {@code ETA 1m05s | step 150/300 [====>     ] 1m40s | STATUS}.
+ * On a terminal it is redrawn in place and cut to the terminal's width ({@link Terminal#columns()}), so what
+ * is cut is the status's end, never the ETA; when the output is a file or a pipe (a log), it prints a plain
+ * line ({@code ETA 1m05s | step 150/300, 1m40s | STATUS}, wrapped at spaces to 80 columns, no carriage
+ * returns) every {@code logEvery} steps, or about every 10 s when that is 0, plus the first and the last.
+ * The ETA leaves out start-up: it is the rate since the first step ended, not since the start.
  */
 public final class Progress {
     static final long LOG_INTERVAL_NS = 10_000_000_000L;
@@ -32,7 +37,7 @@ public final class Progress {
         this.total = total;
         this.first = first;
         this.logEvery = logEvery;
-        this.tty = System.console() != null && !"dumb".equals(System.getenv("TERM"));
+        this.tty = Terminal.isTerminal();
     }
 
     public void update(int done, String status) {
@@ -44,10 +49,11 @@ public final class Progress {
         double elapsed = (now - startNs) / 1e9;
         String eta = done > rateStartDone ? duration((now - rateStartNs) / 1e9 / (done - rateStartDone) * (total - done)) : "...";
         if (tty) {
-            int columns = columns();
-            int barWidth = Math.max(10, Math.min(24, columns - 110));
-            String line = String.format(Locale.ROOT, "step %d/%d %s %s | %s, ETA %s", done, total, bar(done, barWidth), status,
-                    duration(elapsed), eta);
+            int columns = Terminal.columns();
+            String head = "ETA " + eta + " | step " + done + "/" + total + " ";
+            String tail = " " + duration(elapsed) + " | " + status;
+            int barWidth = Math.max(10, Math.min(24, columns - 1 - head.length() - tail.length() - 2));
+            String line = head + bar(done, barWidth) + tail;
             if (line.length() > columns - 1) line = line.substring(0, columns - 1);
             out.print("\r" + line + " ".repeat(Math.max(0, width - line.length())));
             width = line.length();
@@ -56,8 +62,8 @@ public final class Progress {
         } else {
             boolean due = logEvery > 0 ? (done - first) % logEvery == 0 : now - lastPrintNs >= LOG_INTERVAL_NS;
             if (done == total || done == first + 1 || due) {
-                out.println(String.format(Locale.ROOT, "step %d/%d %s | %s elapsed, ETA %s", done, total, status,
-                        duration(elapsed), eta));
+                out.println(TextWrap.wrap("ETA " + eta + " | step " + done + "/" + total + ", " + duration(elapsed) + " | " + status,
+                        Terminal.columns(), 2));
                 lastPrintNs = now;
             }
         }
@@ -66,16 +72,6 @@ public final class Progress {
     private String bar(int done, int barWidth) {
         int filled = (int) Math.round(barWidth * (double) done / total);
         return "[" + "=".repeat(Math.max(0, filled - 1)) + (filled > 0 ? ">" : "") + " ".repeat(barWidth - filled) + "]";
-    }
-
-    private static int columns() {
-        try {
-            String c = System.getenv("COLUMNS");
-            if (c != null) return Math.max(40, Integer.parseInt(c.trim()));
-        } catch (NumberFormatException ignored) {
-            // fall through
-        }
-        return 80;
     }
 
     public static String duration(double seconds) {

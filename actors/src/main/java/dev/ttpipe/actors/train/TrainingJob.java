@@ -17,6 +17,8 @@ import dev.ttpipe.actors.telemetry.StageTable;
 import dev.ttpipe.actors.telemetry.StepAnalysis;
 import dev.ttpipe.actors.telemetry.StepMetrics;
 import dev.ttpipe.actors.telemetry.TensorBoardEvents;
+import dev.ttpipe.actors.telemetry.Terminal;
+import dev.ttpipe.actors.telemetry.TextWrap;
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.cpu.CpuKernels;
 import dev.ttpipe.device.ttnn.BridgeLibrary;
@@ -167,17 +169,17 @@ public final class TrainingJob {
     public boolean resumeAuto(Path runDir, boolean allowConfigChange, PrintStream out) {
         Checkpoints own = checkpoints(runDir);
         if (own == null) {
-            out.println("--resume auto: the sim backend saves no checkpoints; starting from the beginning");
+            Terminal.printWrapped(out, "--resume auto: the sim backend saves no checkpoints; starting from the beginning");
             return true;
         }
         own.close();
         if (!Files.isRegularFile(own.root().resolve(Checkpoints.LATEST))) {
-            out.println("--resume auto: no checkpoint in " + own.root() + " yet; starting from the beginning");
+            Terminal.printWrapped(out, "--resume auto: no checkpoint in " + own.root() + " yet; starting from the beginning");
             return true;
         }
         Checkpoints.Found found = Checkpoints.find(own.root().toString(), Path.of(cfg.training.runsDir));
         if (found.step() >= steps()) {
-            out.println("--resume auto: " + found.dir() + " is at step " + found.step() + " of " + steps()
+            Terminal.printWrapped(out, "--resume auto: " + found.dir() + " is at step " + found.step() + " of " + steps()
                     + ": the run is finished, nothing to do");
             return false;
         }
@@ -367,12 +369,12 @@ public final class TrainingJob {
             finished = true;
             wasInterrupted = true;
             out.println();
-            out.println("interrupted at step " + done + " of " + steps());
+            Terminal.printWrapped(out, "interrupted at step " + done + " of " + steps());
             try {
                 writeTrace();
                 if (record != null) record.write("interrupted at step " + done, done, Double.NaN);
             } catch (IOException e) {
-                out.println("(could not write the run directory: " + e.getMessage() + ")");
+                Terminal.printWrapped(out, "(could not write the run directory: " + e.getMessage() + ")");
             }
             printSoFar();
         }
@@ -392,7 +394,7 @@ public final class TrainingJob {
                         first + 1, done);
                 StageTable.print(out, plan, lastAnalysis, last);
             }
-            if (runDir != null) out.println("wrote " + runDir.resolve("trace.json") + " (the steps so far)");
+            if (runDir != null) Terminal.printWrapped(out, "wrote " + runDir.resolve("trace.json") + " (the steps so far)");
             out.flush();
         }
     }
@@ -414,7 +416,7 @@ public final class TrainingJob {
         runtime.watchdog(Duration.ofSeconds(cfg.telemetry.stallWarningS > 0 ? cfg.telemetry.stallWarningS : 1L << 30),
                 Duration.ofSeconds(cfg.training.stepTimeoutS), diagnosis -> {
                     out.println();
-                    out.println("ttpipe watchdog: " + diagnosis);                 // also in the run's stdout.log
+                    Terminal.printWrapped(out, "ttpipe watchdog: " + diagnosis);                // also in the run's stdout.log
                 });
     }
 
@@ -451,11 +453,11 @@ public final class TrainingJob {
 
     private Result runSession(PipelineRuntime runtime, Session st, PrintStream out) throws IOException {
         Path runDir = st.runDir;
-        out.println(describe());
-        if (plan.backend() == Backend.TTNN) out.println(bridgeLine());
-        if (memory != null) out.println(memory.summary());
+        Terminal.printWrapped(out, describe());
+        if (plan.backend() == Backend.TTNN) Terminal.printWrapped(out, bridgeLine());
+        if (memory != null) Terminal.printWrapped(out, memory.summary());
         if (runDir != null) {
-            out.println("run directory: " + runDir);
+            Terminal.printWrapped(out, "run directory: " + runDir);
             if (plan.backend() == Backend.TTNN) st.record.bridgeLibrary(BridgeLibrary.loaded().orElse(null));
             if (fromConfig) Files.writeString(runDir.resolve("config.yaml"), configYaml(), StandardCharsets.UTF_8);
             data.dataset().tokenizer().save(runDir.resolve("vocab.txt"));
@@ -465,12 +467,12 @@ public final class TrainingJob {
             runtime.loadState(resumeFrom.dir(), resumeFrom.optimizerSteps());
             st.first = resumeFrom.step();
             st.done = st.first;
-            out.println("resumed from " + resumeFrom.dir() + " at step " + st.first);
+            Terminal.printWrapped(out, "resumed from " + resumeFrom.dir() + " at step " + st.first);
         } else if (initFrom() != null) {
             long t0 = System.nanoTime();
             runtime.loadState(initFrom(), 0);
-            out.printf(Locale.ROOT, "initialised from %s (%.1f s; each rank read its own stages' tensors)%n", initFrom(),
-                    (System.nanoTime() - t0) / 1e9);
+            Terminal.printWrapped(out, String.format(Locale.ROOT, "initialised from %s (%.1f s; each rank read its own stages' tensors)", initFrom(),
+                    (System.nanoTime() - t0) / 1e9));
         }
         if (cfg.training.saveAndExit != null) return saveAndExit(runtime, st, out);
         session = st;
@@ -479,13 +481,13 @@ public final class TrainingJob {
             try {
                 metricsServer = MetricsServer.start(runtime, cfg.telemetry.bindHost, cfg.telemetry.port);
                 metricsServer.totalSteps(steps());
-                out.println("telemetry: " + metricsServer.url() + "/metrics (Prometheus), " + metricsServer.url() + "/status (JSON)");
+                Terminal.printWrapped(out, "telemetry: " + metricsServer.url() + "/metrics (Prometheus), " + metricsServer.url() + "/status (JSON)");
                 if (st.record != null) {
                     st.record.telemetry(metricsServer.url());
                     st.record.write("running", st.done, Double.NaN);        // so `ttpipe top RUN_DIR` finds it now
                 }
             } catch (IOException e) {
-                out.println("telemetry: no endpoint (" + cfg.origins.where("telemetry.port") + ": " + e.getMessage()
+                Terminal.printWrapped(out, "telemetry: no endpoint (" + cfg.origins.where("telemetry.port") + ": " + e.getMessage()
                         + "; set telemetry.port to a free port, or 0)");
             }
         }
@@ -509,7 +511,7 @@ public final class TrainingJob {
             checkpoints.save(runtime, st.first, optimizerSteps);
             saved = checkpoints.awaitAll();
         }
-        out.println("save_and_exit: wrote the weights at step " + st.first + " to " + saved.get(saved.size() - 1).dir()
+        Terminal.printWrapped(out, "save_and_exit: wrote the weights at step " + st.first + " to " + saved.get(saved.size() - 1).dir()
                 + " (" + cfg.origins.where("training_config.save_and_exit") + "); not training");
         if (st.record != null) st.record.write("saved and exited (training_config.save_and_exit)", st.first, Double.NaN);
         return new Result(st.losses, Double.NaN, Double.NaN, null, null);
@@ -565,8 +567,8 @@ public final class TrainingJob {
                 if (!r.applied()) {
                     nonFiniteInARow++;
                     out.println();
-                    out.printf(Locale.ROOT, "step %d: %s; not applied (%d in a row; training_config.max_nonfinite_steps = %d)%n",
-                            step + 1, r.nonFinite(), nonFiniteInARow, cfg.training.maxNonfiniteSteps);
+                    Terminal.printWrapped(out, String.format(Locale.ROOT, "step %d: %s; not applied (%d in a row; training_config.max_nonfinite_steps"
+                            + " = %d)", step + 1, r.nonFinite(), nonFiniteInARow, cfg.training.maxNonfiniteSteps));
                     if (nonFiniteInARow >= cfg.training.maxNonfiniteSteps) {
                         throw new PipelineFailure(nonFiniteInARow + " steps in a row (" + (step + 2 - nonFiniteInARow) + ".." + (step + 1)
                                 + ") had non-finite values, none applied; the last: " + r.nonFinite() + " (training_config"
@@ -609,8 +611,8 @@ public final class TrainingJob {
                     secondsTotal += r.seconds();
                 }
                 double tps = r.tokens() / Math.max(1e-9, r.seconds());
-                progress.update(step + 1, String.format(Locale.ROOT, "loss %s%s | %s tok/s | bubble %.0f%%%s",
-                        lossText(r.loss()), Double.isNaN(lastVal) ? "" : " | val " + lossText(lastVal) + " @" + lastValStep, human(tps),
+                progress.update(step + 1, String.format(Locale.ROOT, "loss %s%s, %s tok/s, bubble %.0f%%%s",
+                        lossText(r.loss()), Double.isNaN(lastVal) ? "" : ", val " + lossText(lastVal) + " @" + lastValStep, human(tps),
                         100 * a.bubble(),
                         a.predicted() == null ? "" : String.format(Locale.ROOT, " (sim %.0f%%)", 100 * a.predicted().bubbleFraction())));
             }
@@ -647,17 +649,17 @@ public final class TrainingJob {
         double[] losses = st.losses;
         out.println();
         double tokensPerSecond = secondsTotal > 0 ? tokensTotal / secondsTotal : Double.NaN;
-        out.printf(Locale.ROOT, "%s over steps %d..%d; %s tokens/s (steps %d..%d)%n",
+        Terminal.printWrapped(out, String.format(Locale.ROOT, "%s over steps %d..%d; %s tokens/s (steps %d..%d)",
                 Double.isNaN(last.loss()) ? "no loss values (the sim backend models time only)"
                         : "loss " + lossText(losses[first]) + " -> " + lossText(last.loss()), first + 1, steps,
-                secondsTotal > 0 ? human(tokensPerSecond) : "n/a", first + 2, steps);
-        if (!saves.isEmpty()) out.println(Checkpoints.summary(saves));
+                secondsTotal > 0 ? human(tokensPerSecond) : "n/a", first + 2, steps));
+        if (!saves.isEmpty()) Terminal.printWrapped(out, Checkpoints.summary(saves));
         StageTable.print(out, plan, st.lastAnalysis, last);
         double val = Double.NaN;
         if (plan.backend() == Backend.SIM) {
-            out.println("(sim backend: no values, so no validation loss, samples or checkpoints)");
+            Terminal.printWrapped(out, "(sim backend: no values, so no validation loss, samples or checkpoints)");
         } else if (!allLocal(runtime)) {
-            out.println("(multi-process job: validation loss and samples need every stage in one process; run `ttpipe train` with"
+            Terminal.printWrapped(out, "(multi-process job: validation loss and samples need every stage in one process; run `ttpipe train` with"
                     + " the same config to see them)");
         } else {
             val = validationLoss(runtime);
@@ -666,7 +668,7 @@ public final class TrainingJob {
         }
         if (runDir != null) {
             st.record.write("finished", steps, val);
-            out.println("wrote " + runDir.resolve("metrics.jsonl") + ", " + runDir.resolve("trace.json")
+            Terminal.printWrapped(out, "wrote " + runDir.resolve("metrics.jsonl") + ", " + runDir.resolve("trace.json")
                     + " (open in https://ui.perfetto.dev), run.json, stdout.log");
         }
         return new Result(losses, tokensPerSecond, val, last, null);
@@ -701,13 +703,16 @@ public final class TrainingJob {
             st.record.preempted(why.describe(), resume);
             st.record.write("preempted", step, Double.NaN);
         }
-        out.println("preempted (" + why.describe() + ") at step " + step + " of " + steps() + ": " + saved);
+        Terminal.printWrapped(out, "preempted (" + why.describe() + ") at step " + step + " of " + steps() + ": " + saved);
         if (st.last != null) {
             out.printf(Locale.ROOT, "loss %s -> %s over steps %d..%d%n", lossText(st.losses[st.first]), lossText(st.last.loss()),
                     st.first + 1, step);
             StageTable.print(out, plan, st.lastAnalysis, st.last);
         }
-        if (resume != null) out.println("resume with: " + resume + (allLocal(runtime) ? "" : "   (every worker, as it was started)"));
+        if (resume != null) {
+            out.println(TextWrap.wrapCommand("resume with: " + resume, Terminal.columns(), 4));
+            if (!allLocal(runtime)) Terminal.printWrapped(out, "(every worker, as it was started)");
+        }
         out.flush();
         return new Result(st.losses, Double.NaN, Double.NaN, st.last, why);
     }
@@ -726,8 +731,8 @@ public final class TrainingJob {
                         PrintStream out) {
         long t0 = System.nanoTime();
         out.println();
-        out.println(failure.getMessage());
-        out.println("recovering (" + recovery + " of " + maxRecoveries + ", training_config.max_restarts): every rank rejoins the job,"
+        Terminal.printWrapped(out, failure.getMessage());
+        Terminal.printWrapped(out, "recovering (" + recovery + " of " + maxRecoveries + ", training_config.max_restarts): every rank rejoins the job,"
                 + " a restarted one too, and rolls back");
         runtime.rejoin(RECOVERY_TIMEOUT);
         double rejoined = (System.nanoTime() - t0) / 1e9;
@@ -738,11 +743,11 @@ public final class TrainingJob {
         if (ck != null) fromMemory = runtime.loadState(ck.dir(), ck.step(), ck.optimizerSteps());
         else if (initFrom() != null) runtime.loadState(initFrom(), 0);
         else runtime.reinitialize();
-        out.printf(Locale.ROOT, "recovered in %.1f s (every rank joined after %.1f s; %d of %d ranks restored from their copy in"
-                        + " memory, the others from the disk): back at %s; steps %d..%d are redone%n",
+        Terminal.printWrapped(out, String.format(Locale.ROOT, "recovered in %.1f s (every rank joined after %.1f s; %d of %d ranks restored from their"
+                        + " copy in memory, the others from the disk): back at %s; steps %d..%d are redone",
                 (System.nanoTime() - t0) / 1e9, rejoined, fromMemory, plan.ranks(),
                 ck != null ? "the checkpoint of step " + back + " (" + ck.dir() + ")" : "the initial weights (no checkpoint yet)",
-                back + 1, step + 1);
+                back + 1, step + 1));
         return ck;
     }
 
@@ -788,10 +793,29 @@ public final class TrainingJob {
                 plan.backend(), plan.rankMesh(), parallelText()));
         sb.append("\nnumerics: ").append(numerics());
         sb.append("\ndata: ").append(data.description());
-        StringBuilder split = new StringBuilder();
-        for (StageSlice s : plan.slices()) split.append(split.length() == 0 ? "" : ", ").append(s.blocks());
-        sb.append("\nblocks per stage: [").append(split).append("]");
+        int[] blocks = plan.slices().stream().mapToInt(StageSlice::blocks).toArray();
+        sb.append("\nblocks per stage: ").append(blocksPerStage(blocks, Terminal.columns() - "blocks per stage: ".length()));
         return sb.toString();
+    }
+
+    /**
+     * The split as a list, {@code [2, 2, 1, 1]}, when that fits {@code width} columns; else, when shorter, by runs:
+     * {@code 2 (stages 0-5), 1 (stages 6-255)}, so 256 stages take one line instead of ten.
+     */
+    static String blocksPerStage(int[] blocks, int width) {
+        StringBuilder list = new StringBuilder("[");
+        for (int s = 0; s < blocks.length; s++) list.append(s == 0 ? "" : ", ").append(blocks[s]);
+        list.append(']');
+        if (list.length() <= width) return list.toString();
+        StringBuilder runs = new StringBuilder();
+        for (int s = 0; s < blocks.length; ) {
+            int end = s;
+            while (end + 1 < blocks.length && blocks[end + 1] == blocks[s]) end++;
+            runs.append(runs.length() == 0 ? "" : ", ").append(blocks[s])
+                    .append(end == s ? " (stage " + s + ")" : " (stages " + s + "-" + end + ")");
+            s = end + 1;
+        }
+        return runs.length() < list.length() ? runs.toString() : list.toString();
     }
 
     /** The dtype, recompute, gradient accumulation and (cpu backend) the matmul engine, in one line. */

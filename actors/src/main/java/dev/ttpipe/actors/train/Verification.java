@@ -6,6 +6,7 @@ import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.Faults;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.telemetry.MetricsServer;
+import dev.ttpipe.actors.telemetry.Terminal;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.MeshDevice;
@@ -79,13 +80,14 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
      */
     public Outcome run(Path configFile, PipelineStart start, PrintStream out) throws IOException, InterruptedException {
         JobPlan plan = job.plan();
-        out.printf("verify: %s, %d stages on %d ranks, %s%s, %d microbatches, %s optimizer, %s backend, mesh %s per rank;"
-                        + " reference: all blocks on %s, no pipeline%n", configFile, plan.stages(), plan.ranks(),
+        Terminal.printWrapped(out, String.format(Locale.ROOT, "verify: %s, %d stages on %d ranks, %s%s, %d microbatches, %s"
+                        + " optimizer, %s backend, mesh %s per rank; reference: all blocks on %s, no pipeline", configFile, plan.stages(),
+                plan.ranks(),
                 plan.schedule().name(), plan.readyFirst() ? " (ready-first)" : "", plan.microbatches(),
                 plan.optimizer().kind().name().toLowerCase(Locale.ROOT),
                 plan.backend() + (plan.model().dtype() == DType.BF16 ? " bf16" : ""), plan.rankMesh(),
                 singleDevice ? "one cpu device" : "one " + plan.backend() + " submesh " + plan.rankMesh()
-                        + (plan.parallelism().ddp() || plan.parallelism().tp() ? " with the same DDP/TP" : ""));
+                        + (plan.parallelism().ddp() || plan.parallelism().tp() ? " with the same DDP/TP" : "")));
         Started started = start.start(job, out);
         PipelineRuntime runtime = started.runtime();
         boolean ok = true;
@@ -97,7 +99,7 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
         if (tc.port > 0) {
             try {
                 telemetry = MetricsServer.start(runtime, tc.bindHost, tc.port);
-                out.println("telemetry: " + telemetry.url() + "/metrics, " + telemetry.url() + "/status");
+                Terminal.printWrapped(out, "telemetry: " + telemetry.url() + "/metrics, " + telemetry.url() + "/status");
             } catch (IOException e) {
                 out.println("telemetry: no endpoint (" + e.getMessage() + ")");
             }
@@ -110,7 +112,7 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
             if (job.initFrom() != null) {
                 runtime.loadState(job.initFrom(), 0);
                 StageState.load(job.initFrom(), plan.model(), List.of(ref.stage()));
-                out.println("both initialised from " + job.initFrom());
+                Terminal.printWrapped(out, "both initialised from " + job.initFrom());
             }
             // 79 columns; the worst parameter (long names) gets its own line where a step is beyond the tolerance
             out.printf("%4s %13s %14s %12s %12s %9s %9s%n", "step", "pipeline loss", "reference loss",
@@ -141,7 +143,7 @@ public record Verification(TrainingJob job, int steps, double tolerance, boolean
             runtime.close(failure);
             started.finish().finish();
         }
-        out.println(ok ? "OK: the pipelined run matches the reference trainer within " + tolerance
+        Terminal.printWrapped(out, ok ? "OK: the pipelined run matches the reference trainer within " + tolerance
                 : "MISMATCH: the pipelined run differs from the reference trainer beyond " + tolerance);
         return new Outcome(ok, List.copyOf(compared));
     }

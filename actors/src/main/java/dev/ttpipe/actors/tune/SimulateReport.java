@@ -3,6 +3,7 @@ package dev.ttpipe.actors.tune;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.actors.telemetry.RunStageCosts;
 import dev.ttpipe.actors.telemetry.TextTable;
+import dev.ttpipe.actors.telemetry.TextWrap;
 import dev.ttpipe.actors.tune.SimulateRun.Outcome;
 import dev.ttpipe.actors.tune.SimulateRun.Simulation;
 import dev.ttpipe.schedules.AsciiGrid;
@@ -23,20 +24,25 @@ final class SimulateReport {
     private SimulateReport() {
     }
 
-    /** The grid and the figures, as text; {@code stepGrid}: the grid of the schedule's steps (SEND/RECV shown). */
-    static String text(Outcome o, boolean stepGrid) {
+    /**
+     * The grid and the figures, as text {@code width} columns wide (the grid folded into bands, lines wrapped);
+     * {@code stepGrid}: the grid of the schedule's steps (SEND/RECV shown).
+     */
+    static String text(Outcome o, boolean stepGrid, int width) {
         Schedule s = o.schedule();
         SimResult r = o.result();
         StringBuilder text = new StringBuilder();
-        text.append(String.format(Locale.ROOT, "%s: %d ranks, %d stages, %d microbatches; %s F=%s B=%s (I=%s W=%s), comm=%s per hop%n",
-                s.name(), s.ranks(), s.stages(), s.microbatches(), o.costs().measured() == null ? "per rank" : "mean per stage",
-                num(o.costs().f()), num(o.costs().b()), num(o.costs().i()), num(o.costs().w()), num(o.costs().comm())));
+        paragraph(text, String.format(Locale.ROOT, "%s: %d ranks, %d stages, %d microbatches", s.name(), s.ranks(), s.stages(),
+                s.microbatches()), width);
+        paragraph(text, String.format(Locale.ROOT, "costs %s: F=%s B=%s (I=%s W=%s), comm=%s per hop",
+                o.costs().measured() == null ? "per rank" : "mean per stage", num(o.costs().f()), num(o.costs().b()),
+                num(o.costs().i()), num(o.costs().w()), num(o.costs().comm())), width);
         RunStageCosts mc = o.costs().measured();
         if (mc != null) {
-            text.append(String.format(Locale.ROOT, "costs measured in %s (ms, mean of %d steps after the first): F per stage %s, B %s%n",
-                    mc.runDir(), mc.steps(), nums(mc.f()), nums(mc.b())));
+            paragraph(text, String.format(Locale.ROOT, "costs measured in %s (ms, mean of %d steps after the first): F per stage %s, B %s",
+                    mc.runDir(), mc.steps(), nums(mc.f()), nums(mc.b())), width);
         }
-        text.append('\n').append(stepGrid ? AsciiGrid.render(s) : AsciiGrid.render(r)).append('\n');
+        text.append('\n').append(stepGrid ? AsciiGrid.render(s, width) : AsciiGrid.render(r, width)).append('\n');
         text.append(String.format(Locale.ROOT, "makespan %s, bubble %s overall%n%n", num(r.makespan()), percent(r.bubbleFraction())));
         boolean bytes = r.peakActivationBytes(0) >= 0;
         String[] header = {"rank", "stages", "busy", "idle", "bubble", "peak activations"};
@@ -48,8 +54,13 @@ final class SimulateReport {
                     percent(r.bubbleFraction(rank)), r.peakActivations(rank) + (bytes ? " (" + r.peakActivationBytes(rank) + " B)" : "")});
         }
         text.append(TextTable.render(header, rows));
-        for (String violation : r.memoryLimitViolations()) text.append("note: ").append(violation).append('\n');
+        for (String violation : r.memoryLimitViolations()) paragraph(text, "note: " + violation, width);
         return text.toString();
+    }
+
+    /** {@code line} wrapped at spaces to {@code width}, the lines after the first indented by two. */
+    private static void paragraph(StringBuilder text, String line, int width) {
+        text.append(TextWrap.wrap(line, width, 2)).append('\n');
     }
 
     private static String nums(double[] v) {
@@ -58,11 +69,13 @@ final class SimulateReport {
         return b.append(']').toString();
     }
 
-    /** One aligned row per schedule. */
-    static String compareTable(Simulation s, List<Outcome> outcomes) {
-        StringBuilder text = new StringBuilder(String.format(Locale.ROOT,
-                "%d ranks, %d microbatches; per rank F=%s B=%s (I=%s W=%s), comm=%s per hop%n%n", s.ranks(), s.microbatches(),
-                num(s.costs().f()), num(s.costs().b()), num(s.costs().i()), num(s.costs().w()), num(s.costs().comm())));
+    /** One aligned row per schedule; the lines around the table wrapped to {@code width}. */
+    static String compareTable(Simulation s, List<Outcome> outcomes, int width) {
+        StringBuilder text = new StringBuilder();
+        paragraph(text, String.format(Locale.ROOT, "%d ranks, %d microbatches; per rank F=%s B=%s (I=%s W=%s), comm=%s per hop",
+                s.ranks(), s.microbatches(), num(s.costs().f()), num(s.costs().b()), num(s.costs().i()), num(s.costs().w()),
+                num(s.costs().comm())), width);
+        text.append('\n');
         String[] header = {"schedule", "V", "makespan", "bubble", "peak activations per rank"};
         List<String[]> rows = new ArrayList<>();
         for (Outcome o : outcomes) {
@@ -75,7 +88,7 @@ final class SimulateReport {
         }
         text.append(TextTable.render(header, rows));
         if (outcomes.stream().anyMatch(o -> o.schedule().virtualStages() > 1)) {
-            text.append("(with V stages per rank, one activation is one stage's: a V-th of a rank's share)\n");
+            paragraph(text, "(with V stages per rank, one activation is one stage's: a V-th of a rank's share)", width);
         }
         return text.toString();
     }

@@ -4,6 +4,8 @@ import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.telemetry.RunStageCosts;
+import dev.ttpipe.actors.telemetry.Terminal;
+import dev.ttpipe.actors.telemetry.TextWrap;
 import dev.ttpipe.schedules.ChromeTrace;
 import dev.ttpipe.schedules.CostModel;
 import dev.ttpipe.schedules.Lowering;
@@ -37,6 +39,8 @@ public final class SimulateRun {
     static final int DEFAULT_RANKS = 4;
     static final int DEFAULT_MICROBATCHES = 8;
     static final String DEFAULT_SCHEDULE = "1f1b";
+    /** The narrowest {@code --width}: the per-rank table (not folded) is about 50 columns wide. */
+    static final int MIN_WIDTH = 60;
     /** {@code compare} alone: every schedule that fits P and M. */
     public static final String ALL = "all";
 
@@ -50,10 +54,11 @@ public final class SimulateRun {
      * @param lower     insert SEND/RECV actions and show them in a step grid
      * @param compare   comma-separated schedule names, or {@link #ALL}
      * @param sets      {@code --set KEY=VALUE} settings applied to the config
+     * @param width     the columns the text may take (the grid folds into bands, lines wrap); null: the terminal's
      */
     public record Settings(Path config, Integer ranks, Integer microbatches, String schedule, Integer virtualStages,
                            Path costsFrom, String costs, Integer memoryLimit, Path svg, Path trace, Path csv, Path loadCsv,
-                           boolean lower, boolean json, String compare, List<String> sets) {
+                           boolean lower, boolean json, String compare, List<String> sets, Integer width) {
     }
 
     /** What to simulate, after the config file and the flags. */
@@ -66,6 +71,8 @@ public final class SimulateRun {
 
     private final Settings s;
     private final PrintStream out;
+    /** The columns the text may take: {@code --width}, else the terminal's. */
+    private int width;
 
     private SimulateRun(Settings s, PrintStream out) {
         this.s = s;
@@ -88,12 +95,13 @@ public final class SimulateRun {
             }
         }
         Simulation sim = simulation();
+        width = s.width() != null ? atLeast("--width", s.width(), MIN_WIDTH) : Terminal.columns();
         if (s.compare() != null) {
             List<Outcome> outcomes = compare(sim, s.compare());
             if (s.json()) {
                 out.println(SimulateReport.jsonArray(outcomes));
             } else {
-                out.print(SimulateReport.compareTable(sim, outcomes));
+                out.print(SimulateReport.compareTable(sim, outcomes, width));
             }
             return;
         }
@@ -102,7 +110,7 @@ public final class SimulateRun {
         if (s.json()) {
             out.println(SimulateReport.json(outcome));
         } else {
-            out.print(SimulateReport.text(outcome, s.lower()));
+            out.print(SimulateReport.text(outcome, s.lower(), width));
         }
     }
 
@@ -146,6 +154,11 @@ public final class SimulateRun {
 
     private static int positive(String flag, int value) {
         if (value < 1) throw new UserInputException(flag + ": " + value + " given, expected a positive integer");
+        return value;
+    }
+
+    private static int atLeast(String flag, int value, int min) {
+        if (value < min) throw new UserInputException(flag + ": " + value + " given, expected at least " + min + " columns");
         return value;
     }
 
@@ -202,15 +215,15 @@ public final class SimulateRun {
     private void writeFiles(Outcome o) {
         if (s.svg() != null) {
             write("--svg", s.svg(), SvgTimeline.render(o.result(), o.schedule().name()));
-            if (!s.json()) out.println("wrote " + s.svg());
+            if (!s.json()) out.println(TextWrap.wrap("wrote " + s.svg(), width, 2));
         }
         if (s.trace() != null) {
             write("--trace", s.trace(), ChromeTrace.render(o.result()));
-            if (!s.json()) out.println("wrote " + s.trace() + " (open it in https://ui.perfetto.dev)");
+            if (!s.json()) out.println(TextWrap.wrap("wrote " + s.trace() + " (open it in https://ui.perfetto.dev)", width, 2));
         }
         if (s.csv() != null) {
             write("--csv", s.csv(), ScheduleCsv.write(o.schedule()));
-            if (!s.json()) out.println("wrote " + s.csv());
+            if (!s.json()) out.println(TextWrap.wrap("wrote " + s.csv(), width, 2));
         }
     }
 

@@ -59,7 +59,7 @@ class CheckpointTest {
         Path save = write(dir, "save.yaml", base.replace("model_save_interval: 3", "save_and_exit: " + saved));
         CliTest.Result s = CliTest.run("train", save.toString(), "--run-dir", dir.resolve("save-run").toString());
         assertEquals(0, s.code(), s.out() + s.err());
-        assertTrue(s.out().contains("save_and_exit: wrote the weights at step 0 to " + saved.resolve("step-000000")), s.out());
+        assertTrue(s.joined().contains("save_and_exit: wrote the weights at step 0 to " + saved.resolve("step-000000")), s.out());
         assertFalse(s.out().contains("tokens/s"), "no training: " + s.out());
         assertEquals("step-000000", Files.readString(saved.resolve(Checkpoints.LATEST)).strip());
         assertFalse(Files.exists(dir.resolve("save-run/metrics.jsonl")), "no step was run");
@@ -70,7 +70,7 @@ class CheckpointTest {
         CliTest.Result loaded = CliTest.run("train", write(dir, "loaded.yaml", base.replace("model_save_interval: 3",
                 "model_save_interval: 3, init_from: " + saved)).toString(), "--run-dir", dir.resolve("loaded").toString());
         assertEquals(0, loaded.code(), loaded.out() + loaded.err());
-        assertTrue(loaded.out().contains("initialised from " + saved.resolve("step-000000")), loaded.out());
+        assertTrue(loaded.joined().contains("initialised from " + saved.resolve("step-000000")), loaded.out());
         assertSameTensors(dir.resolve("own/checkpoints/step-000004"), dir.resolve("loaded/checkpoints/step-000004"));
     }
 
@@ -84,7 +84,7 @@ class CheckpointTest {
         Path whole = dir.resolve("whole"), resumed = dir.resolve("resumed");
         CliTest.Result a = CliTest.run("train", cfg.toString(), "--run-dir", whole.toString());
         assertEquals(0, a.code(), a.out() + a.err());
-        assertTrue(a.out().contains("checkpoints: 2 saved"), a.out());
+        assertTrue(a.joined().contains("checkpoints: 2 saved"), a.out());
         Path half = whole.resolve("checkpoints").resolve("step-000003");
         // another config (here max_steps) is refused without the flag, in one line naming the key
         CliTest.Result refused = CliTest.run("train", cfg.toString(), "--run-dir", resumed.toString(), "--resume", half.toString(),
@@ -92,7 +92,7 @@ class CheckpointTest {
         CliTest.assertOneLineBadInput(refused, "training_config.max_steps: 6 -> 7", "--allow-config-change");
         CliTest.Result c = CliTest.run("train", cfg.toString(), "--run-dir", resumed.toString(), "--resume", half.toString());
         assertEquals(0, c.code(), c.out() + c.err());
-        assertTrue(c.out().contains("resumed from " + half + " at step 3"), c.out());
+        assertTrue(c.joined().contains("resumed from " + half + " at step 3"), c.out());
         assertSameTensors(whole.resolve("checkpoints/step-000006"), resumed.resolve("checkpoints/step-000006"));
     }
 

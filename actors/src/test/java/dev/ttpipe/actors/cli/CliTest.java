@@ -17,6 +17,19 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /** The commands as a user runs them: exit codes, one-line errors, run directories, verify's verdict. */
 class CliTest {
     record Result(int code, String out, String err) {
+        /** {@link #out} with the lines that wrapping broke joined again (see {@link CliTest#joined}). */
+        String joined() {
+            return CliTest.joined(out);
+        }
+    }
+
+    /**
+     * {@code text} with the lines that wrapping to 80 columns broke joined again: a break with its hanging indent
+     * (two spaces, or a shell command's {@code " \"} and four) reads as one space; {@code ttpipe launch}'s
+     * {@code [rank N] } in front of each line is left out.
+     */
+    static String joined(String text) {
+        return text.replaceAll("(?m)^\\[rank \\d+\\] ", "").replace(" \\\n    ", " ").replace("\n  ", " ");
     }
 
     static Result run(String... args) {
@@ -120,7 +133,7 @@ class CliTest {
         Path cfg = config(dir, SMALL.replace("RUNS", dir.toString()).replace("multihost_config:", "multihost_config:\n  num_workers: 2"));
         Result r = run("train", cfg.toString(), "--stages", "3", "--max-steps", "1");
         assertEquals(0, r.code(), r.err());
-        assertTrue(r.out().contains("3 stages on 3 ranks"), r.out());
+        assertTrue(r.joined().contains("3 stages on 3 ranks"), r.out());
     }
 
     @Test

@@ -40,14 +40,14 @@ class ConfigWorkflowTest {
         CliTest.Result val = run("train", cfg.toString(), "--set", "training_config.eval_every=1", "--max-steps", "3", "--log-every", "1",
                 "--run-dir", dir.resolve("runs/val").toString());
         assertEquals(0, val.code(), val.err());
-        assertTrue(val.out().matches("(?s).*step 3/3 .*loss \\d\\.\\d{4} \\| val \\d\\.\\d{4} @2 \\|.*"), "the validation loss on the progress line: " + val.out());
+        assertTrue(val.joined().matches("(?s).*step 3/3, .*loss \\d\\.\\d{4}, val \\d\\.\\d{4} @2, .*"), "the validation loss on the progress line: " + val.out());
 
         CliTest.Result set = run("train", cfg.toString(), "--set", "training_config.max_steps=1", "--set",
                 "transformer_config.runner_type=memory_efficient", "--set", "training_config.gradient_accumulation_steps=2",
                 "--run-dir", dir.resolve("runs/one").toString());
         assertEquals(0, set.code(), set.err());
         assertEquals(1, Files.readAllLines(dir.resolve("runs/one/metrics.jsonl")).size(), "max_steps set to 1");
-        assertTrue(set.out().contains("numerics: fp32, recompute on (runner_type memory_efficient), gradient accumulation 2, matmul "),
+        assertTrue(set.joined().contains("numerics: fp32, recompute on (runner_type memory_efficient), gradient accumulation 2, matmul "),
                 set.out());
         assertTrue(Files.readString(dir.resolve("runs/one/run.json")).contains("\"training_config.max_steps\":\"--set\""),
                 "run.json records the flags");
@@ -78,8 +78,9 @@ class ConfigWorkflowTest {
         Path cfg = config(dir);
         CliTest.Result r = run("train", cfg.toString(), "--set", "device_config.dtype=bf16", "--dry-run");
         assertEquals(0, r.code(), r.err());
-        assertTrue(r.out().contains("ttpipe train: gpt2 3 blocks") && r.out().contains("numerics: bf16, recompute off, gradient accumulation 1")
-                && r.out().contains("memory plan: at most") && r.out().contains("dry run: the config is valid"), r.out());
+        String joined = r.joined();
+        assertTrue(joined.contains("ttpipe train: gpt2 3 blocks") && joined.contains("numerics: bf16, recompute off, gradient accumulation 1")
+                && joined.contains("memory plan: at most") && joined.contains("dry run: the config is valid"), r.out());
         assertFalse(r.out().contains("loss"), r.out());
         CliTest.Result v = run("verify", cfg.toString(), "--dry-run");
         assertEquals(0, v.code(), v.err());

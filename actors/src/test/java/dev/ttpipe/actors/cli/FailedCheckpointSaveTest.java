@@ -76,7 +76,7 @@ class FailedCheckpointSaveTest {
         String record = Files.readString(run.resolve("run.json"));
         assertTrue(record.contains("\"status\": \"" + status), record);
         assertTrue(Files.size(run.resolve("trace.json")) > 0);
-        assertTrue(r.out().contains("over steps 1.." + steps) && r.out().contains("wrote " + run.resolve("trace.json")), r.out());
+        assertTrue(r.joined().contains("over steps 1.." + steps) && r.joined().contains("wrote " + run.resolve("trace.json")), r.out());
     }
 
     private static void assertStoppedInOneLine(CliTest.Result r, String... fragments) {

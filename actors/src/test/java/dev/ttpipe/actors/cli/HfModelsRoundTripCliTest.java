@@ -115,7 +115,7 @@ class HfModelsRoundTripCliTest {
                 + " blocks_per_rank: {0: 1, 1: 1}, num_microbatches: 2, schedule: 1f1b}\n";
         CliTest.Result v = run("verify", config(dir, job).toString(), "--steps", "2");
         assertEquals(0, v.code(), v.out() + v.err());
-        assertTrue(v.out().contains("both initialised from " + hf), v.out());
+        assertTrue(v.joined().contains("both initialised from " + hf), v.out());
 
         CliTest.Result t = run("train", config(dir, job).toString());
         assertEquals(0, t.code(), t.out() + t.err());

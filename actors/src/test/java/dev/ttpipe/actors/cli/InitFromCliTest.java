@@ -46,7 +46,7 @@ class InitFromCliTest {
                 + "}\n" + PIPELINE;
         CliTest.Result a = run("verify", config(dir, fromHf).toString(), "--steps", "2");
         assertEquals(0, a.code(), a.out() + a.err());
-        assertTrue(a.out().contains("both initialised from " + hf), a.out());
+        assertTrue(a.joined().contains("both initialised from " + hf), a.out());
         String fromCkpt = fromHf.replace("init_from: " + hf, "model_path: " + ckpt)
                 + "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 3, max_sequence_length: 16}\n";
         CliTest.Result b = run("verify", config(dir, fromCkpt).toString(), "--steps", "2");

@@ -42,7 +42,7 @@ class InterruptTest {
                 "--log-every", "50"), run.resolve("metrics.jsonl"), 5, "INT");
         String out = Files.readString(dir.resolve("out.log"), StandardCharsets.UTF_8);
         assertEquals(ExitCodes.SIGINT, p.exitValue(), out);
-        assertTrue(out.matches("(?s).*preempted \\(SIGINT\\) at step \\d+ of 5000: the checkpoint of step \\d+ is saved.*"), out);
+        assertTrue(CliTest.joined(out).matches("(?s).*preempted \\(SIGINT\\) at step \\d+ of 5000: the checkpoint of step \\d+ is saved.*"), out);
         assertTrue(out.contains("sim bubble"), "the per-rank table of the steps so far:\n" + out);
         Object trace = MiniJson.parse(Files.readString(run.resolve("trace.json")));
         assertTrue(((List<?>) ((Map<?, ?>) trace).get("traceEvents")).size() > 100, "the trace holds the steps so far");
@@ -86,7 +86,7 @@ class InterruptTest {
         assertEquals(lib.kind(), bridge.get("kind"), bridge.toString());
         assertEquals(lib.implementation(), bridge.get("implementation"));
         assertEquals(lib.path().toString(), bridge.get("path"));
-        List<String> header = r.out().lines().filter(l -> l.startsWith("bridge library: ")).toList();
+        List<String> header = r.joined().lines().filter(l -> l.startsWith("bridge library: ")).toList();
         assertEquals(1, header.size(), r.out());
         assertTrue(header.get(0).contains(lib.path().toString()), header.get(0));
         if (lib.reference()) {

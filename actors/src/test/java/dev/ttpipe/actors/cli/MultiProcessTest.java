@@ -71,7 +71,7 @@ class MultiProcessTest {
         CliTest.Result resumed = CliTest.run("launch", cfg.toString(), "--run-dir", dir.resolve("resumed").toString(),
                 "--resume", half.toString());
         assertEquals(0, resumed.code(), resumed.out() + resumed.err());
-        assertTrue(resumed.out().contains("resumed from " + half + " at step 2"), resumed.out());
+        assertTrue(resumed.joined().contains("resumed from " + half + " at step 2"), resumed.out());
         CheckpointTest.assertSameTensors(dir.resolve("whole/checkpoints/step-000004"), dir.resolve("resumed/checkpoints/step-000004"));
         assertNoLeftovers();
     }
@@ -155,12 +155,12 @@ class MultiProcessTest {
         assertTrue(r.err().contains("recovered in"), r.err());
         if (victimRank == 0) {
             assertTrue(r.err().contains("restarting every worker from the checkpoint of step 20"), r.err());
-            assertTrue(r.out().contains("resumed from "), r.out());
+            assertTrue(r.joined().contains("resumed from "), r.out());
         } else {
             assertTrue(r.err().contains("restarting rank " + victimRank + " alone"), r.err());
-            assertTrue(r.out().contains("back at the checkpoint of step 20"), r.out());
+            assertTrue(r.joined().contains("back at the checkpoint of step 20"), r.out());
             // the survivors roll back from their host copy of step 20's checkpoint, the restarted worker from the disk
-            assertTrue(r.out().contains((ranks - 1) + " of " + ranks + " ranks restored from their copy in memory, the others"
+            assertTrue(r.joined().contains((ranks - 1) + " of " + ranks + " ranks restored from their copy in memory, the others"
                     + " from the disk"), r.out());
         }
         for (int rank = 0; rank < ranks; rank++) {           // each printed its start line once, the victim twice (rank 0: all)

@@ -30,8 +30,8 @@ class NonFiniteStepTest {
         CliTest.Result r = CliTest.run(Faults.nonFiniteGradient(1, 1), "train", cfg.toString(), "--run-dir", run.toString());
         String all = r.out() + r.err();
         assertEquals(Main.EXIT_FAILURE, r.code(), all);
-        assertTrue(r.out().contains("step 2: non-finite gradient, first at stage 1 (rank 1), parameter blocks.2."), r.out());
-        assertTrue(r.out().contains("not applied (1 in a row; training_config.max_nonfinite_steps = 3)"), r.out());
+        assertTrue(r.joined().contains("step 2: non-finite gradient, first at stage 1 (rank 1), parameter blocks.2."), r.out());
+        assertTrue(r.joined().contains("not applied (1 in a row; training_config.max_nonfinite_steps = 3)"), r.out());
         assertTrue(r.err().contains("3 steps in a row (2..4) had non-finite values, none applied"), r.err());
         assertFalse(r.err().contains("\tat "), "a stack trace without --verbose: " + r.err());
         Path ck = run.resolve("checkpoints");

@@ -38,7 +38,7 @@ class PreemptionTest {
         Path run = dir.resolve("run");
         List<String> args = List.of("train", cfg.toString(), "--run-dir", run.toString(), "--resume", "auto", "--log-every", "50");
         Process p = TtpipeProcesses.signalledAfter(dir, "first", args, run.resolve("metrics.jsonl"), 10, "TERM");
-        String out = TtpipeProcesses.log(dir, "first");
+        String out = CliTest.joined(TtpipeProcesses.log(dir, "first"));
         assertEquals(ExitCodes.SIGTERM, p.exitValue(), out);
         assertTrue(out.contains("--resume auto: no checkpoint in " + run.resolve("checkpoints") + " yet; starting from the beginning"), out);
         Map<?, ?> record = (Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("run.json")));
@@ -59,7 +59,7 @@ class PreemptionTest {
         // the requeue: the same command line, in this JVM
         CliTest.Result again = CliTest.run(args.toArray(new String[0]));
         assertEquals(0, again.code(), again.out() + again.err());
-        assertTrue(again.out().contains("resumed from " + run.resolve("checkpoints").resolve(String.format("step-%06d", step))
+        assertTrue(again.joined().contains("resumed from " + run.resolve("checkpoints").resolve(String.format("step-%06d", step))
                 + " at step " + step), again.out());
         CliTest.Result whole = CliTest.run("train", cfg.toString(), "--run-dir", dir.resolve("whole").toString());
         assertEquals(0, whole.code(), whole.out() + whole.err());
@@ -68,7 +68,7 @@ class PreemptionTest {
 
         CliTest.Result done = CliTest.run(args.toArray(new String[0]));
         assertEquals(0, done.code(), done.out() + done.err());
-        assertTrue(done.out().contains("is at step 300 of 300: the run is finished, nothing to do"), done.out());
+        assertTrue(done.joined().contains("is at step 300 of 300: the run is finished, nothing to do"), done.out());
     }
 
     @Test

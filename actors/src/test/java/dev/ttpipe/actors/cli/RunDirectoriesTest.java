@@ -65,7 +65,7 @@ class RunDirectoriesTest {
                 "--run-dir", dir.resolve("continued").toString());
         assertEquals(0, t.code(), t.out() + t.err());
         assertTrue(t.err().contains(chose), t.err());
-        assertTrue(t.out().contains("resumed from " + newest + " at step 6"), t.out());
+        assertTrue(t.joined().contains("resumed from " + newest + " at step 6"), t.out());
     }
 
     static long lines(Path file) throws Exception {

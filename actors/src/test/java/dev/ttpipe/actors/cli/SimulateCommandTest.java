@@ -5,6 +5,9 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -145,15 +148,51 @@ class SimulateCommandTest {
         assertEquals(0, train.code(), train.err());
         CliTest.Result r = CliTest.run("simulate", "--costs-from", run.toString());
         assertEquals(0, r.code(), r.err());
-        assertTrue(r.out().contains("mean per stage F=") && r.out().contains("costs measured in " + run + " (ms, mean of 2 steps"),
+        String out = r.out().replace("\n  ", " ");                  // the lines as one, where they wrap
+        assertTrue(out.contains("costs mean per stage: F=") && out.contains("costs measured in " + run + " (ms, mean of 2 steps"),
                 r.out());
         // the measured costs differ per stage (2 stages: 1 block + embedding, 2 blocks + head), so the ranks' busy times differ
-        Matcher m = Pattern.compile("F per stage \\[([0-9.]+), ([0-9.]+)\\]").matcher(r.out());
+        Matcher m = Pattern.compile("F per stage \\[([0-9.]+), ([0-9.]+)\\]").matcher(out);
         assertTrue(m.find(), r.out());
         assertTrue(!m.group(1).equals(m.group(2)), r.out());
+        // measured costs make the slot the shortest action: a grid hundreds of columns wide, folded to 80
+        CliTest.Result folded = CliTest.run("simulate", "--costs-from", run.toString(), "--width", "80");
+        assertEquals(0, folded.code(), folded.err());
+        assertFitsAndHoldsEveryAction(folded.out(), 80, 2, 4);
         CliTest.assertOneLineBadInput(CliTest.run("simulate", "--costs-from", run.toString(), "--stages", "3"),
                 "--costs-from:", "measured 2 stages, this simulation has 3");
         CliTest.assertOneLineBadInput(CliTest.run("simulate", "--costs-from", dir.resolve("nope").toString()),
                 "--costs-from:", "metrics.jsonl cannot be read");
+    }
+
+    @Test
+    void widthFoldsTheGridOfEightRanksAndThirtyTwoMicrobatchesIntoBands() {
+        CliTest.Result r = simulate("-p", "8", "-m", "32", "--width", "80");
+        assertEquals(0, r.code(), r.err());
+        assertFitsAndHoldsEveryAction(r.out(), 80, 8, 32);
+        assertTrue(r.out().lines().filter(l -> l.startsWith("time   |")).count() >= 5, r.out());
+        CliTest.Result wide = simulate("-p", "8", "-m", "32", "--width", "1000");
+        assertEquals(1, wide.out().lines().filter(l -> l.startsWith("time   |")).count(), "one band where it fits: " + wide.out());
+        assertFitsAndHoldsEveryAction(wide.out(), 1000, 8, 32);
+        CliTest.Result lowered = simulate("-p", "8", "-m", "32", "--lower", "--width", "60");
+        assertEquals(0, lowered.code(), lowered.err());
+        for (String line : lowered.out().lines().toList()) assertTrue(line.length() <= 60, line.length() + ": " + line);
+        assertTrue(lowered.out().contains("rank 7 |rF0  F0   B0   sB0"), lowered.out());
+        CliTest.assertOneLineBadInput(simulate("--width", "59"), "--width: 59 given, expected at least 60 columns");
+        CliTest.assertOneLineBadInput(simulate("--width", "wide"), "--width", "'wide' is not an int");
+    }
+
+    /** Every line within {@code width}; each rank's rows, band after band, hold F and B of every microbatch once. */
+    private static void assertFitsAndHoldsEveryAction(String out, int width, int ranks, int microbatches) {
+        for (String line : out.lines().toList()) assertTrue(line.length() <= width, line.length() + ": " + line);
+        for (int rank = 0; rank < ranks; rank++) {
+            String prefix = "rank " + rank + " |";
+            List<String> cells = out.lines().filter(l -> l.startsWith(prefix))
+                    .flatMap(l -> Arrays.stream(l.substring(prefix.length()).trim().split(" +"))).toList();
+            for (int mb = 0; mb < microbatches; mb++) {
+                assertEquals(1, Collections.frequency(cells, "F" + mb), "rank " + rank + ", F" + mb + ": " + out);
+                assertEquals(1, Collections.frequency(cells, "B" + mb), "rank " + rank + ", B" + mb + ": " + out);
+            }
+        }
     }
 }

@@ -85,7 +85,7 @@ class SlurmStartedWorkersTest {
         Path cfg = Files.writeString(dir.resolve("pp2.yaml"), config(4, ports[0], ports[1], dir.resolve("runs")));
         Path run = dir.resolve("run");
         List<Integer> codes = finish(dir, "rank", startWorkers(dir, "rank", cfg, "--run-dir", run.toString()));
-        String rank0 = TtpipeProcesses.log(dir, "rank0"), rank1 = TtpipeProcesses.log(dir, "rank1");
+        String rank0 = CliTest.joined(TtpipeProcesses.log(dir, "rank0")), rank1 = CliTest.joined(TtpipeProcesses.log(dir, "rank1"));
         assertEquals(List.of(0, 0), codes, rank0 + rank1);
         assertTrue(rank0.contains("launcher: SLURM (SLURM_PROCID=0, SLURM_NTASKS=2, SLURM_LOCALID=0, SLURM_JOB_NODELIST=localhost,"
                 + " SLURM_TASKS_PER_NODE=2): rank 0 of 2, local rank 0"), rank0);
@@ -125,7 +125,7 @@ class SlurmStartedWorkersTest {
         }
         assertEquals(List.of(ExitCodes.SIGTERM, ExitCodes.SIGTERM), finish(dir, "first", first),
                 TtpipeProcesses.log(dir, "first0") + TtpipeProcesses.log(dir, "first1"));
-        String rank0 = TtpipeProcesses.log(dir, "first0"), rank1 = TtpipeProcesses.log(dir, "first1");
+        String rank0 = CliTest.joined(TtpipeProcesses.log(dir, "first0")), rank1 = TtpipeProcesses.log(dir, "first1");
         Map<?, ?> record = (Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("run.json")));
         assertEquals("preempted", record.get("status"), record.toString());
         assertEquals("SIGTERM on rank 1", record.get("preempted_by"), record.toString());
@@ -140,7 +140,7 @@ class SlurmStartedWorkersTest {
 
         assertEquals(List.of(0, 0), finish(dir, "again", startWorkers(dir, "again", cfg, args)),
                 TtpipeProcesses.log(dir, "again0") + TtpipeProcesses.log(dir, "again1"));
-        assertTrue(TtpipeProcesses.log(dir, "again0").contains("resumed from " + run.resolve("checkpoints").resolve(
+        assertTrue(CliTest.joined(TtpipeProcesses.log(dir, "again0")).contains("resumed from " + run.resolve("checkpoints").resolve(
                 String.format("step-%06d", step)) + " at step " + step), TtpipeProcesses.log(dir, "again0"));
         CheckpointTest.assertSameTensors(oneProcess(dir, cfg).resolve("checkpoints/step-000100"), run.resolve("checkpoints/step-000100"));
     }

@@ -51,7 +51,7 @@ class TlsTest {
         CliTest.Result r = CliTest.run("verify", cfg.toString(), "--steps", "2");
         assertEquals(0, r.code(), r.out() + r.err());
         assertTrue(r.out().contains("OK: the pipelined run matches"), r.out());
-        assertTrue(r.out().contains("[rank 1] rank 1 of 2: control 127.0.0.1:27401, data 127.0.0.1:27452, seed 127.0.0.1:27400;"
+        assertTrue(r.joined().contains("rank 1 of 2: control 127.0.0.1:27401, data 127.0.0.1:27452, seed 127.0.0.1:27400;"
                 + " control over TLS (TLSv1.3, mutual authentication, hostname verification, key store " + s.keys()), r.out());
         MultiProcessTest.assertNoLeftovers();
     }

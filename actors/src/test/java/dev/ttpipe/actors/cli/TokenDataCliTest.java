@@ -15,6 +15,7 @@ import static dev.ttpipe.actors.cli.CliTest.assertOneLineBadInput;
 import static dev.ttpipe.actors.cli.CliTest.config;
 import static dev.ttpipe.actors.cli.CliTest.run;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -45,11 +46,13 @@ class TokenDataCliTest {
             CliTest.Result p = run("prepare", text.toString(), "--tokenizer", t[0], "--out", out.toString());
             assertEquals(0, p.code(), p.err());
             assertTrue(p.err().contains("prepare: 100%"), p.err());
+            assertFalse(p.err().contains("\r"), "not a terminal: plain progress lines, no carriage returns: " + p.err());
+            assertTrue(EightyColumnsTest.wider(p.out() + p.err()).isEmpty(), p.out() + p.err());
             assertTrue(Files.isRegularFile(out.resolve("train_000000.bin")) && Files.isRegularFile(out.resolve("val_000000.bin")));
             String job = JOB.replace("RUNS", dir.resolve("runs").toString()).replace("DATA", out.toString()).replace("TOK", t[1]);
             CliTest.Result r = run("train", config(dir, job).toString());
             assertEquals(0, r.code(), r.err());
-            assertTrue(r.out().contains("1 validation file(s)") && r.out().contains(t[2]), r.out());
+            assertTrue(r.joined().contains("1 validation file(s)") && r.joined().contains(t[2]), r.out());
             assertTrue(r.out().contains("validation loss"), r.out());
         }
     }
@@ -63,7 +66,7 @@ class TokenDataCliTest {
                 .replace("tokenizer_type: bpe", "tokenizer_type: bpe, tokenizer_path: " + tok.resolve("tokenizer.json"));
         CliTest.Result r = run("train", config(dir, job).toString());
         assertEquals(0, r.code(), r.err());
-        assertTrue(r.out().contains("hf tokenizer, 50257 ids"), r.out());
+        assertTrue(r.joined().contains("hf tokenizer, 50257 ids"), r.out());
     }
 
     /**
@@ -87,8 +90,8 @@ class TokenDataCliTest {
         Path out = dir.resolve("data");
         CliTest.Result p = run("prepare", text.toString(), "--tokenizer", tok.getParent().toString(), "--out", out.toString());
         assertEquals(0, p.code(), p.err());
-        assertTrue(p.out().contains("hf tokenizer (70001 ids)") && p.out().contains("uint32 tokens")
-                && p.out().contains("tokenizer_path: " + out), p.out());
+        assertTrue(p.joined().contains("hf tokenizer (70001 ids)") && p.joined().contains("uint32 tokens")
+                && p.joined().contains("tokenizer_path: " + out), p.out());
         byte[] head = Files.readAllBytes(out.resolve("train_000000.bin"));
         ByteBuffer h = ByteBuffer.wrap(head).order(ByteOrder.LITTLE_ENDIAN);
         assertEquals(20240801, h.getInt(0));
@@ -98,7 +101,7 @@ class TokenDataCliTest {
                 .replace("tokenizer_type: TOK", "tokenizer_type: bpe, tokenizer_path: " + out);
         CliTest.Result r = run("train", config(dir, job).toString());
         assertEquals(0, r.code(), r.err());
-        assertTrue(r.out().contains("llm.c uint32") && r.out().contains("hf tokenizer, 70001 ids"), r.out());
+        assertTrue(r.joined().contains("llm.c uint32") && r.joined().contains("hf tokenizer, 70001 ids"), r.out());
         assertTrue(r.out().contains("validation loss"), r.out());
     }
 
@@ -116,7 +119,7 @@ class TokenDataCliTest {
                 .replace("tokenizer_type: TOK", "tokenizer_type: bpe, tokenizer_path: " + out);
         CliTest.Result r = run("train", config(dir, job).toString());
         assertEquals(0, r.code(), r.err());
-        assertTrue(r.out().contains("llm.c uint32") && r.out().contains("128256 ids") && r.out().contains("validation loss"), r.out());
+        assertTrue(r.joined().contains("llm.c uint32") && r.joined().contains("128256 ids") && r.out().contains("validation loss"), r.out());
     }
 
     @Test

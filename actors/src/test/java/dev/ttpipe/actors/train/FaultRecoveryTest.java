@@ -85,7 +85,7 @@ class FaultRecoveryTest {
             faulty.run(runtime, Files.createDirectories(dir.resolve("faulty")), new PrintStream(out, true, StandardCharsets.UTF_8));
             recovered = runtime.weights();
         }
-        String text = out.toString(StandardCharsets.UTF_8);
+        String text = out.toString(StandardCharsets.UTF_8).replace("\n  ", " ");      // the lines wrapped at 80 columns, joined
         assertTrue(text.contains("step 5 failed: rank 0: on aeron:ipc 1->0, frame "), text);
         assertTrue(text.contains("2 of 2 ranks restored from their copy in memory"), text);
         assertTrue(text.contains("back at the checkpoint of step 4"), text);
