@@ -1,0 +1,295 @@
+package dev.ttpipe.actors.telemetry;
+
+import dev.ttpipe.actors.runtime.ActionEvent;
+import dev.ttpipe.actors.runtime.Coordinator;
+import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.schedules.ActionKind;
+import dev.ttpipe.schedules.Schedule;
+import dev.ttpipe.stages.Partitioner;
+import dev.ttpipe.stages.StageSlice;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * Ranks and links that stay slower than their peers, named while the job runs.
+ *
+ * <p>A rank: each of its compute actions (F, B, I, W) of a step, divided by what the plan's cost
+ * estimate says its stage costs ({@link Partitioner#costs}: its blocks, and the embedding or the head
+ * where the stage holds them), is a time per unit of work. The median over the rank's actions of one
+ * kind, divided by the median of the other ranks' medians of that kind, is the rank's slowdown: 1.0
+ * runs as planned, as fast as its peers, whatever its share of the blocks. What the action would
+ * have taken at its peers' pace, its time over the slowdown, is the planned time.
+ *
+ * <p>A link (rank a to rank b): the time its SENDs of the step took per byte (handing the tensor to
+ * the transport, back pressure included), against the median of the other links'. Only a link whose
+ * SENDs took at least {@value #LINK_FLOOR_PERCENT}% of the step's passes counts towards a straggler.
+ *
+ * <p>A rank or link whose slowdown stays at or above {@link #MARGIN} for {@link #STEPS} steps in a row
+ * is a straggler, until it stays below for {@link #STEPS} steps in a row; each change is one line. The
+ * first step observed is left out (it warms up). While a rank is a straggler, {@link View#blocksPerRank}
+ * is the split that would even the ranks out at their measured pace ({@link Partitioner#rebalanced}).
+ * Not thread-safe: the training loop feeds it; what it hands out is immutable.
+ */
+public final class Stragglers {
+    /** A slowdown at or above this, against the peers, counts. */
+    public static final double MARGIN = 1.3;
+    /** Steps in a row at or above the margin to be named, and below it to be cleared. */
+    public static final int STEPS = 3;
+    static final int LINK_FLOOR_PERCENT = 2;
+    private static final ActionKind[] KINDS = {ActionKind.F, ActionKind.B, ActionKind.I, ActionKind.W};
+
+    /** One rank's actions of one kind in the last step: the slowdown, the median time and the planned time. */
+    public record RankTime(int rank, ActionKind kind, double slowdown, double seconds, double plannedSeconds) {
+        /** {@code rank 3 runs F 1.6x slower than planned: 42 ms vs 26 ms}. */
+        public String describe() {
+            return String.format(Locale.ROOT, "rank %d runs %s %.1fx slower than planned: %s vs %s", rank, kind, slowdown,
+                    duration(seconds), duration(plannedSeconds));
+        }
+    }
+
+    /** One link's SENDs in the last step: the slowdown, its time per MiB and the other links' median. */
+    public record LinkTime(int from, int to, double slowdown, double secondsPerMiB, double peersSecondsPerMiB) {
+        /** {@code link 1 -> 2 moves data 2.4x slower than the others: 3.1 ms/MiB vs 1.3 ms/MiB}. */
+        public String describe() {
+            return String.format(Locale.ROOT, "link %d -> %d moves data %.1fx slower than the others: %s/MiB vs %s/MiB", from,
+                    to, slowdown, duration(secondsPerMiB), duration(peersSecondsPerMiB));
+        }
+    }
+
+    /**
+     * What the last step said: every rank's and link's measure ({@code ranks}, {@code links}), the
+     * stragglers with the step (from 1) at which each was named, and the suggested blocks per rank
+     * while a rank is one (else null).
+     */
+    public record View(List<RankTime> ranks, List<LinkTime> links, Map<Integer, Integer> slowRanks,
+                       Map<List<Integer>, Integer> slowLinks, int[] blocksPerRank) {
+        static final View NONE = new View(List.of(), List.of(), Map.of(), Map.of(), null);
+
+        /** The kind in which {@code rank} is slowest in the last step, or null when it was not measured. */
+        public RankTime worst(int rank) {
+            return Stragglers.worst(ranks, rank);
+        }
+
+        public LinkTime link(int from, int to) {
+            for (LinkTime t : links) if (t.from() == from && t.to() == to) return t;
+            return null;
+        }
+
+        /** {@code {0: 3, 1: 3, 2: 1, 3: 3}}: a value for pipeline_parallel_config.blocks_per_rank, or null. */
+        public String blocksPerRankYaml() {
+            if (blocksPerRank == null) return null;
+            StringBuilder sb = new StringBuilder("{");
+            for (int r = 0; r < blocksPerRank.length; r++) sb.append(r == 0 ? "" : ", ").append(r).append(": ").append(blocksPerRank[r]);
+            return sb.append('}').toString();
+        }
+    }
+
+    private final Schedule schedule;
+    private final int numBlocks;
+    private final Partitioner.Costs costs;
+    private final double[] stageCost;
+    private final boolean[] embedding, head;
+    private final Streak[] rankStreaks;
+    private final Map<List<Integer>, Streak> linkStreaks = new TreeMap<>(Stragglers::compareLinks);
+    private int observed;
+    private View view = View.NONE;
+
+    /** Above or below the margin, how many steps in a row, and since when named. */
+    private static final class Streak {
+        int above, below, namedAt;
+
+        /** Counts one step; true when the straggler was named or cleared by it. */
+        boolean count(boolean slow, int step) {
+            above = slow ? above + 1 : 0;
+            below = slow ? 0 : below + 1;
+            if (namedAt == 0 && above >= STEPS) {
+                namedAt = step;
+                return true;
+            }
+            if (namedAt != 0 && below >= STEPS) {
+                namedAt = 0;
+                return true;
+            }
+            return false;
+        }
+    }
+
+    public Stragglers(JobPlan plan) {
+        this.schedule = plan.schedule();
+        this.numBlocks = plan.model().numBlocks();
+        this.costs = Partitioner.costs(plan.model(), plan.seqLen());
+        int ranks = schedule.ranks();
+        this.stageCost = new double[schedule.stages()];
+        this.embedding = new boolean[ranks];
+        this.head = new boolean[ranks];
+        for (StageSlice s : plan.slices()) {
+            stageCost[s.index()] = costs.of(s);
+            int r = schedule.rankOfStage(s.index());
+            embedding[r] |= s.embedding();
+            head[r] |= s.head();
+        }
+        this.rankStreaks = new Streak[ranks];
+        for (int r = 0; r < ranks; r++) rankStreaks[r] = new Streak();
+    }
+
+    /** The last step's verdict (empty before the second step). */
+    public View view() {
+        return view;
+    }
+
+    /**
+     * Takes step {@code r} into account; returns the lines to print: a rank or link named a straggler
+     * (with the suggested blocks_per_rank), or one that keeps up again. Empty when nothing changed.
+     */
+    public List<String> observe(Coordinator.StepReport r) {
+        if (observed++ == 0) return List.of();
+        int step = r.step() + 1;
+        List<RankTime> ranks = rankTimes(r.events());
+        List<LinkTime> links = new ArrayList<>();
+        Map<List<Integer>, Double> linkSeconds = linkTimes(r.events(), links);
+        long passWall = 0;
+        for (int i = 0; i < r.passStartNs().length; i++) passWall += r.passEndNs()[i] - r.passStartNs()[i];
+        List<String> lines = new ArrayList<>();
+        double[] rankSlowdown = overall(ranks);
+        for (int rank = 0; rank < rankStreaks.length; rank++) {
+            RankTime worst = worst(ranks, rank);
+            boolean slow = worst != null && worst.slowdown() >= MARGIN;
+            if (rankStreaks[rank].count(slow, step)) {
+                lines.add(rankStreaks[rank].namedAt != 0 ? worst.describe()
+                        : String.format(Locale.ROOT, "rank %d keeps up again (%s)", rank, worst == null ? "not measured"
+                        : String.format(Locale.ROOT, "at most %.1fx planned", worst.slowdown())));
+            }
+        }
+        for (LinkTime t : links) {
+            List<Integer> key = List.of(t.from(), t.to());
+            boolean matters = linkSeconds.get(key) * 1e9 * 100 >= LINK_FLOOR_PERCENT * (double) passWall;
+            Streak s = linkStreaks.computeIfAbsent(key, k -> new Streak());
+            if (s.count(matters && t.slowdown() >= MARGIN, step)) {
+                lines.add(s.namedAt != 0 ? t.describe() : String.format(Locale.ROOT, "link %d -> %d keeps up again", t.from(), t.to()));
+            }
+        }
+        Map<Integer, Integer> slowRanks = new TreeMap<>();
+        for (int rank = 0; rank < rankStreaks.length; rank++) if (rankStreaks[rank].namedAt != 0) slowRanks.put(rank, rankStreaks[rank].namedAt);
+        Map<List<Integer>, Integer> slowLinks = new LinkedHashMap<>();
+        linkStreaks.forEach((k, s) -> {
+            if (s.namedAt != 0) slowLinks.put(k, s.namedAt);
+        });
+        int[] blocks = slowRanks.isEmpty() ? null
+                : Partitioner.rebalanced(numBlocks, schedule.virtualStages(), costs, embedding, head, rankSlowdown);
+        view = new View(List.copyOf(ranks), List.copyOf(links), Map.copyOf(slowRanks), Map.copyOf(slowLinks), blocks);
+        if (blocks != null && lines.stream().anyMatch(l -> l.contains("slower than planned"))) {
+            lines.add("  suggested blocks_per_rank: " + view.blocksPerRankYaml());
+        }
+        return lines;
+    }
+
+    /** Every rank's slowdown in each kind it ran, against the other ranks' median. */
+    private List<RankTime> rankTimes(List<ActionEvent> events) {
+        int ranks = rankStreaks.length;
+        List<List<List<double[]>>> samples = new ArrayList<>();          // [rank][kind] -> {seconds, seconds per unit}
+        for (int r = 0; r < ranks; r++) {
+            List<List<double[]>> byKind = new ArrayList<>();
+            for (int k = 0; k < KINDS.length; k++) byKind.add(new ArrayList<>());
+            samples.add(byKind);
+        }
+        for (ActionEvent e : events) {
+            int k = Arrays.asList(KINDS).indexOf(e.kind());
+            if (k < 0 || e.pass() < 0 || e.rank() < 0 || e.rank() >= ranks || stageCost[e.stage()] <= 0) continue;
+            double s = e.durationNs() / 1e9;
+            samples.get(e.rank()).get(k).add(new double[] {s, s / stageCost[e.stage()]});
+        }
+        double[][] unit = new double[ranks][KINDS.length], seconds = new double[ranks][KINDS.length];
+        for (int r = 0; r < ranks; r++) {
+            for (int k = 0; k < KINDS.length; k++) {
+                List<double[]> xs = samples.get(r).get(k);
+                unit[r][k] = xs.isEmpty() ? Double.NaN : median(xs.stream().mapToDouble(x -> x[1]).toArray());
+                seconds[r][k] = xs.isEmpty() ? Double.NaN : median(xs.stream().mapToDouble(x -> x[0]).toArray());
+            }
+        }
+        List<RankTime> out = new ArrayList<>();
+        for (int r = 0; r < ranks; r++) {
+            for (int k = 0; k < KINDS.length; k++) {
+                if (Double.isNaN(unit[r][k])) continue;
+                List<Double> peers = new ArrayList<>();
+                for (int j = 0; j < ranks; j++) if (j != r && !Double.isNaN(unit[j][k])) peers.add(unit[j][k]);
+                if (peers.isEmpty()) continue;
+                double peer = median(peers.stream().mapToDouble(Double::doubleValue).toArray());
+                if (!(peer > 0)) continue;
+                double slowdown = unit[r][k] / peer;
+                out.add(new RankTime(r, KINDS[k], slowdown, seconds[r][k], seconds[r][k] / slowdown));
+            }
+        }
+        return out;
+    }
+
+    /** Each link's time per MiB against the other links' median (into {@code out}); returns each link's seconds. */
+    private Map<List<Integer>, Double> linkTimes(List<ActionEvent> events, List<LinkTime> out) {
+        Map<List<Integer>, double[]> sums = new TreeMap<>(Stragglers::compareLinks);     // {seconds, bytes}
+        for (ActionEvent e : events) {
+            if (e.pass() < 0 || e.bytes() <= 0 || (e.kind() != ActionKind.SEND_F && e.kind() != ActionKind.SEND_B)) continue;
+            int to = e.stage() + (e.kind() == ActionKind.SEND_F ? 1 : -1);
+            if (to < 0 || to >= schedule.stages()) continue;
+            int toRank = schedule.rankOfStage(to);
+            if (toRank == e.rank()) continue;
+            double[] s = sums.computeIfAbsent(List.of(e.rank(), toRank), k -> new double[2]);
+            s[0] += e.durationNs() / 1e9;
+            s[1] += e.bytes();
+        }
+        Map<List<Integer>, Double> seconds = new LinkedHashMap<>();
+        Map<List<Integer>, Double> perMiB = new LinkedHashMap<>();
+        sums.forEach((k, s) -> {
+            seconds.put(k, s[0]);
+            perMiB.put(k, s[0] / (s[1] / (1 << 20)));
+        });
+        perMiB.forEach((k, v) -> {
+            double[] others = perMiB.entrySet().stream().filter(e -> !e.getKey().equals(k)).mapToDouble(Map.Entry::getValue).toArray();
+            if (others.length == 0) return;
+            double peer = median(others);
+            if (peer > 0) out.add(new LinkTime(k.get(0), k.get(1), v / peer, v, peer));
+        });
+        return seconds;
+    }
+
+    /** Each rank's slowdown over all its kinds, weighted by time (1 where not measured). */
+    private double[] overall(List<RankTime> ranks) {
+        double[] measured = new double[rankStreaks.length], planned = new double[rankStreaks.length];
+        for (RankTime t : ranks) {
+            measured[t.rank()] += t.seconds();
+            planned[t.rank()] += t.plannedSeconds();
+        }
+        double[] out = new double[rankStreaks.length];
+        for (int r = 0; r < out.length; r++) out[r] = planned[r] > 0 ? measured[r] / planned[r] : 1.0;
+        return out;
+    }
+
+    private static RankTime worst(List<RankTime> ranks, int rank) {
+        RankTime w = null;
+        for (RankTime t : ranks) if (t.rank() == rank && (w == null || t.slowdown() > w.slowdown())) w = t;
+        return w;
+    }
+
+    private static int compareLinks(List<Integer> a, List<Integer> b) {
+        int c = Integer.compare(a.get(0), b.get(0));
+        return c != 0 ? c : Integer.compare(a.get(1), b.get(1));
+    }
+
+    private static double median(double[] xs) {
+        double[] s = xs.clone();
+        Arrays.sort(s);
+        return StepAnalysis.Overhead.quantile(s, 0.5);
+    }
+
+    /** {@code 42 ms}, {@code 3.1 ms}, {@code 850 us}. */
+    static String duration(double seconds) {
+        double ms = seconds * 1e3;
+        if (ms >= 9.95) return String.format(Locale.ROOT, "%.0f ms", ms);           // what rounds to 10.0 reads 10
+        if (ms >= 0.9995) return String.format(Locale.ROOT, "%.1f ms", ms);
+        return String.format(Locale.ROOT, "%.0f us", ms * 1e3);
+    }
+}
