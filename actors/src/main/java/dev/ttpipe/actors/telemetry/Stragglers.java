@@ -22,9 +22,11 @@ import java.util.TreeMap;
  * <p>A rank: each of its compute actions (F, B, I, W) of a step, divided by what the plan's cost
  * estimate says its stage costs ({@link Partitioner#costs}: its blocks, and the embedding or the head
  * where the stage holds them), is a time per unit of work. The median over the rank's actions of one
- * kind, divided by the median of the other ranks' medians of that kind, is the rank's slowdown: 1.0
- * runs as planned, as fast as its peers, whatever its share of the blocks. What the action would
- * have taken at its peers' pace, its time over the slowdown, is the planned time.
+ * kind, divided by the median of the other ranks' medians of that kind, is the rank's slowdown in
+ * that kind: 1.0 runs as planned, as fast as its peers, whatever its share of the blocks. What an
+ * action would have taken at its peers' pace, its time over the slowdown, is the planned time. The
+ * rank's slowdown is its kinds' measured time over their planned time, each kind counted as often as
+ * the rank ran it.
  *
  * <p>A link (rank a to rank b): the time its SENDs of the step took per byte (handing the tensor to
  * the transport, back pressure included), against the median of the other links'. Only a link whose
@@ -32,20 +34,23 @@ import java.util.TreeMap;
  *
  * <p>A rank or link whose slowdown stays at or above {@link #MARGIN} for {@link #STEPS} steps in a row
  * is a straggler, until it stays below for {@link #STEPS} steps in a row; each change is one line. The
- * first step observed is left out (it warms up). While a rank is a straggler, {@link View#blocksPerRank}
- * is the split that would even the ranks out at their measured pace ({@link Partitioner#rebalanced}).
+ * first {@link #WARMUP_STEPS} steps observed are left out. While a rank is a straggler, {@link View#blocksPerRank}
+ * is the split that would even the ranks out with the stragglers at their measured pace and the others
+ * as planned ({@link Partitioner#rebalanced}).
  * Not thread-safe: the training loop feeds it; what it hands out is immutable.
  */
 public final class Stragglers {
     /** A slowdown at or above this, against the peers, counts. */
-    public static final double MARGIN = 1.3;
+    public static final double MARGIN = 1.5;
     /** Steps in a row at or above the margin to be named, and below it to be cleared. */
     public static final int STEPS = 3;
+    /** The first steps observed, left out: the JIT compiles and buffers are allocated, unevenly across ranks. */
+    public static final int WARMUP_STEPS = 5;
     static final int LINK_FLOOR_PERCENT = 2;
     private static final ActionKind[] KINDS = {ActionKind.F, ActionKind.B, ActionKind.I, ActionKind.W};
 
-    /** One rank's actions of one kind in the last step: the slowdown, the median time and the planned time. */
-    public record RankTime(int rank, ActionKind kind, double slowdown, double seconds, double plannedSeconds) {
+    /** One rank's {@code count} actions of one kind in the last step: the slowdown, the median time and the planned time. */
+    public record RankTime(int rank, ActionKind kind, int count, double slowdown, double seconds, double plannedSeconds) {
         /** {@code rank 3 runs F 1.6x slower than planned: 42 ms vs 26 ms}. */
         public String describe() {
             return String.format(Locale.ROOT, "rank %d runs %s %.1fx slower than planned: %s vs %s", rank, kind, slowdown,
@@ -148,7 +153,7 @@ public final class Stragglers {
      * (with the suggested blocks_per_rank), or one that keeps up again. Empty when nothing changed.
      */
     public List<String> observe(Coordinator.StepReport r) {
-        if (observed++ == 0) return List.of();
+        if (observed++ < WARMUP_STEPS) return List.of();
         int step = r.step() + 1;
         List<RankTime> ranks = rankTimes(r.events());
         List<LinkTime> links = new ArrayList<>();
@@ -158,12 +163,9 @@ public final class Stragglers {
         List<String> lines = new ArrayList<>();
         double[] rankSlowdown = overall(ranks);
         for (int rank = 0; rank < rankStreaks.length; rank++) {
-            RankTime worst = worst(ranks, rank);
-            boolean slow = worst != null && worst.slowdown() >= MARGIN;
-            if (rankStreaks[rank].count(slow, step)) {
-                lines.add(rankStreaks[rank].namedAt != 0 ? worst.describe()
-                        : String.format(Locale.ROOT, "rank %d keeps up again (%s)", rank, worst == null ? "not measured"
-                        : String.format(Locale.ROOT, "at most %.1fx planned", worst.slowdown())));
+            if (rankStreaks[rank].count(rankSlowdown[rank] >= MARGIN, step)) {
+                lines.add(rankStreaks[rank].namedAt != 0 ? worst(ranks, rank).describe()
+                        : String.format(Locale.ROOT, "rank %d keeps up again (%.1fx planned)", rank, rankSlowdown[rank]));
             }
         }
         for (LinkTime t : links) {
@@ -180,8 +182,10 @@ public final class Stragglers {
         linkStreaks.forEach((k, s) -> {
             if (s.namedAt != 0) slowLinks.put(k, s.namedAt);
         });
+        double[] pace = new double[rankStreaks.length];                 // the stragglers at their pace, the others as planned
+        for (int rank = 0; rank < pace.length; rank++) pace[rank] = slowRanks.containsKey(rank) ? rankSlowdown[rank] : 1.0;
         int[] blocks = slowRanks.isEmpty() ? null
-                : Partitioner.rebalanced(numBlocks, schedule.virtualStages(), costs, embedding, head, rankSlowdown);
+                : Partitioner.rebalanced(numBlocks, schedule.virtualStages(), costs, embedding, head, pace);
         view = new View(List.copyOf(ranks), List.copyOf(links), Map.copyOf(slowRanks), Map.copyOf(slowLinks), blocks);
         if (blocks != null && lines.stream().anyMatch(l -> l.contains("slower than planned"))) {
             lines.add("  suggested blocks_per_rank: " + view.blocksPerRankYaml());
@@ -222,7 +226,7 @@ public final class Stragglers {
                 double peer = median(peers.stream().mapToDouble(Double::doubleValue).toArray());
                 if (!(peer > 0)) continue;
                 double slowdown = unit[r][k] / peer;
-                out.add(new RankTime(r, KINDS[k], slowdown, seconds[r][k], seconds[r][k] / slowdown));
+                out.add(new RankTime(r, KINDS[k], samples.get(r).get(k).size(), slowdown, seconds[r][k], seconds[r][k] / slowdown));
             }
         }
         return out;
@@ -256,15 +260,15 @@ public final class Stragglers {
         return seconds;
     }
 
-    /** Each rank's slowdown over all its kinds, weighted by time (1 where not measured). */
+    /** Each rank's slowdown over all its kinds, weighted by their planned time (NaN where not measured). */
     private double[] overall(List<RankTime> ranks) {
         double[] measured = new double[rankStreaks.length], planned = new double[rankStreaks.length];
         for (RankTime t : ranks) {
-            measured[t.rank()] += t.seconds();
-            planned[t.rank()] += t.plannedSeconds();
+            measured[t.rank()] += t.count() * t.seconds();
+            planned[t.rank()] += t.count() * t.plannedSeconds();
         }
         double[] out = new double[rankStreaks.length];
-        for (int r = 0; r < out.length; r++) out[r] = planned[r] > 0 ? measured[r] / planned[r] : 1.0;
+        for (int r = 0; r < out.length; r++) out[r] = planned[r] > 0 ? measured[r] / planned[r] : Double.NaN;
         return out;
     }
 

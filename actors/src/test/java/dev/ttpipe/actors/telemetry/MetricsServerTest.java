@@ -3,6 +3,7 @@ package dev.ttpipe.actors.telemetry;
 import dev.ttpipe.actors.cli.Main;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.runtime.HostName;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.stages.checkpoint.MiniJson;
@@ -87,9 +88,11 @@ class MetricsServerTest {
                 if (line.isBlank() || line.startsWith("# HELP ") || line.startsWith("# TYPE ")) continue;
                 assertTrue(SAMPLE.matcher(line).matches(), "not Prometheus text: " + line);
             }
-            for (String name : List.of("ttpipe_rank_up{rank=\"1\"} 1", "ttpipe_rank_actions_total{kind=\"F\",rank=\"0\"}",
-                    "ttpipe_rank_bubble_ratio{rank=\"1\"}", "ttpipe_rank_sent_bytes{peer=\"1\",rank=\"0\"}",
-                    "ttpipe_rank_device_memory_bytes{rank=\"0\"}", "ttpipe_loss ", "ttpipe_tokens_per_second ",
+            String rank0 = "device=\"0\",host=\"" + HostName.get() + "\",", rank1 = "device=\"1\",host=\"" + HostName.get() + "\",";
+            for (String name : List.of("ttpipe_rank_up{" + rank1 + "rank=\"1\"} 1", "ttpipe_rank_actions_total{" + rank0 + "kind=\"F\",rank=\"0\"}",
+                    "ttpipe_rank_bubble_ratio{" + rank1 + "rank=\"1\"}", "ttpipe_rank_sent_bytes{" + rank0 + "peer=\"1\",rank=\"0\"}",
+                    "ttpipe_rank_device_memory_bytes{" + rank0 + "rank=\"0\"}", "ttpipe_rank_straggler{" + rank1 + "rank=\"1\"} 0",
+                    "ttpipe_loss ", "ttpipe_tokens_per_second ",
                     "ttpipe_learning_rate ", "ttpipe_grad_norm ", "# TYPE ttpipe_rank_actions_total counter",
                     "# HELP ttpipe_val_loss Validation loss at the last evaluation", "ttpipe_val_loss_step ")) {
                 assertTrue(metrics.contains(name), name + " not in\n" + metrics);
@@ -172,7 +175,8 @@ class MetricsServerTest {
             assertTrue(pub.isConnected(), "no subscription for rank 1");
             UnsafeBuffer garbage = new UnsafeBuffer(new byte[300]);
             while (pub.offer(garbage, 0, 300) < 0) Thread.sleep(1);
-            String line = "ttpipe_rank_frames_dropped_total{rank=\"1\",reason=\"corrupt\"} 1.0";
+            String host = HostName.get();
+            String line = "ttpipe_rank_frames_dropped_total{device=\"1\",host=\"" + host + "\",rank=\"1\",reason=\"corrupt\"} 1.0";
             String metrics = "";
             while (!metrics.contains(line) && System.nanoTime() < deadline + TimeUnit.SECONDS.toNanos(10)) {
                 metrics = http.send(HttpRequest.newBuilder(URI.create(server.url() + "/metrics")).build(),
@@ -184,7 +188,8 @@ class MetricsServerTest {
             for (String rank : List.of("0", "1")) {
                 for (String reason : List.of("foreign_job", "wrong_peer", "corrupt", "no_room")) {
                     if (rank.equals("1") && reason.equals("corrupt")) continue;
-                    String zero = "ttpipe_rank_frames_dropped_total{rank=\"" + rank + "\",reason=\"" + reason + "\"} 0.0";
+                    String zero = "ttpipe_rank_frames_dropped_total{device=\"" + rank + "\",host=\"" + host + "\",rank=\"" + rank
+                            + "\",reason=\"" + reason + "\"} 0.0";
                     assertTrue(metrics.contains(zero), zero + " not in\n" + metrics);
                 }
             }
