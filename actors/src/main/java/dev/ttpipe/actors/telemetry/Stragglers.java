@@ -60,9 +60,9 @@ public final class Stragglers {
 
     /** One link's SENDs in the last step: the slowdown, its time per MiB and the other links' median. */
     public record LinkTime(int from, int to, double slowdown, double secondsPerMiB, double peersSecondsPerMiB) {
-        /** {@code link 1 -> 2 moves data 2.4x slower than the others: 3.1 ms/MiB vs 1.3 ms/MiB}. */
+        /** {@code link 1 -> 2 is 2.4x slower than the others: 3.1 ms/MiB vs 1.3 ms/MiB}. */
         public String describe() {
-            return String.format(Locale.ROOT, "link %d -> %d moves data %.1fx slower than the others: %s/MiB vs %s/MiB", from,
+            return String.format(Locale.ROOT, "link %d -> %d is %.1fx slower than the others: %s/MiB vs %s/MiB", from,
                     to, slowdown, duration(secondsPerMiB), duration(peersSecondsPerMiB));
         }
     }
@@ -86,12 +86,12 @@ public final class Stragglers {
             return null;
         }
 
-        /** {@code {0: 3, 1: 3, 2: 1, 3: 3}}: a value for pipeline_parallel_config.blocks_per_rank, or null. */
-        public String blocksPerRankYaml() {
-            if (blocksPerRank == null) return null;
-            StringBuilder sb = new StringBuilder("{");
-            for (int r = 0; r < blocksPerRank.length; r++) sb.append(r == 0 ? "" : ", ").append(r).append(": ").append(blocksPerRank[r]);
-            return sb.append('}').toString();
+        /** {@link #suggestion} of {@link #blocksPerRank}; empty while no rank is a straggler. */
+        public List<String> suggestion() {
+            if (blocksPerRank == null) return List.of();
+            List<String> entries = new ArrayList<>();
+            for (int r = 0; r < blocksPerRank.length; r++) entries.add(r + ": " + blocksPerRank[r]);
+            return Stragglers.suggestion(entries);
         }
     }
 
@@ -187,9 +187,7 @@ public final class Stragglers {
         int[] blocks = slowRanks.isEmpty() ? null
                 : Partitioner.rebalanced(numBlocks, schedule.virtualStages(), costs, embedding, head, pace);
         view = new View(List.copyOf(ranks), List.copyOf(links), Map.copyOf(slowRanks), Map.copyOf(slowLinks), blocks);
-        if (blocks != null && lines.stream().anyMatch(l -> l.contains("slower than planned"))) {
-            lines.add("  suggested blocks_per_rank: " + view.blocksPerRankYaml());
-        }
+        if (blocks != null && lines.stream().anyMatch(l -> l.contains("slower than planned"))) lines.addAll(view.suggestion());
         return lines;
     }
 
@@ -258,6 +256,25 @@ public final class Stragglers {
             if (peer > 0) out.add(new LinkTime(k.get(0), k.get(1), v / peer, v, peer));
         });
         return seconds;
+    }
+
+    /**
+     * {@code   suggested blocks_per_rank: {0: 3, 1: 3, 2: 1, 3: 3}}, from the map's {@code entries}
+     * ({@code "0: 3"}): a YAML flow map, wrapped to 80 columns (YAML reads it across the lines).
+     */
+    public static List<String> suggestion(List<String> entries) {
+        List<String> lines = new ArrayList<>();
+        StringBuilder line = new StringBuilder("  suggested blocks_per_rank: {");
+        for (int i = 0; i < entries.size(); i++) {
+            String e = entries.get(i) + (i + 1 < entries.size() ? "," : "}");
+            if (line.length() + 1 + e.length() > 80) {
+                lines.add(line.toString());
+                line = new StringBuilder("   ");
+            }
+            line.append(line.charAt(line.length() - 1) == '{' ? "" : " ").append(e);
+        }
+        lines.add(line.toString());
+        return lines;
     }
 
     /** Each rank's slowdown over all its kinds, weighted by their planned time (NaN where not measured). */

@@ -73,7 +73,7 @@ public final class TopView {
         if (s.get("blocks_per_rank") instanceof Map<?, ?> split) {
             List<String> parts = new ArrayList<>();
             split.forEach((rank, blocks) -> parts.add(rank + ": " + blocks));
-            out.add("  suggested blocks_per_rank: {" + String.join(", ", parts) + "}");
+            out.addAll(Stragglers.suggestion(parts));
         }
         return out;
     }

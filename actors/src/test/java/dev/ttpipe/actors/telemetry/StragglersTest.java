@@ -9,6 +9,7 @@ import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.Partitioner;
 import org.junit.jupiter.api.Test;
+import org.yaml.snakeyaml.Yaml;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -75,7 +76,7 @@ class StragglersTest {
         assertEquals(List.of(), s.observe(step(plan, 6, f, b, 5)));
         List<String> named = s.observe(step(plan, 7, f, b, 5));
         assertEquals(List.of("rank 2 runs F 2.0x slower than planned: 20 ms vs 10 ms",
-                "link 1 -> 2 moves data 5.0x slower than the others: 5.0 ms/MiB vs 1.0 ms/MiB",
+                "link 1 -> 2 is 5.0x slower than the others: 5.0 ms/MiB vs 1.0 ms/MiB",
                 "  suggested blocks_per_rank: {0: 2, 1: 3, 2: 1, 3: 2}"), named);
         Stragglers.View v = s.view();
         assertEquals(Map.of(2, 8), v.slowRanks());
@@ -94,6 +95,20 @@ class StragglersTest {
                 s.observe(step(plan, 13, EVEN, EVEN, 1)));
         assertEquals(Map.of(), s.view().slowRanks());
         assertNull(s.view().blocksPerRank());
+    }
+
+    @Test
+    void aSuggestionForManyRanksWrapsAt80ColumnsAsAYamlFlowMap() {
+        List<String> entries = new ArrayList<>();
+        for (int r = 0; r < 24; r++) entries.add(r + ": " + (r == 7 ? 1 : 4));
+        List<String> lines = Stragglers.suggestion(entries);
+        assertTrue(lines.size() > 1, lines.toString());
+        for (String l : lines) assertTrue(l.length() <= 80, l);
+        Map<?, ?> yaml = new Yaml().load(String.join("\n", lines).strip());
+        Map<?, ?> split = (Map<?, ?>) yaml.get("suggested blocks_per_rank");
+        assertEquals(24, split.size(), yaml.toString());
+        for (int r = 0; r < 24; r++) assertEquals(r == 7 ? 1 : 4, split.get(r), yaml.toString());
+        assertEquals(List.of("  suggested blocks_per_rank: {0: 1, 1: 2}"), Stragglers.suggestion(List.of("0: 1", "1: 2")));
     }
 
     @Test
