@@ -14,12 +14,15 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** The commands as a user runs them: exit codes, one-line errors, run directories, verify's verdict. */
-class CliTest {
-    record Result(int code, String out, String err) {
+/**
+ * The commands as a user runs them: exit codes, one-line errors, run directories, verify's verdict.
+ * {@link #run} is how other packages' tests run a command line too.
+ */
+public class CliTest {
+    public record Result(int code, String out, String err) {
     }
 
-    static Result run(String... args) {
+    public static Result run(String... args) {
         return run(Faults.NONE, args);
     }
 

@@ -1,6 +1,6 @@
 package dev.ttpipe.actors.telemetry;
 
-import dev.ttpipe.actors.cli.Main;
+import dev.ttpipe.actors.cli.CliTest;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.HostName;
@@ -14,16 +14,13 @@ import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.PrintStream;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -109,17 +106,9 @@ class MetricsServerTest {
                 assertTrue(r.containsKey("running") && r.containsKey("waiting_for") && r.containsKey("row_position"), status.body());
             }
             // ttpipe top --once: one snapshot with every rank's current action, at 80 columns
-            ByteArrayOutputStream buf = new ByteArrayOutputStream();
-            PrintStream old = System.out;
-            int code;
-            try {
-                System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
-                code = Main.run("top", "--url", "127.0.0.1:" + port, "--once");
-            } finally {
-                System.setOut(old);
-            }
-            String top = buf.toString(StandardCharsets.UTF_8);
-            assertEquals(0, code, top);
+            CliTest.Result once = CliTest.run("top", "--url", "127.0.0.1:" + port, "--once");
+            String top = once.out();
+            assertEquals(0, once.code(), top + once.err());
             String[] lines = top.split("\n");
             assertEquals("ttpipe top http://127.0.0.1:" + port, lines[0], top);
             assertTrue(lines[1].startsWith("step ") && lines[1].contains(" tok/s | bubble "), top);
@@ -130,15 +119,9 @@ class MetricsServerTest {
                 assertTrue(row.matcher(top).find(), "rank " + r + " without its action:\n" + top);
             }
             // ttpipe top --once --json: the /status object itself, one line that parses, every rank in it
-            buf.reset();
-            try {
-                System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
-                code = Main.run("top", "--url", "127.0.0.1:" + port, "--once", "--json");
-            } finally {
-                System.setOut(old);
-            }
-            String json = buf.toString(StandardCharsets.UTF_8);
-            assertEquals(0, code, json);
+            CliTest.Result asJson = CliTest.run("top", "--url", "127.0.0.1:" + port, "--once", "--json");
+            String json = asJson.out();
+            assertEquals(0, asJson.code(), json + asJson.err());
             assertEquals(1, json.strip().lines().count(), json);
             Map<?, ?> snapshot = (Map<?, ?>) MiniJson.parse(json.strip());
             assertEquals(2, ((List<?>) snapshot.get("ranks")).size(), json);

@@ -1,17 +1,19 @@
 package dev.ttpipe.actors.telemetry;
 
-import dev.ttpipe.actors.cli.Main;
+import dev.ttpipe.actors.cli.CliTest;
+import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.runtime.Faults;
+import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.TrainingJob;
+import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.checkpoint.MiniJson;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.PrintStream;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
 import java.net.URI;
@@ -98,7 +100,9 @@ class SlowRankIsNamedTest {
             assertNotNull(split, status.toString());
             assertEquals(List.of(2L, 3L, 1L, 2L), split.values().stream().map(v -> ((Number) v).longValue()).toList(), split.toString());
 
-            String top = top(port);
+            CliTest.Result once = CliTest.run("top", "--url", "127.0.0.1:" + port, "--once");
+            assertEquals(0, once.code(), once.out() + once.err());
+            String top = once.out();
             for (String line : top.split("\n")) assertTrue(line.length() <= 80, "wider than 80 columns: " + line);
             assertTrue(top.contains("\nstraggler: rank 2 runs "), top);
             assertTrue(top.matches("(?s).*\nstraggler: rank 2 runs [FBIW] \\d+\\.\\dx slower than planned: .*"), top);
@@ -117,22 +121,15 @@ class SlowRankIsNamedTest {
 
     /** A rank on a mesh of two devices: its series carry device="0,1" (rank 0) and "2,3" (rank 1), and the host. */
     @Test
-    void everyPerRankSeriesCarriesTheRankHostAndDevices(@TempDir Path dir) throws Exception {
-        Path cfgFile = Files.writeString(dir.resolve("job.yaml"), String.join("\n",
-                "training_config: {batch_size: 8, max_steps: 2}",
-                "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 2, max_sequence_length: 16}",
-                "device_config: {threads: 1, enable_tp: true, mesh_shape: [1, 2]}",
-                "multihost_config:",
-                "  pipeline_parallel_config: {num_blocks: 2, blocks_per_rank: {0: 1, 1: 1}, num_microbatches: 2}",
-                ""));
-        TrainingJob job = TrainingJob.fromConfig(ConfigLoader.load(cfgFile));
-        HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
-        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan());
+    void everyPerRankSeriesCarriesTheRankHostAndDevices() throws Exception {
+        JobPlan plan = JobPlan.builder(ModelSpec.gpt2(16, 16, 2, 2, 8)).ranks(2).microbatches(2).microbatchSize(1).seqLen(8)
+                .rankMesh(new MeshShape(1, 2), false, true).backend(Backend.CPU).build();
+        try (PipelineRuntime runtime = PipelineRuntime.start(plan);
              MetricsServer server = MetricsServer.start(runtime, "127.0.0.1", 0)) {
-            String metrics = get(http, server.url() + "/metrics");
+            HttpClient http = HttpClient.newHttpClient();
             String host = hostname();
             int perRank = 0;
-            for (String line : metrics.split("\n")) {
+            for (String line : get(http, server.url() + "/metrics").split("\n")) {
                 if (!line.startsWith("ttpipe_rank_")) continue;
                 perRank++;
                 Matcher m = Pattern.compile("\\{device=\"([0-9,]+)\",host=\"([^\"]+)\",.*rank=\"(\\d)\"").matcher(line);
@@ -140,7 +137,7 @@ class SlowRankIsNamedTest {
                 assertEquals(m.group(3).equals("0") ? "0,1" : "2,3", m.group(1), line);
                 assertEquals(host, m.group(2), line);
             }
-            assertTrue(perRank >= 2 * 7, metrics);
+            assertTrue(perRank >= 2 * 7, "per-rank series: " + perRank);
             Map<?, ?> rank1 = (Map<?, ?>) ((List<?>) ((Map<?, ?>) MiniJson.parse(get(http, server.url() + "/status")))
                     .get("ranks")).get(1);
             assertEquals(List.of(2L, 3L), ((List<?>) rank1.get("devices")).stream().map(v -> ((Number) v).longValue()).toList());
@@ -154,21 +151,6 @@ class SlowRankIsNamedTest {
         String name = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
         assertEquals(0, p.waitFor(), name);
         return name;
-    }
-
-    private static String top(int port) {
-        ByteArrayOutputStream buf = new ByteArrayOutputStream();
-        PrintStream old = System.out;
-        int code;
-        try {
-            System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
-            code = Main.run("top", "--url", "127.0.0.1:" + port, "--once");
-        } finally {
-            System.setOut(old);
-        }
-        String top = buf.toString(StandardCharsets.UTF_8);
-        assertEquals(0, code, top);
-        return top;
     }
 
     private static String get(HttpClient http, String url) throws IOException, InterruptedException {
