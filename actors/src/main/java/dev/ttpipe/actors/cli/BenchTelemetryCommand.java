@@ -84,7 +84,7 @@ public final class BenchTelemetryCommand implements Callable<Integer> {
             }, "ttpipe-bench-scraper");
             scraper.setDaemon(true);
             scraper.start();
-            Stragglers stragglers = new Stragglers(training.plan());        // as the training loop does
+            Stragglers stragglers = new Stragglers(training.plan(), true);        // as the training loop does
             int step = 0;
             runtime.step(step, training.batches(step));                      // warm-up
             step++;

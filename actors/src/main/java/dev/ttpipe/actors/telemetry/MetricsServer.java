@@ -200,7 +200,7 @@ public final class MetricsServer implements AutoCloseable {
                         .value(t.slowdown()).build());
             }
             GaugeSnapshot.Builder straggler = GaugeSnapshot.builder().name("ttpipe_rank_straggler")
-                    .help("1 while the rank is named a straggler: " + Stragglers.MARGIN + "x slower than planned for "
+                    .help("1 while the rank is named a straggler: slower than planned by the margin (/status has it) for "
                             + Stragglers.STEPS + " steps in a row");
             for (int r = 0; r < ranks; r++) {
                 straggler.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(r))
@@ -327,11 +327,11 @@ public final class MetricsServer implements AutoCloseable {
     }
 
     /**
-     * {@code {"ranks": [...], "links": [...], "blocks_per_rank": {...}}}: each straggler with its last
+     * {@code {"margin": 1.5, "ranks": [...], "links": [...], "blocks_per_rank": {...}}}: each straggler with its last
      * step's figures, the step it was named at and the line that named it; the suggested split or null.
      */
     private String stragglersJson(Stragglers.View v) {
-        StringBuilder sb = new StringBuilder("{\"ranks\":[");
+        StringBuilder sb = new StringBuilder("{\"margin\":").append(Json.num(v.margin())).append(",\"ranks\":[");
         String sep = "";
         for (Map.Entry<Integer, Integer> e : v.slowRanks().entrySet()) {
             Stragglers.RankTime t = v.worst(e.getKey());

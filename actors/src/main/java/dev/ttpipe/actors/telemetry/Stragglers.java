@@ -1,5 +1,7 @@
 package dev.ttpipe.actors.telemetry;
 
+import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.runtime.ActionEvent;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
@@ -30,9 +32,10 @@ import java.util.TreeMap;
  *
  * <p>A link (rank a to rank b): the time its SENDs of the step took per byte (handing the tensor to
  * the transport, back pressure included), against the median of the other links'. Only a link whose
- * SENDs took at least {@value #LINK_FLOOR_PERCENT}% of the step's passes counts towards a straggler.
+ * SENDs took at least {@value #LINK_FLOOR_PERCENT}% of the step's passes counts towards a straggler;
+ * on the local transport, which hands tensors over in memory, there is no link to measure.
  *
- * <p>A rank or link whose slowdown stays at or above {@link #MARGIN} for {@link #STEPS} steps in a row
+ * <p>A rank or link whose slowdown stays at or above {@link #margin()} for {@link #STEPS} steps in a row
  * is a straggler, until it stays below for {@link #STEPS} steps in a row; each change is one line. The
  * first {@link #WARMUP_STEPS} steps observed are left out. While a rank is a straggler, {@link View#blocksPerRank}
  * is the split that would even the ranks out with the stragglers at their measured pace and the others
@@ -40,7 +43,7 @@ import java.util.TreeMap;
  * Not thread-safe: the training loop feeds it; what it hands out is immutable.
  */
 public final class Stragglers {
-    /** A slowdown at or above this, against the peers, counts. */
+    /** A slowdown at or above this, against the peers, counts (times the ranks' sharing of cores, {@link #margin()}). */
     public static final double MARGIN = 1.5;
     /** Steps in a row at or above the margin to be named, and below it to be cleared. */
     public static final int STEPS = 3;
@@ -68,13 +71,13 @@ public final class Stragglers {
     }
 
     /**
-     * What the last step said: every rank's and link's measure ({@code ranks}, {@code links}), the
-     * stragglers with the step (from 1) at which each was named, and the suggested blocks per rank
+     * What the last step said: the margin, every rank's and link's measure ({@code ranks}, {@code links}),
+     * the stragglers with the step (from 1) at which each was named, and the suggested blocks per rank
      * while a rank is one (else null).
      */
-    public record View(List<RankTime> ranks, List<LinkTime> links, Map<Integer, Integer> slowRanks,
+    public record View(double margin, List<RankTime> ranks, List<LinkTime> links, Map<Integer, Integer> slowRanks,
                        Map<List<Integer>, Integer> slowLinks, int[] blocksPerRank) {
-        static final View NONE = new View(List.of(), List.of(), Map.of(), Map.of(), null);
+        static final View NONE = new View(Double.NaN, List.of(), List.of(), Map.of(), Map.of(), null);
 
         /** The kind in which {@code rank} is slowest in the last step, or null when it was not measured. */
         public RankTime worst(int rank) {
@@ -96,6 +99,8 @@ public final class Stragglers {
     }
 
     private final Schedule schedule;
+    private final double margin;
+    private final boolean links;
     private final int numBlocks;
     private final Partitioner.Costs costs;
     private final double[] stageCost;
@@ -125,8 +130,14 @@ public final class Stragglers {
         }
     }
 
-    public Stragglers(JobPlan plan) {
+    /**
+     * @param oneProcess every rank of {@code plan} runs in this process (not worker processes): on the
+     *                   cpu backend their threads then share this machine's cores
+     */
+    public Stragglers(JobPlan plan, boolean oneProcess) {
         this.schedule = plan.schedule();
+        this.margin = MARGIN * sharing(plan, oneProcess, Runtime.getRuntime().availableProcessors());
+        this.links = plan.transport() != SocketType.LOCAL;
         this.numBlocks = plan.model().numBlocks();
         this.costs = Partitioner.costs(plan.model(), plan.seqLen());
         int ranks = schedule.ranks();
@@ -143,6 +154,23 @@ public final class Stragglers {
         for (int r = 0; r < ranks; r++) rankStreaks[r] = new Streak();
     }
 
+    /**
+     * How many times slower a rank can read only because it shares cores with the others: on the cpu
+     * backend, the ranks' compute threads in one process over the cores (at least 1; 1 elsewhere: a
+     * rank of its own devices, or the sim backend's modeled time). A rank's pace there depends on
+     * which others run beside it.
+     */
+    static double sharing(JobPlan plan, boolean oneProcess, int cores) {
+        if (plan.backend() != Backend.CPU || !oneProcess) return 1.0;
+        int threads = plan.meshOptions().threads() > 0 ? plan.meshOptions().threads() : cores;
+        return Math.max(1.0, (double) plan.ranks() * threads / cores);
+    }
+
+    /** The slowdown a rank or link must reach: {@link #MARGIN}, times how much the ranks share cores. */
+    public double margin() {
+        return margin;
+    }
+
     /** The last step's verdict (empty before the second step). */
     public View view() {
         return view;
@@ -157,13 +185,13 @@ public final class Stragglers {
         int step = r.step() + 1;
         List<RankTime> ranks = rankTimes(r.events());
         List<LinkTime> links = new ArrayList<>();
-        Map<List<Integer>, Double> linkSeconds = linkTimes(r.events(), links);
+        Map<List<Integer>, Double> linkSeconds = this.links ? linkTimes(r.events(), links) : Map.of();
         long passWall = 0;
         for (int i = 0; i < r.passStartNs().length; i++) passWall += r.passEndNs()[i] - r.passStartNs()[i];
         List<String> lines = new ArrayList<>();
         double[] rankSlowdown = overall(ranks);
         for (int rank = 0; rank < rankStreaks.length; rank++) {
-            if (rankStreaks[rank].count(rankSlowdown[rank] >= MARGIN, step)) {
+            if (rankStreaks[rank].count(rankSlowdown[rank] >= margin, step)) {
                 lines.add(rankStreaks[rank].namedAt != 0 ? worst(ranks, rank).describe()
                         : String.format(Locale.ROOT, "rank %d keeps up again (%.1fx planned)", rank, rankSlowdown[rank]));
             }
@@ -172,7 +200,7 @@ public final class Stragglers {
             List<Integer> key = List.of(t.from(), t.to());
             boolean matters = linkSeconds.get(key) * 1e9 * 100 >= LINK_FLOOR_PERCENT * (double) passWall;
             Streak s = linkStreaks.computeIfAbsent(key, k -> new Streak());
-            if (s.count(matters && t.slowdown() >= MARGIN, step)) {
+            if (s.count(matters && t.slowdown() >= margin, step)) {
                 lines.add(s.namedAt != 0 ? t.describe() : String.format(Locale.ROOT, "link %d -> %d keeps up again", t.from(), t.to()));
             }
         }
@@ -186,7 +214,7 @@ public final class Stragglers {
         for (int rank = 0; rank < pace.length; rank++) pace[rank] = slowRanks.containsKey(rank) ? rankSlowdown[rank] : 1.0;
         int[] blocks = slowRanks.isEmpty() ? null
                 : Partitioner.rebalanced(numBlocks, schedule.virtualStages(), costs, embedding, head, pace);
-        view = new View(List.copyOf(ranks), List.copyOf(links), Map.copyOf(slowRanks), Map.copyOf(slowLinks), blocks);
+        view = new View(margin, List.copyOf(ranks), List.copyOf(links), Map.copyOf(slowRanks), Map.copyOf(slowLinks), blocks);
         if (blocks != null && lines.stream().anyMatch(l -> l.contains("slower than planned"))) lines.addAll(view.suggestion());
         return lines;
     }

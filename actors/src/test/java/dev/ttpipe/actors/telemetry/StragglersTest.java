@@ -1,9 +1,11 @@
 package dev.ttpipe.actors.telemetry;
 
 import dev.ttpipe.actors.config.Backend;
+import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.runtime.ActionEvent;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.stages.ModelSpec;
@@ -30,7 +32,7 @@ class StragglersTest {
 
     private static JobPlan plan(Integer... blocksPerRank) {
         return JobPlan.builder(ModelSpec.gpt2(16, 16, 2, 8, 8)).ranks(4).microbatches(4).microbatchSize(1).seqLen(8)
-                .blocksPerRank(blocksPerRank).backend(Backend.CPU).build();
+                .blocksPerRank(blocksPerRank).backend(Backend.CPU).transport(SocketType.AERON).build();
     }
 
     /**
@@ -65,7 +67,7 @@ class StragglersTest {
     @Test
     void aRankAndALinkThatStaySlowAreNamedOnceAndClearedOnce() {
         JobPlan plan = plan(2, 2, 2, 2);
-        Stragglers s = new Stragglers(plan);
+        Stragglers s = new Stragglers(plan, false);
         // rank 2: F 2x, B 1.5x, 1.67x over both (as much of each)
         double[] f = {1, 1, 2, 1}, b = {1, 1, 1.5, 1};
         for (int step = 0; step < Stragglers.WARMUP_STEPS; step++) {
@@ -98,6 +100,28 @@ class StragglersTest {
     }
 
     @Test
+    void ranksThatShareCoresMustBeSlowerByTheirSharingToBeNamed() {
+        JobPlan oneThread = JobPlan.builder(ModelSpec.gpt2(16, 16, 2, 8, 8)).ranks(4).microbatches(4).microbatchSize(1).seqLen(8)
+                .backend(Backend.CPU).meshOptions(MeshOptions.defaults().withThreads(1)).build();
+        assertEquals(2.0, Stragglers.sharing(oneThread, true, 2), 1e-12, "4 ranks of 1 thread on 2 cores");
+        assertEquals(1.0, Stragglers.sharing(oneThread, true, 8), 1e-12, "more cores than threads");
+        assertEquals(1.0, Stragglers.sharing(oneThread, false, 2), 1e-12, "worker processes: a rank each");
+        JobPlan sim = JobPlan.builder(ModelSpec.gpt2(16, 16, 2, 8, 8)).ranks(4).microbatches(4).microbatchSize(1).seqLen(8)
+                .backend(Backend.SIM).build();
+        assertEquals(1.0, Stragglers.sharing(sim, true, 2), 1e-12, "modeled time");
+        // as many threads as cores for each of 4 ranks: 4x sharing, a margin of 6x; rank 2 at 1.67x is not named
+        JobPlan plan = JobPlan.builder(ModelSpec.gpt2(16, 16, 2, 8, 8)).ranks(4).microbatches(4).microbatchSize(1).seqLen(8)
+                .blocksPerRank(2, 2, 2, 2).backend(Backend.CPU)
+                .meshOptions(MeshOptions.defaults().withThreads(Runtime.getRuntime().availableProcessors())).build();
+        Stragglers shared = new Stragglers(plan, true);
+        assertEquals(6.0, shared.margin(), 1e-12);
+        double[] f = {1, 1, 2, 1}, b = {1, 1, 1.5, 1};
+        for (int step = 0; step < 12; step++) assertEquals(List.of(), shared.observe(step(plan, step, f, b, 1)));
+        assertEquals(2.0, shared.view().worst(2).slowdown(), 1e-6, "measured, not named");
+        assertEquals(Map.of(), shared.view().slowRanks());
+    }
+
+    @Test
     void aSuggestionForManyRanksWrapsAt80ColumnsAsAYamlFlowMap() {
         List<String> entries = new ArrayList<>();
         for (int r = 0; r < 24; r++) entries.add(r + ": " + (r == 7 ? 1 : 4));
@@ -114,7 +138,7 @@ class StragglersTest {
     @Test
     void ranksWithMoreBlocksOrTheHeadAtTheirPeersPaceAreNotNamed() {
         JobPlan plan = plan(3, 1, 2, 2);
-        Stragglers s = new Stragglers(plan);
+        Stragglers s = new Stragglers(plan, false);
         for (int step = 0; step < 10; step++) assertEquals(List.of(), s.observe(step(plan, step, EVEN, EVEN, 1)));
         for (Stragglers.RankTime t : s.view().ranks()) assertEquals(1.0, t.slowdown(), 1e-6, t.toString());
         assertTrue(s.view().worst(0).seconds() > 2.9 * s.view().worst(1).seconds(), "rank 0 holds 3 blocks, rank 1 one");
@@ -123,7 +147,7 @@ class StragglersTest {
     @Test
     void aSlowLinkThatCostsTheStepLittleIsMeasuredButNotNamed() {
         JobPlan plan = plan(2, 2, 2, 2);
-        Stragglers s = new Stragglers(plan);
+        Stragglers s = new Stragglers(plan, false);
         // 4 SENDs of 0.5 ms against 0.1 ms on the others: 2 ms of a 200 ms pass, 1%
         double scale = 0.1;
         for (int step = 0; step < 10; step++) {
