@@ -1,6 +1,7 @@
 package dev.ttpipe.stages;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -73,12 +74,62 @@ public final class Partitioner {
         return slices(best, ranks);
     }
 
-    /** Default cost estimate for {@link #balanced}: training FLOPs of a block, the head and a small embedding cost. */
-    public static List<StageSlice> balanced(ModelSpec spec, int ranks, int virtualStages, int seqLen) {
+    /** What a block, the embedding and the head cost, in one unit (FLOPs of one sequence, forward and backward). */
+    public record Costs(double block, double embedding, double head) {
+        /** What {@code slice} costs: its blocks, plus the embedding and the head where it holds them. */
+        public double of(StageSlice slice) {
+            return slice.blocks() * block + (slice.embedding() ? embedding : 0) + (slice.head() ? head : 0);
+        }
+    }
+
+    /** Default cost estimate: training FLOPs of a block, the head and a small embedding cost. */
+    public static Costs costs(ModelSpec spec, int seqLen) {
         double block = spec.blockTrainingFlops(seqLen, seqLen);
         double head = spec.headTrainingFlops(seqLen) + block * 0.05;  // plus norm and loss
         double embed = 4.0 * spec.embeddingDim() * seqLen;             // lookups and scatter-adds: memory bound
-        return balanced(spec.numBlocks(), ranks, virtualStages, block, embed, head);
+        return new Costs(block, embed, head);
+    }
+
+    /** {@link #balanced} with the {@link #costs default cost estimate}. */
+    public static List<StageSlice> balanced(ModelSpec spec, int ranks, int virtualStages, int seqLen) {
+        Costs c = costs(spec, seqLen);
+        return balanced(spec.numBlocks(), ranks, virtualStages, c.block(), c.embedding(), c.head());
+    }
+
+    /**
+     * Blocks per rank for ranks of unequal speed: rank r takes {@code slowdown[r]} times as long as
+     * planned for the same work, and holds the embedding ({@code embedding[r]}) and the head
+     * ({@code head[r]}) where it does now. Minimises the slowest rank's time: every rank starts with
+     * one block per virtual stage and each further block goes to the rank that would then finish
+     * first (which is optimal, each rank's time growing with its blocks).
+     */
+    public static int[] rebalanced(int numBlocks, int virtualStages, Costs costs, boolean[] embedding, boolean[] head,
+                                   double[] slowdown) {
+        int ranks = slowdown.length;
+        int[] blocks = new int[ranks];
+        Arrays.fill(blocks, virtualStages);
+        int left = numBlocks - ranks * virtualStages;
+        if (left < 0) throw new StagesException(numBlocks + " blocks for " + ranks + " ranks of " + virtualStages
+                + " virtual stages, expected at least one block per stage");
+        for (; left > 0; left--) {
+            int best = 0;
+            double bestTime = Double.MAX_VALUE, bestNow = Double.MAX_VALUE;
+            for (int r = 0; r < ranks; r++) {
+                double now = time(r, blocks[r], costs, embedding, head, slowdown);
+                double t = time(r, blocks[r] + 1, costs, embedding, head, slowdown);
+                if (t < bestTime || t == bestTime && now < bestNow) {     // a tie: the rank with less to do now
+                    bestTime = t;
+                    bestNow = now;
+                    best = r;
+                }
+            }
+            blocks[best]++;
+        }
+        return blocks;
+    }
+
+    private static double time(int r, int blocks, Costs costs, boolean[] embedding, boolean[] head, double[] slowdown) {
+        return slowdown[r] * (blocks * costs.block() + (embedding[r] ? costs.embedding() : 0) + (head[r] ? costs.head() : 0));
     }
 
     private static int[] fill(int numBlocks, int stages, double blockCost, double embedCost, double headCost, double cap) {

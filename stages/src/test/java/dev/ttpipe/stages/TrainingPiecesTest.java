@@ -59,6 +59,25 @@ class TrainingPiecesTest {
     }
 
     @Test
+    void rebalancedGivesASlowRankFewerBlocks() {
+        Partitioner.Costs blocksOnly = new Partitioner.Costs(1.0, 0.0, 0.0);
+        boolean[] none = new boolean[4];
+        assertArrayEquals(new int[] {2, 2, 2, 2},
+                Partitioner.rebalanced(8, 1, blocksOnly, none, none, new double[] {1, 1, 1, 1}));
+        // rank 2 takes twice as long: no split does better than 4 units; of those, the most even
+        assertArrayEquals(new int[] {4, 3, 2, 3},
+                Partitioner.rebalanced(12, 1, blocksOnly, none, none, new double[] {1, 1, 2, 1}));
+        // a head worth two blocks on the last rank, as balanced() weighs it
+        Partitioner.Costs heavyHead = new Partitioner.Costs(1.0, 0.0, 2.0);
+        assertArrayEquals(new int[] {3, 3, 3, 1}, Partitioner.rebalanced(10, 1, heavyHead, none,
+                new boolean[] {false, false, false, true}, new double[] {1, 1, 1, 1}));
+        // at least one block per virtual stage, however slow
+        assertArrayEquals(new int[] {5, 2}, Partitioner.rebalanced(7, 2, blocksOnly, new boolean[2], new boolean[2],
+                new double[] {1, 100}));
+        assertThrows(StagesException.class, () -> Partitioner.rebalanced(3, 1, blocksOnly, none, none, new double[4]));
+    }
+
+    @Test
     void learningRateSchedulesFollowTheirShapes() {
         LrSchedule id = LrSchedule.constant(0.1);
         assertEquals(0.1, id.at(0), 0);

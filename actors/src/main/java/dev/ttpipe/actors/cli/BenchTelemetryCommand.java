@@ -6,6 +6,7 @@ import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.actors.telemetry.StepAnalysis;
+import dev.ttpipe.actors.telemetry.Stragglers;
 import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -83,6 +84,7 @@ public final class BenchTelemetryCommand implements Callable<Integer> {
             }, "ttpipe-bench-scraper");
             scraper.setDaemon(true);
             scraper.start();
+            Stragglers stragglers = new Stragglers(training.plan(), true);        // as the training loop does
             int step = 0;
             runtime.step(step, training.batches(step));                      // warm-up
             step++;
@@ -91,7 +93,8 @@ public final class BenchTelemetryCommand implements Callable<Integer> {
                 scraping.set(withScrapes);
                 for (int k = 0; k < blockSteps; k++, step++) {
                     var r = runtime.step(step, training.batches(step));
-                    server.stepped(r, StepAnalysis.of(training.plan().schedule(), r));
+                    stragglers.observe(r);
+                    server.stepped(r, StepAnalysis.of(training.plan().schedule(), r), stragglers.view());
                     (withScrapes ? on : off).add(r.seconds() * 1e3);
                 }
             }

@@ -11,8 +11,8 @@ import java.util.function.Predicate;
 
 /**
  * Faults injected into a pipeline on purpose, to show that a check notices them: a kernel that
- * stalls, a gradient that overflows, a frame corrupted on the wire, a pipeline whose gradients are
- * off by a factor. Passed to {@link PipelineRuntime#start(JobPlan, Faults)} by tests and by
+ * stalls, a rank slower than its peers, a gradient that overflows, a frame corrupted on the wire, a
+ * pipeline whose gradients are off by a factor. Passed to {@link PipelineRuntime#start(JobPlan, Faults)} by tests and by
  * {@code ttpipe bench faults}; every real run has {@link #NONE}. Each hook runs where the fault would
  * happen: {@link #beforeCompute} on the rank's device thread, {@link #beforeReduce} there too, before
  * the gradient reduction, {@link #lossScale} in the Coordinator, {@link #frames} in the transport.
@@ -46,6 +46,16 @@ public interface Faults {
             @Override
             public void beforeCompute(int rank, Action a) throws InterruptedException {
                 if (a.equals(action)) Thread.sleep(millis);
+            }
+        };
+    }
+
+    /** Every compute action (F, B, I, W) of rank {@code rank} takes {@code millis} longer, as on a slower device. */
+    static Faults slowRank(int rank, long millis) {
+        return new Faults() {
+            @Override
+            public void beforeCompute(int r, Action a) throws InterruptedException {
+                if (r == rank) Thread.sleep(millis);
             }
         };
     }

@@ -1,6 +1,7 @@
 package dev.ttpipe.actors.runtime;
 
 import dev.ttpipe.actors.cluster.ClusterMessage;
+import dev.ttpipe.device.Device;
 import dev.ttpipe.device.LossOutput;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
@@ -466,7 +467,7 @@ public final class StageActor {
         m.replyTo().tell(new StageStats(rank, running == null ? null : running.toString(), running != null, executor.queuedActions(),
                 executor.position(), executor.rowLength(), executor.buffered(), executor.stashed(), submesh.maxInUse(),
                 submesh.maxPeak(), executor.actionsRun(), executor.waiting(state.deviceStartNs()), executor.actionsByKind(),
-                transport.droppedFrames(rank)));
+                transport.droppedFrames(rank), HostName.get(), submesh.devices().stream().mapToInt(Device::id).toArray()));
         return Behaviors.same();
     }
 

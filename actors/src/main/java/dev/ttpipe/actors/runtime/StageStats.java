@@ -9,10 +9,13 @@ import dev.ttpipe.transport.DroppedFrames;
  * @param currentAction the oldest compute action on the device queue (running, or next to run), or null
  * @param queuedActions compute actions on the device queue, at most {@link RankExecutor#QUEUE_DEPTH}
  * @param droppedFrames frames addressed to this rank that its transport dropped since it started, by reason
+ * @param host          the name of the machine the rank runs on ({@link HostName})
+ * @param devices       the ids of the devices of the rank's submesh, in its row-major order
  */
 public record StageStats(int rank, String currentAction, boolean busy, int queuedActions, int rowPosition, int rowLength,
                          int bufferedArrivals, int stashedMicrobatches, long memoryInUse, long memoryPeak,
-                         long actionsRun, Waiting waiting, long[] actionsByKind, DroppedFrames droppedFrames)
+                         long actionsRun, Waiting waiting, long[] actionsByKind, DroppedFrames droppedFrames,
+                         String host, int[] devices)
         implements ClusterMessage {
 
     /**

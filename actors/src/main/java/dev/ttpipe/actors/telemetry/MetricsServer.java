@@ -23,6 +23,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.ToDoubleFunction;
 
 /**
@@ -37,6 +38,9 @@ public final class MetricsServer implements AutoCloseable {
     private final PipelineRuntime runtime;
     private volatile Coordinator.StepReport lastStep;
     private volatile StepAnalysis lastAnalysis;
+    private volatile Stragglers.View stragglers = Stragglers.View.NONE;
+    /** Each rank's host and devices, as it last told them ({@code host}, {@code device} labels). */
+    private final Map<Integer, Labels> places = new ConcurrentHashMap<>();
 
     private final List<Integer> ranks;
 
@@ -79,10 +83,11 @@ public final class MetricsServer implements AutoCloseable {
         totalSteps = steps;
     }
 
-    /** The training loop reports each finished step. */
-    public void stepped(Coordinator.StepReport r, StepAnalysis a) {
+    /** The training loop reports each finished step, what it says, and the stragglers it names. */
+    public void stepped(Coordinator.StepReport r, StepAnalysis a, Stragglers.View s) {
         lastStep = r;
         lastAnalysis = a;
+        stragglers = s;
     }
 
     private volatile double validationLoss = Double.NaN;
@@ -109,12 +114,30 @@ public final class MetricsServer implements AutoCloseable {
         List<StageStats> out = new ArrayList<>();
         for (int r : ranks) {
             try {
-                out.add(runtime.stats(r, Duration.ofSeconds(2)));
+                StageStats s = runtime.stats(r, Duration.ofSeconds(2));
+                places.put(r, Labels.of("rank", Integer.toString(r), "host", s.host(), "device", devices(s.devices())));
+                out.add(s);
             } catch (PipelineFailure e) {
                 out.add(null);
             }
         }
         return out;
+    }
+
+    /** {@code 0,1}: the ids of a rank's devices, as its {@code device} label has them. */
+    static String devices(int[] ids) {
+        StringBuilder sb = new StringBuilder();
+        for (int i = 0; i < ids.length; i++) sb.append(i == 0 ? "" : ",").append(ids[i]);
+        return sb.toString();
+    }
+
+    /**
+     * Rank {@code r}'s labels: {@code rank}, and {@code host} and {@code device} as the rank last told
+     * them (empty, which Prometheus reads as absent, before it has answered).
+     */
+    private Labels rank(int r) {
+        Labels known = places.get(r);
+        return known != null ? known : Labels.of("rank", Integer.toString(r), "host", "", "device", "");
     }
 
     private final class Collector implements MultiCollector {
@@ -144,7 +167,7 @@ public final class MetricsServer implements AutoCloseable {
                 for (ActionKind k : ActionKind.values()) {
                     if (!k.isCompute()) continue;
                     actions.dataPoint(CounterSnapshot.CounterDataPointSnapshot.builder()
-                            .labels(Labels.of("rank", Integer.toString(st.rank()), "kind", k.name()))
+                            .labels(rank(st.rank()).add("kind", k.name()))
                             .value(st.actionsByKind()[k.ordinal()]).build());
                 }
             }
@@ -160,6 +183,7 @@ public final class MetricsServer implements AutoCloseable {
                 }
                 out.add(busy.build());
                 out.add(bubble.build());
+                out.addAll(stragglerMetrics(plan.ranks()));
                 out.addAll(traffic(step));
                 out.add(job("ttpipe_step", "Steps finished", step.step() + 1));
                 out.add(job("ttpipe_loss", "Loss of the last step", step.loss()));
@@ -176,6 +200,35 @@ public final class MetricsServer implements AutoCloseable {
             return new MetricSnapshots(out);
         }
 
+        /** The last step's slowdowns against the plan and the peers, and which ranks and links are stragglers ({@link Stragglers}). */
+        private List<MetricSnapshot> stragglerMetrics(int ranks) {
+            Stragglers.View v = stragglers;
+            GaugeSnapshot.Builder slowdown = GaugeSnapshot.builder().name("ttpipe_rank_slowdown")
+                    .help("The rank's time per unit of planned work in the last step over its peers' median, by kind (1: as planned)");
+            for (Stragglers.RankTime t : v.ranks()) {
+                slowdown.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(t.rank()).add("kind", t.kind().name()))
+                        .value(t.slowdown()).build());
+            }
+            GaugeSnapshot.Builder straggler = GaugeSnapshot.builder().name("ttpipe_rank_straggler")
+                    .help("1 while the rank is named a straggler: slower than planned by the margin (/status has it) for "
+                            + Stragglers.STEPS + " steps in a row");
+            for (int r = 0; r < ranks; r++) {
+                straggler.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(r))
+                        .value(v.slowRanks().containsKey(r) ? 1 : 0).build());
+            }
+            GaugeSnapshot.Builder link = GaugeSnapshot.builder().name("ttpipe_link_slowdown")
+                    .help("The link's SEND time per byte in the last step over the other links' median");
+            GaugeSnapshot.Builder slowLink = GaugeSnapshot.builder().name("ttpipe_link_straggler")
+                    .help("1 while the link is named a straggler");
+            for (Stragglers.LinkTime t : v.links()) {
+                Labels l = Labels.of("from", Integer.toString(t.from()), "to", Integer.toString(t.to()));
+                link.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(l).value(t.slowdown()).build());
+                slowLink.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(l)
+                        .value(v.slowLinks().containsKey(List.of(t.from(), t.to())) ? 1 : 0).build());
+            }
+            return List.of(slowdown.build(), straggler.build(), link.build(), slowLink.build());
+        }
+
         /** Every reason for every rank that answered, zeros included, so that a rate over it is defined from the start. */
         private CounterSnapshot droppedFrames(List<StageStats> stats) {
             CounterSnapshot.Builder b = CounterSnapshot.builder().name("ttpipe_rank_frames_dropped")
@@ -186,7 +239,7 @@ public final class MetricsServer implements AutoCloseable {
                 if (st == null) continue;
                 for (DropReason reason : DropReason.values()) {
                     b.dataPoint(CounterSnapshot.CounterDataPointSnapshot.builder()
-                            .labels(Labels.of("rank", Integer.toString(st.rank()), "reason", reason.label()))
+                            .labels(rank(st.rank()).add("reason", reason.label()))
                             .value(st.droppedFrames().count(reason)).build());
                 }
             }
@@ -203,9 +256,9 @@ public final class MetricsServer implements AutoCloseable {
                     double b = t.bytes()[from][to];
                     if (b <= 0) continue;
                     sent.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder()
-                            .labels(Labels.of("rank", Integer.toString(from), "peer", Integer.toString(to))).value(b).build());
+                            .labels(rank(from).add("peer", Integer.toString(to))).value(b).build());
                     received.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder()
-                            .labels(Labels.of("rank", Integer.toString(to), "peer", Integer.toString(from))).value(b).build());
+                            .labels(rank(to).add("peer", Integer.toString(from))).value(b).build());
                 }
             }
             GaugeSnapshot.Builder wait = GaugeSnapshot.builder().name("ttpipe_rank_recv_wait_seconds")
@@ -215,10 +268,6 @@ public final class MetricsServer implements AutoCloseable {
             }
             return List.of(sent.build(), received.build(), wait.build());
         }
-    }
-
-    private static Labels rank(int r) {
-        return Labels.of("rank", Integer.toString(r));
     }
 
     private static GaugeSnapshot job(String name, String help, double value) {
@@ -242,6 +291,7 @@ public final class MetricsServer implements AutoCloseable {
         List<StageStats> stats = stats();
         Coordinator.StepReport step = lastStep;
         StepAnalysis a = lastAnalysis;
+        Stragglers.View v = stragglers;
         StringBuilder sb = new StringBuilder("{\"step\":").append(step == null ? 0 : step.step() + 1)
                 .append(",\"steps\":").append(totalSteps)
                 .append(",\"loss\":").append(step == null ? "null" : Json.num(step.loss()))
@@ -251,6 +301,7 @@ public final class MetricsServer implements AutoCloseable {
                 .append(",\"step_seconds\":").append(step == null ? "null" : Json.num(step.seconds()))
                 .append(",\"bubble\":").append(a == null ? "null" : Json.num(a.bubble()))
                 .append(",\"predicted_bubble\":").append(a == null || a.predicted() == null ? "null" : Json.num(a.predicted().bubbleFraction()))
+                .append(",\"stragglers\":").append(stragglersJson(v))
                 .append(",\"ranks\":[");
         for (int r = 0; r < stats.size(); r++) {
             StageStats s = stats.get(r);
@@ -260,7 +311,15 @@ public final class MetricsServer implements AutoCloseable {
                 continue;
             }
             StageStats.Waiting w = s.waiting();
-            sb.append(",\"up\":true,\"running\":").append(Json.str(w.running())).append(",\"running_ms\":").append(w.runningMs())
+            sb.append(",\"up\":true,\"host\":").append(Json.str(s.host())).append(",\"devices\":[").append(devices(s.devices()))
+                    .append("],\"slowdown\":{");
+            String sep = "";
+            for (Stragglers.RankTime t : v.ranks()) {
+                if (t.rank() != ranks.get(r)) continue;
+                sb.append(sep).append(Json.str(t.kind().name())).append(':').append(Json.num(t.slowdown()));
+                sep = ",";
+            }
+            sb.append("},\"running\":").append(Json.str(w.running())).append(",\"running_ms\":").append(w.runningMs())
                     .append(",\"waiting_for\":").append(Json.str(w.waitingFor())).append(",\"waiting_from_rank\":").append(w.waitingFromRank())
                     .append(",\"waiting_ms\":").append(w.waitingMs()).append(",\"last_finished\":").append(Json.str(w.lastFinished()))
                     .append(",\"since_finished_ms\":").append(w.sinceFinishedMs()).append(",\"row_position\":").append(s.rowPosition())
@@ -276,6 +335,42 @@ public final class MetricsServer implements AutoCloseable {
             sb.append("}}");
         }
         ex.send(200, "application/json; charset=utf-8", sb.append("]}\n").toString().getBytes(StandardCharsets.UTF_8));
+    }
+
+    /**
+     * {@code {"margin": 1.5, "ranks": [...], "links": [...], "blocks_per_rank": {...}}}: each straggler with its last
+     * step's figures, the step it was named at and the line that named it; the suggested split or null.
+     */
+    private String stragglersJson(Stragglers.View v) {
+        StringBuilder sb = new StringBuilder("{\"margin\":").append(Json.num(v.margin())).append(",\"ranks\":[");
+        String sep = "";
+        for (Map.Entry<Integer, Integer> e : v.slowRanks().entrySet()) {
+            Stragglers.RankTime t = v.worst(e.getKey());
+            if (t == null) continue;
+            sb.append(sep).append("{\"rank\":").append(t.rank()).append(",\"kind\":").append(Json.str(t.kind().name()))
+                    .append(",\"slowdown\":").append(Json.num(t.slowdown())).append(",\"ms\":").append(Json.num(t.seconds() * 1e3))
+                    .append(",\"planned_ms\":").append(Json.num(t.plannedSeconds() * 1e3)).append(",\"since_step\":").append(e.getValue())
+                    .append(",\"text\":").append(Json.str(t.describe())).append('}');
+            sep = ",";
+        }
+        sb.append("],\"links\":[");
+        sep = "";
+        for (Map.Entry<List<Integer>, Integer> e : v.slowLinks().entrySet()) {
+            Stragglers.LinkTime t = v.link(e.getKey().get(0), e.getKey().get(1));
+            if (t == null) continue;
+            sb.append(sep).append("{\"from\":").append(t.from()).append(",\"to\":").append(t.to())
+                    .append(",\"slowdown\":").append(Json.num(t.slowdown())).append(",\"ms_per_mib\":")
+                    .append(Json.num(t.secondsPerMiB() * 1e3)).append(",\"since_step\":").append(e.getValue())
+                    .append(",\"text\":").append(Json.str(t.describe())).append('}');
+            sep = ",";
+        }
+        sb.append("],\"blocks_per_rank\":");
+        if (v.blocksPerRank() == null) return sb.append("null}").toString();
+        sb.append('{');
+        for (int r = 0; r < v.blocksPerRank().length; r++) {
+            sb.append(r == 0 ? "" : ",").append(Json.str(Integer.toString(r))).append(':').append(v.blocksPerRank()[r]);
+        }
+        return sb.append("}}").toString();
     }
 
     @Override

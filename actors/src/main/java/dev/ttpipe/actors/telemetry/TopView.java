@@ -17,7 +17,8 @@ import java.util.TreeSet;
  * against the simulated bubble; then a row per
  * rank with what it does in the schedule notation ({@code 2RECV_F5 waiting 1.2 s}), a bar of busy
  * against idle over the last step, memory and queue depth; below them, only when a rank's transport
- * dropped frames, how many and why. Fits {@code width} columns (at least 80).
+ * dropped frames, how many and why; then each straggler ({@link Stragglers}) and the split that would
+ * even the ranks out. Fits {@code width} columns (at least 80).
  */
 public final class TopView {
     private static final String SPARKS = "▁▂▃▄▅▆▇█";
@@ -75,7 +76,27 @@ public final class TopView {
         }
         String dropped = droppedFrames((List<?>) status.get("ranks"));
         if (dropped != null) sb.append(cut(dropped, w)).append('\n');
+        for (String line : stragglers(status.get("stragglers"))) sb.append(cut(line, w)).append('\n');
         return sb.toString();
+    }
+
+    /**
+     * {@code straggler: rank 3 runs F 1.6x slower than planned: 42 ms vs 26 ms} for each rank and link
+     * named, then the suggested {@code blocks_per_rank}; nothing when none is.
+     */
+    static List<String> stragglers(Object stragglers) {
+        List<String> out = new ArrayList<>();
+        if (!(stragglers instanceof Map<?, ?> s)) return out;
+        for (String what : List.of("ranks", "links")) {
+            if (!(s.get(what) instanceof List<?> named)) continue;
+            for (Object o : named) if (o instanceof Map<?, ?> m) out.add("straggler: " + m.get("text"));
+        }
+        if (s.get("blocks_per_rank") instanceof Map<?, ?> split) {
+            List<String> parts = new ArrayList<>();
+            split.forEach((rank, blocks) -> parts.add(rank + ": " + blocks));
+            out.addAll(Stragglers.suggestion(parts));
+        }
+        return out;
     }
 
     /** {@code frames dropped: rank 1: 2 foreign_job, 1 corrupt}, or null when no rank dropped any. */

@@ -69,6 +69,16 @@ public final class Progress {
         }
     }
 
+    /** A line of its own between progress updates: on a terminal it replaces the progress line, which the next update redraws. */
+    public void note(String line) {
+        if (tty && width > 0) {
+            out.print("\r" + " ".repeat(width) + "\r");
+            width = 0;
+        }
+        out.println(line);
+        out.flush();
+    }
+
     private String bar(int done, int barWidth) {
         int filled = (int) Math.round(barWidth * (double) done / total);
         return "[" + "=".repeat(Math.max(0, filled - 1)) + (filled > 0 ? ">" : "") + " ".repeat(barWidth - filled) + "]";

@@ -1,12 +1,12 @@
 package dev.ttpipe.actors.train;
 
+import dev.ttpipe.actors.runtime.HostName;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.device.cpu.CpuKernels;
 import dev.ttpipe.device.ttnn.BridgeLibrary;
 import dev.ttpipe.stages.checkpoint.SafeTensors;
 
 import java.io.IOException;
-import java.net.InetAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -47,7 +47,7 @@ public final class RunRecord {
         fixed.put("ttpipe_version", Json.str(Checkpoints.version()));
         fixed.put("git_commit", Json.str(gitCommit()));
         fixed.put("jvm", Json.str(System.getProperty("java.vm.name") + " " + System.getProperty("java.runtime.version")));
-        fixed.put("host", Json.str(hostName()));
+        fixed.put("host", Json.str(HostName.get()));
         fixed.put("processors", Integer.toString(Runtime.getRuntime().availableProcessors()));
         fixed.put("cpu", Json.str(cpuModel()));
         fixed.put("started", Json.str(Instant.now().toString()));
@@ -115,14 +115,6 @@ public final class RunRecord {
             return "unknown (no git)";
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            return "unknown";
-        }
-    }
-
-    private static String hostName() {
-        try {
-            return InetAddress.getLocalHost().getHostName();
-        } catch (IOException e) {
             return "unknown";
         }
     }

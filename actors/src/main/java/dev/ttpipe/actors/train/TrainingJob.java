@@ -13,6 +13,7 @@ import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.runtime.ActionEvent;
 import dev.ttpipe.actors.telemetry.ChromeTrace;
 import dev.ttpipe.actors.telemetry.MetricsServer;
+import dev.ttpipe.actors.telemetry.Stragglers;
 import dev.ttpipe.actors.telemetry.StageTable;
 import dev.ttpipe.actors.telemetry.StepAnalysis;
 import dev.ttpipe.actors.telemetry.StepMetrics;
@@ -542,6 +543,7 @@ public final class TrainingJob {
         List<Checkpoints.Saved> saves = List.of();
         try {
             Progress progress = new Progress(out, steps, first, logEvery);
+            Stragglers stragglers = new Stragglers(plan, allLocal(runtime));
             int recoveries = 0, nonFiniteInARow = 0, lastValStep = 0;
             double lastVal = Double.NaN;                            // the last validation loss (eval_every), on the progress line
             for (int step = first; step < steps; step++) {
@@ -581,7 +583,8 @@ public final class TrainingJob {
                 }
                 StepAnalysis a = StepAnalysis.of(plan.schedule(), r);
                 st.stepped(step, r, a);
-                if (metricsServer != null) metricsServer.stepped(r, a);
+                for (String line : stragglers.observe(r)) progress.note(line.startsWith(" ") ? line : "step " + (step + 1) + ": " + line);
+                if (metricsServer != null) metricsServer.stepped(r, a, stragglers.view());
                 Double val = null;
                 if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps && allLocal(runtime)) {
                     val = validationLoss(runtime);

@@ -14,9 +14,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** The commands as a user runs them: exit codes, one-line errors, run directories, verify's verdict. */
-class CliTest {
-    record Result(int code, String out, String err) {
+/**
+ * The commands as a user runs them: exit codes, one-line errors, run directories, verify's verdict.
+ * {@link #run} is how other packages' tests run a command line too.
+ */
+public class CliTest {
+    public record Result(int code, String out, String err) {
         /** {@link #out} with the lines that wrapping broke joined again (see {@link CliTest#joined}). */
         String joined() {
             return CliTest.joined(out);
@@ -32,7 +35,7 @@ class CliTest {
         return text.replaceAll("(?m)^\\[rank \\d+\\] ", "").replace(" \\\n    ", " ").replace("\n  ", " ");
     }
 
-    static Result run(String... args) {
+    public static Result run(String... args) {
         return run(Faults.NONE, args);
     }
 

@@ -1,6 +1,8 @@
 package dev.ttpipe.actors.cluster;
 
 import com.typesafe.config.ConfigFactory;
+import dev.ttpipe.actors.runtime.StageStats;
+import dev.ttpipe.transport.DroppedFrames;
 import org.apache.pekko.actor.ActorSystem;
 import org.apache.pekko.serialization.Serialization;
 import org.apache.pekko.serialization.SerializationExtension;
@@ -102,6 +104,21 @@ class KryoSerializerTest {
         assertArrayEquals(new long[]{9}, back.peers().get(1).offsets());
         assertEquals(List.of(4, 5, 6), back.mutable());
         assertInstanceOf(ArrayList.class, back.mutable());
+    }
+
+    /** What a rank tells a scrape from another process: its host and device ids arrive with it. */
+    @Test
+    void aRanksStatsTravelWithItsHostAndDevices() throws Exception {
+        List<Class<?>> classes = new ArrayList<>();
+        for (String name : ClusterMessages.CLASSES) classes.add(Class.forName(name));
+        KryoSerializer kryo = new KryoSerializer(classes);
+        StageStats stats = new StageStats(1, "1F3", true, 2, 5, 16, 1, 2, 1024, 2048, 40,
+                new StageStats.Waiting("1F3", 12, null, -1, 0, "1B2", 3, true), new long[] {20, 20, 0, 0, 0, 0},
+                DroppedFrames.NONE, "node07", new int[] {2, 3});
+        StageStats back = (StageStats) kryo.fromBinaryJava(kryo.toBinary(stats), null);
+        assertEquals("node07", back.host());
+        assertArrayEquals(new int[] {2, 3}, back.devices());
+        assertEquals(stats.waiting(), back.waiting());
     }
 
     @Test

@@ -1,8 +1,9 @@
 package dev.ttpipe.actors.telemetry;
 
-import dev.ttpipe.actors.cli.Main;
+import dev.ttpipe.actors.cli.CliTest;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.TtpipeConfig;
+import dev.ttpipe.actors.runtime.HostName;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.stages.checkpoint.MiniJson;
@@ -13,16 +14,13 @@ import org.agrona.concurrent.UnsafeBuffer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.io.PrintStream;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -87,9 +85,11 @@ class MetricsServerTest {
                 if (line.isBlank() || line.startsWith("# HELP ") || line.startsWith("# TYPE ")) continue;
                 assertTrue(SAMPLE.matcher(line).matches(), "not Prometheus text: " + line);
             }
-            for (String name : List.of("ttpipe_rank_up{rank=\"1\"} 1", "ttpipe_rank_actions_total{kind=\"F\",rank=\"0\"}",
-                    "ttpipe_rank_bubble_ratio{rank=\"1\"}", "ttpipe_rank_sent_bytes{peer=\"1\",rank=\"0\"}",
-                    "ttpipe_rank_device_memory_bytes{rank=\"0\"}", "ttpipe_loss ", "ttpipe_tokens_per_second ",
+            String rank0 = "device=\"0\",host=\"" + HostName.get() + "\",", rank1 = "device=\"1\",host=\"" + HostName.get() + "\",";
+            for (String name : List.of("ttpipe_rank_up{" + rank1 + "rank=\"1\"} 1", "ttpipe_rank_actions_total{" + rank0 + "kind=\"F\",rank=\"0\"}",
+                    "ttpipe_rank_bubble_ratio{" + rank1 + "rank=\"1\"}", "ttpipe_rank_sent_bytes{" + rank0 + "peer=\"1\",rank=\"0\"}",
+                    "ttpipe_rank_device_memory_bytes{" + rank0 + "rank=\"0\"}", "ttpipe_rank_straggler{" + rank1 + "rank=\"1\"} 0",
+                    "ttpipe_loss ", "ttpipe_tokens_per_second ",
                     "ttpipe_learning_rate ", "ttpipe_grad_norm ", "# TYPE ttpipe_rank_actions_total counter",
                     "# HELP ttpipe_val_loss Validation loss at the last evaluation", "ttpipe_val_loss_step ")) {
                 assertTrue(metrics.contains(name), name + " not in\n" + metrics);
@@ -106,17 +106,9 @@ class MetricsServerTest {
                 assertTrue(r.containsKey("running") && r.containsKey("waiting_for") && r.containsKey("row_position"), status.body());
             }
             // ttpipe top --once: one snapshot with every rank's current action, at 80 columns
-            ByteArrayOutputStream buf = new ByteArrayOutputStream();
-            PrintStream old = System.out;
-            int code;
-            try {
-                System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
-                code = Main.run("top", "--url", "127.0.0.1:" + port, "--once");
-            } finally {
-                System.setOut(old);
-            }
-            String top = buf.toString(StandardCharsets.UTF_8);
-            assertEquals(0, code, top);
+            CliTest.Result once = CliTest.run("top", "--url", "127.0.0.1:" + port, "--once");
+            String top = once.out();
+            assertEquals(0, once.code(), top + once.err());
             String[] lines = top.split("\n");
             assertEquals("ttpipe top http://127.0.0.1:" + port, lines[0], top);
             assertTrue(lines[1].startsWith("step ") && lines[1].contains(" tok/s | bubble "), top);
@@ -127,15 +119,9 @@ class MetricsServerTest {
                 assertTrue(row.matcher(top).find(), "rank " + r + " without its action:\n" + top);
             }
             // ttpipe top --once --json: the /status object itself, one line that parses, every rank in it
-            buf.reset();
-            try {
-                System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
-                code = Main.run("top", "--url", "127.0.0.1:" + port, "--once", "--json");
-            } finally {
-                System.setOut(old);
-            }
-            String json = buf.toString(StandardCharsets.UTF_8);
-            assertEquals(0, code, json);
+            CliTest.Result asJson = CliTest.run("top", "--url", "127.0.0.1:" + port, "--once", "--json");
+            String json = asJson.out();
+            assertEquals(0, asJson.code(), json + asJson.err());
             assertEquals(1, json.strip().lines().count(), json);
             Map<?, ?> snapshot = (Map<?, ?>) MiniJson.parse(json.strip());
             assertEquals(2, ((List<?>) snapshot.get("ranks")).size(), json);
@@ -172,7 +158,8 @@ class MetricsServerTest {
             assertTrue(pub.isConnected(), "no subscription for rank 1");
             UnsafeBuffer garbage = new UnsafeBuffer(new byte[300]);
             while (pub.offer(garbage, 0, 300) < 0) Thread.sleep(1);
-            String line = "ttpipe_rank_frames_dropped_total{rank=\"1\",reason=\"corrupt\"} 1.0";
+            String host = HostName.get();
+            String line = "ttpipe_rank_frames_dropped_total{device=\"1\",host=\"" + host + "\",rank=\"1\",reason=\"corrupt\"} 1.0";
             String metrics = "";
             while (!metrics.contains(line) && System.nanoTime() < deadline + TimeUnit.SECONDS.toNanos(10)) {
                 metrics = http.send(HttpRequest.newBuilder(URI.create(server.url() + "/metrics")).build(),
@@ -184,7 +171,8 @@ class MetricsServerTest {
             for (String rank : List.of("0", "1")) {
                 for (String reason : List.of("foreign_job", "wrong_peer", "corrupt", "no_room")) {
                     if (rank.equals("1") && reason.equals("corrupt")) continue;
-                    String zero = "ttpipe_rank_frames_dropped_total{rank=\"" + rank + "\",reason=\"" + reason + "\"} 0.0";
+                    String zero = "ttpipe_rank_frames_dropped_total{device=\"" + rank + "\",host=\"" + host + "\",rank=\"" + rank
+                            + "\",reason=\"" + reason + "\"} 0.0";
                     assertTrue(metrics.contains(zero), zero + " not in\n" + metrics);
                 }
             }

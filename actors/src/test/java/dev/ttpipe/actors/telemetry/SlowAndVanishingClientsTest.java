@@ -1,6 +1,7 @@
 package dev.ttpipe.actors.telemetry;
 
 import dev.ttpipe.actors.config.ConfigLoader;
+import dev.ttpipe.actors.runtime.HostName;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.TrainingJob;
 import org.junit.jupiter.api.Test;
@@ -56,7 +57,7 @@ class SlowAndVanishingClientsTest {
                 HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(server.url() + path))
                         .timeout(HttpEndpoint.READ_TIMEOUT.dividedBy(2)).build(), HttpResponse.BodyHandlers.ofString());
                 assertEquals(200, r.statusCode(), path);
-                assertTrue(r.body().contains(path.equals("/metrics") ? "ttpipe_rank_up{rank=\"1\"} 1" : "\"rank\":1,\"up\":true"),
+                assertTrue(r.body().contains(path.equals("/metrics") ? "ttpipe_rank_up{device=\"1\",host=\"" + HostName.get() + "\",rank=\"1\"} 1" : "\"rank\":1,\"up\":true"),
                         r.body());
             }
         } finally {
