@@ -121,6 +121,21 @@ public final class Coordinator {
         }
     }
 
+    /**
+     * Before step 1 of a multi-process job (and after a recovery): checks every link of {@code plan}
+     * ({@link LinkCheck}); answers with every link's figures, or with the one line naming the link that failed.
+     */
+    public record CheckLinks(LinkCheck.Plan plan, ActorRef<StatusReply<LinkCheck.Report>> replyTo) implements Request {
+        @Override
+        public void refuse(String why) {
+            replyTo.tell(StatusReply.error(why));
+        }
+    }
+
+    /** The link check's actor ended (it answered its asker). */
+    private record LinksChecked() implements Command {
+    }
+
     /** A rank's answer to {@link StageActor.JoinJob} of job {@code jobId}: {@code problem} null when it joined. */
     public record Joined(int rank, long jobId, String problem) implements Command, ClusterMessage {
     }
@@ -199,6 +214,8 @@ public final class Coordinator {
     private long jobId;
     /** The number of the latest inference pass; a PassDone of another number is late and ignored. */
     private int inferencePass = -1;
+    /** Link checks run so far: each one's frames carry its number. */
+    private int linkChecks;
 
     private Coordinator(ActorContext<Command> ctx, StashBuffer<Command> stash, JobPlan plan,
                         List<ActorRef<StageActor.Command>> ranks, Faults faults) {
@@ -278,6 +295,31 @@ public final class Coordinator {
                 .build();
     }
 
+    // ---- checking links --------------------------------------------------------------------------------
+
+    /** The check runs in an actor of its own; requests wait in the stash until it has answered. */
+    private Behavior<Command> checkingLinks(CheckLinks m) {
+        ActorRef<LinkCheck.Command> check = ctx.spawnAnonymous(LinkCheck.create(m.plan(), List.copyOf(ranks), ++linkChecks, m.replyTo()));
+        ctx.watchWith(check, new LinksChecked());
+        return Behaviors.receive(Command.class)
+                .onMessage(LinksChecked.class, d -> stash.unstashAll(idle()))
+                .onMessage(RankReplaced.class, this::onReplaced)
+                .onMessage(RankFailed.class, f -> {
+                    ctx.getLog().warn("during the link check: {}", f.message());
+                    return Behaviors.same();
+                })
+                .onMessage(Request.class, r -> {
+                    stash.stash(r);
+                    return Behaviors.same();
+                })
+                .onMessage(Rejoin.class, r -> {
+                    stash.stash(r);
+                    return Behaviors.same();
+                })
+                .onAnyMessage(r -> Behaviors.same())
+                .build();
+    }
+
     /** The job could not start: every step is answered with why. */
     private Behavior<Command> refusing(String why) {
         stash.forEach(m -> {
@@ -300,6 +342,7 @@ public final class Coordinator {
                 .onMessage(RunStep.class, m -> passes(new StepState(m)))
                 .onMessage(RunEval.class, this::evaluating)
                 .onMessage(RunGenerate.class, this::generating)
+                .onMessage(CheckLinks.class, this::checkingLinks)
                 .onMessage(Rejoin.class, this::rejoining)
                 .onMessage(RankReplaced.class, this::onReplaced)
                 .onMessage(RankFailed.class, m -> {
