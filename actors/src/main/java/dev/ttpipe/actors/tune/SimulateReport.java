@@ -1,6 +1,8 @@
 package dev.ttpipe.actors.tune;
 
+import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.actors.telemetry.RunLinks;
 import dev.ttpipe.actors.telemetry.RunStageCosts;
 import dev.ttpipe.actors.telemetry.TextTable;
 import dev.ttpipe.actors.tune.SimulateRun.Outcome;
@@ -10,8 +12,10 @@ import dev.ttpipe.schedules.Schedule;
 import dev.ttpipe.schedules.SimResult;
 
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 
 import static dev.ttpipe.actors.telemetry.TextTable.num;
 
@@ -36,6 +40,12 @@ final class SimulateReport {
             text.append(String.format(Locale.ROOT, "costs measured in %s (ms, mean of %d steps after the first): F per stage %s, B %s%n",
                     mc.runDir(), mc.steps(), nums(mc.f()), nums(mc.b())));
         }
+        RunLinks links = mc == null ? null : mc.links();
+        if (links != null) {
+            text.append(String.format(Locale.ROOT, "comm per hop from the links %s measured before step 1 (ms, latency + a %s"
+                    + " activation frame over the bandwidth): %s%n", links.file(), Sizes.format(links.activationFrameBytes()),
+                    hops(s, links)));
+        }
         text.append('\n').append(stepGrid ? AsciiGrid.render(s) : AsciiGrid.render(r)).append('\n');
         text.append(String.format(Locale.ROOT, "makespan %s, bubble %s overall%n%n", num(r.makespan()), percent(r.bubbleFraction())));
         boolean bytes = r.peakActivationBytes(0) >= 0;
@@ -50,6 +60,20 @@ final class SimulateReport {
         text.append(TextTable.render(header, rows));
         for (String violation : r.memoryLimitViolations()) text.append("note: ").append(violation).append('\n');
         return text.toString();
+    }
+
+    /** Each hop between two ranks once, in stage order: {@code 0-1 0.12, 1-2 0.09}. */
+    private static String hops(Schedule s, RunLinks links) {
+        double[] ms = RankCosts.hops(s, links);
+        StringBuilder b = new StringBuilder();
+        Set<String> seen = new HashSet<>();
+        for (int st = 0; st + 1 < s.stages(); st++) {
+            int from = s.rankOfStage(st), to = s.rankOfStage(st + 1);
+            if (from == to || !seen.add(Math.min(from, to) + "-" + Math.max(from, to))) continue;
+            b.append(b.length() == 0 ? "" : ", ").append(Math.min(from, to)).append('-').append(Math.max(from, to)).append(' ')
+                    .append(num(ms[st]));
+        }
+        return b.toString();
     }
 
     private static String nums(double[] v) {
@@ -99,7 +123,10 @@ final class SimulateReport {
         j.append(",\"lowered\":").append(s.isLowered());
         j.append(",\"costs\":{\"f\":").append(Json.num(o.costs().f())).append(",\"b\":").append(Json.num(o.costs().b()))
                 .append(",\"i\":").append(Json.num(o.costs().i())).append(",\"w\":").append(Json.num(o.costs().w()))
-                .append(",\"comm\":").append(Json.num(o.costs().comm())).append('}');
+                .append(",\"comm\":").append(Json.num(o.costs().comm()));
+        RunLinks links = o.costs().measured() == null ? null : o.costs().measured().links();
+        if (links != null) j.append(",\"comm_per_stage\":").append(Json.nums(RankCosts.hops(s, links)));
+        j.append('}');
         j.append(",\"makespan\":").append(Json.num(r.makespan()));
         j.append(",\"bubble_fraction\":").append(Json.num(r.bubbleFraction()));
         j.append(",\"bubble_fraction_per_rank\":[");
