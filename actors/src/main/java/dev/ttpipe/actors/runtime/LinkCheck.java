@@ -247,7 +247,8 @@ public final class LinkCheck {
                         done++;
                         return next();
                     }
-                    return askWhatArrived(link, m);
+                    if (m.failure().startsWith(NOT_ECHOED)) return askWhatArrived(link, m);
+                    return fail("data link " + describe(link.from(), link.to()) + ": " + m.failure());
                 })
                 .onMessage(Expired.class, m -> m.step() != probe ? Behaviors.same()
                         : fail("rank " + link.from() + " (" + controlAddress(link.from()) + ") did not answer within "
@@ -277,26 +278,26 @@ public final class LinkCheck {
         int measuredSmall = p.smallRttNs().length;
         boolean large = measuredSmall >= SMALL_FRAMES;
         String in = " in " + seconds(plan.deadline());
-        if (!p.failure().startsWith(NOT_ECHOED)) {
-            return "data link " + describe(link.from(), link.to()) + ": " + p.failure();
-        }
         String before = measuredSmall == 0 ? "" : "; small frames took " + ms(min(p.smallRttNs(), measuredSmall)) + " there and back";
         boolean arrived = seen != null && (large ? seen.large() > 0 : seen.small() > measuredSmall);
         Link broken = arrived ? new Link(link.to(), link.from()) : link;
+        String size = Sizes.format(p.largeBytes()), sender = "rank " + link.from() + "'s ";
         String what;
-        if (!large) {
-            what = " carried nothing" + in + (seen == null ? " (small frame " + (measuredSmall + 1) + " not echoed, and rank "
-                    + link.to() + " did not say whether it got it" : arrived ? " (rank " + link.to() + " got rank " + link.from()
-                    + "'s small frame, its echo did not arrive" : " (small frame " + (measuredSmall + 1) + " of " + SMALL_FRAMES
-                    + " not received") + before + ")";
+        if (seen == null) {
+            what = (large ? " did not carry a " + size + " frame" : " carried nothing") + in + " (frame " + (measuredSmall + 1)
+                    + " not echoed, and rank " + link.to() + " did not say whether it got it" + before + ")";
+        } else if (!large) {
+            what = " carried nothing" + in + (arrived ? " (rank " + link.to() + " got " + sender + "small frame, its echo did not arrive"
+                    : " (small frame " + (measuredSmall + 1) + " of " + SMALL_FRAMES + " not received") + before + ")";
+        } else if (!arrived) {
+            what = " did not carry a " + size + " frame" + in + " (rank " + link.to() + " did not get it" + before + ")";
         } else {
-            what = " did not carry a " + (arrived ? "small frame" : Sizes.format(p.largeBytes()) + " frame") + in + " (rank "
-                    + link.to() + (seen == null ? " did not say whether it got the " + Sizes.format(p.largeBytes()) + " frame"
-                    : arrived ? " got rank " + link.from() + "'s " + Sizes.format(p.largeBytes()) + " frame, its echo did not arrive"
-                    : " did not get rank " + link.from() + "'s " + Sizes.format(p.largeBytes()) + " frame") + before + ")";
+            what = " did not carry the echo of a " + size + " frame" + in + " (rank " + link.to() + " got " + sender + size
+                    + " frame" + before + ")";
         }
         Deployment.Binding to = plan.deployment().rank(broken.to());
-        String hint = "; check that udp port " + to.dataPort() + " is open " + between(broken.from(), broken.to()) + (large && !arrived ? ", and the bandwidth between them (multihost_config.link_check_bytes, "
+        String hint = "; check that udp port " + to.dataPort() + " is open " + between(broken.from(), broken.to())
+                + (large && !arrived ? ", and the bandwidth between them (multihost_config.link_check_bytes, "
                 + "link_check_timeout_s)" : "");
         return "data link " + describe(broken.from(), broken.to()) + what + hint;
     }

@@ -11,6 +11,7 @@ import dev.ttpipe.transport.TensorKind;
 import dev.ttpipe.transport.TensorPayload;
 import dev.ttpipe.transport.Transport;
 import org.apache.pekko.actor.Cancellable;
+import org.apache.pekko.actor.typed.ActorRef;
 import org.apache.pekko.actor.typed.javadsl.ActorContext;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -34,6 +35,8 @@ final class LinkProbes {
     private static final Logger log = LoggerFactory.getLogger(LinkProbes.class);
 
     private final ActorContext<StageActor.Command> ctx;
+    /** The actor, for the device queue's and the transport's threads to tell (the context is the actor's thread's only). */
+    private final ActorRef<StageActor.Command> self;
     private final int rank;
     private final RankState state;
     private final Transport transport;
@@ -64,6 +67,7 @@ final class LinkProbes {
 
     LinkProbes(ActorContext<StageActor.Command> ctx, int rank, int ranks, RankState state, Transport transport) {
         this.ctx = ctx;
+        this.self = ctx.getSelf();
         this.rank = rank;
         this.state = state;
         this.transport = transport;
@@ -92,7 +96,7 @@ final class LinkProbes {
             return frames;
         }).whenComplete((frames, err) -> {
             @SuppressWarnings("unchecked") List<Tensor> made = (List<Tensor>) frames;
-            ctx.getSelf().tell(new StageActor.ProbeFrames(m, made, err));
+            self.tell(new StageActor.ProbeFrames(m, made, err));
         });
     }
 
@@ -119,10 +123,10 @@ final class LinkProbes {
         int to = p.request.toRank(), index = p.index;
         FrameHeader h = new FrameHeader(jobId, p.request.check(), rank, to, index, TensorKind.PROBE, t.dtype(), t.shape(),
                 t.layout(), 0, 0);
-        p.deadline = ctx.scheduleOnce(Duration.ofMillis(p.request.deadlineMs()), ctx.getSelf(), new StageActor.ProbeExpired(p.request, index));
+        p.deadline = ctx.scheduleOnce(Duration.ofMillis(p.request.deadlineMs()), self, new StageActor.ProbeExpired(p.request, index));
         p.sentNs = System.nanoTime();
         transport.channel(rank, to).send(h, t).whenComplete((v, err) -> {
-            if (err != null) ctx.getSelf().tell(new StageActor.ProbeSendFailed(p.request, index, err));
+            if (err != null) self.tell(new StageActor.ProbeSendFailed(p.request, index, err));
         });
     }
 

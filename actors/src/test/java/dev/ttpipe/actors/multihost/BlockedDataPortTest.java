@@ -34,7 +34,7 @@ class BlockedDataPortTest {
         skip = NetworkLab.unavailable();
         if (skip == null) {
             try {
-                lab = NetworkLab.open("b", System.out);
+                lab = NetworkLab.open("l", System.out);
             } catch (IOException e) {
                 skip = e.getMessage();
             }

@@ -17,7 +17,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * Workers started by hand (as SLURM or Kubernetes would), `max_restarts: 1`: rank 1 is SIGKILLed and,
  * as a requeue would, started again with the same command line. Rank 0 waits for it, every rank rolls
- * back to the latest checkpoint, and the job ends at max_steps with exit code 0.
+ * back to the latest checkpoint (after checking every link again, the new worker's too), and the job ends at max_steps
+ * with exit code 0.
  */
 class HandStartedWorkersTest {
     @Test
@@ -53,6 +54,9 @@ class HandStartedWorkersTest {
             assertEquals(0, rank0.exitValue(), log);
             assertTrue(log.contains("rank 1 (127.0.0.1:27711) became unreachable"), log);
             assertTrue(log.contains("recovering (1 of 1, training_config.max_restarts)"), log);
+            // the restarted worker's links are checked again before the job goes on
+            int recovering = log.indexOf("recovering (1 of 1"), checked = log.indexOf("; the slowest latency", recovering);
+            assertTrue(checked > recovering && checked < log.indexOf("recovered in", recovering), log);
             assertTrue(log.contains("back at the checkpoint of step 20"), log);
             assertTrue(again.waitFor(30, TimeUnit.SECONDS) && again.exitValue() == 0, Files.readString(dir.resolve("rank1-again.log")));
             assertTrue(Files.isDirectory(dir.resolve("run/checkpoints/step-000060")));
