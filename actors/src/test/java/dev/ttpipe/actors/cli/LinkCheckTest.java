@@ -25,28 +25,18 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * {@code simulate --costs-from} charges each hop its link's figure; a data link that carries nothing fails the
  * start within 10 s of the job's first line, in one line naming both ranks, hosts and ports and which way failed,
  * exit code 1 on every worker and run.json failed. Here the frames go nowhere because rank 0 (or rank 1) was given
- * the other's data port wrong, so they reach a port where nothing listens; {@code BlockedDataPortTest} drops them
- * with nftables between two network namespaces.
+ * the other's data port wrong, so they reach a port where nothing listens; {@code NetworkFaultTest} drops them with
+ * nftables between two network namespaces.
  */
 class LinkCheckTest {
-    /** Two ranks on loopback: control 28100 + r, data 28110 + 2 r (ranks 1's data port as given). */
-    static String config(int base, int rank0Data, int rank1Data) {
-        return String.join("\n",
-                "training_config: {batch_size: 8, max_steps: 2, learning_rate: 0.003, runs_dir: RUNS}",
-                "transformer_config: {num_heads: 2, embedding_dim: 16, num_blocks: 4, max_sequence_length: 16}",
-                "telemetry: {port: 0}",
-                "multihost_config:",
-                "  enabled: true",
-                "  socket_type: aeron",
-                "  pipeline_parallel_config: {num_blocks: 4, blocks_per_rank: {0: 2, 1: 2}, num_microbatches: 4, schedule: 1f1b}",
-                "rank_bindings:",
-                "  - {rank: 0, mesh_id: 0, host: \"127.0.0.1\", control_port: " + base + ", data_port: " + rank0Data + "}",
-                "  - {rank: 1, mesh_id: 1, host: \"127.0.0.1\", control_port: " + (base + 1) + ", data_port: " + rank1Data + "}", "");
+    /** Two ranks on loopback, control ports {@code base} + r, data ports {@code base} + 100 + 2 r, two steps. */
+    static String config(int base) {
+        return MultiProcessTest.config(2, base, "{0: 2, 1: 2}").replace("max_steps: 400", "max_steps: 2") + "telemetry: {port: 0}\n";
     }
 
     @Test
     void aHealthyJobPrintsEveryLinksFiguresKeepsThemInRunJsonAndSimulateChargesEachHopItsLink(@TempDir Path dir) throws Exception {
-        Path cfg = MultiProcessTest.write(dir, "pp2.yaml", config(28100, 28110, 28112));
+        Path cfg = MultiProcessTest.write(dir, "pp2.yaml", config(28100));
         Path run = dir.resolve("run");
         CliTest.Result r = CliTest.run("launch", cfg.toString(), "--run-dir", run.toString());
         assertEquals(0, r.code(), r.out() + r.err());
@@ -56,8 +46,8 @@ class LinkCheckTest {
         assertTrue(table.get(0).startsWith("link check: 3 links in "), r.out());
         assertTrue(table.get(0).endsWith(", each way a 1.0 KiB and a 4.0 MiB frame, 2 s each"), table.get(0));
         assertTrue(table.get(2).startsWith("control  0 <> 1  127.0.0.1:28101  "), table.toString());
-        assertTrue(table.get(3).startsWith("data     0 -> 1  127.0.0.1:28112  "), table.toString());
-        assertTrue(table.get(4).startsWith("data     1 -> 0  127.0.0.1:28110  "), table.toString());
+        assertTrue(table.get(3).startsWith("data     0 -> 1  127.0.0.1:28202  "), table.toString());
+        assertTrue(table.get(4).startsWith("data     1 -> 0  127.0.0.1:28200  "), table.toString());
         for (String line : table) assertTrue(line.length() <= 80, "wider than 80 columns: " + line);
         assertTrue(r.out().indexOf("link check: ") < r.out().indexOf("step 1/2"), "the check runs before step 1:\n" + r.out());
 
@@ -69,7 +59,7 @@ class LinkCheckTest {
         assertEquals(List.of("control", 0, 1, "127.0.0.1:28100", "127.0.0.1:28101", 1048576),
                 List.of(control.get("kind"), n(control, "from"), n(control, "to"), control.get("from_address"), control.get("to_address"),
                         n(control, "bytes")));
-        assertEquals(List.of("data", 0, 1, "127.0.0.1:28110", "127.0.0.1:28112", 4194304),
+        assertEquals(List.of("data", 0, 1, "127.0.0.1:28200", "127.0.0.1:28202", 4194304),
                 List.of(there.get("kind"), n(there, "from"), n(there, "to"), there.get("from_address"), there.get("to_address"),
                         n(there, "bytes")));
         assertEquals(List.of(1, 0), List.of(n(back, "from"), n(back, "to")));
@@ -95,16 +85,17 @@ class LinkCheckTest {
 
     @Test
     void aDataLinkThatCarriesNothingFailsTheStartWithinTenSecondsNamingItsRanksHostsAndPorts(@TempDir Path dir) throws Exception {
-        // rank 0 sends to 28220, where nothing listens: rank 1 receives on 28212
-        Failed f = startWithWrongDataPort(dir, "forward", config(28200, 28210, 28220), config(28200, 28210, 28212));
-        String line = "link check: data link rank 0 (127.0.0.1:28210) -> rank 1 (127.0.0.1:28220) carried nothing in 2 s"
-                + " (small frame 1 of 3 not received); check that udp port 28220 is open on 127.0.0.1";
-        f.assertNamed(line);
+        // rank 0 sends to 28520, where nothing listens: rank 1 receives on 28502
+        String job = config(28400);
+        Failed f = startWithWrongDataPort(dir, "forward", job.replace("data_port: 28502", "data_port: 28520"), job);
+        f.assertNamed("link check: data link rank 0 (127.0.0.1:28500) -> rank 1 (127.0.0.1:28520) carried nothing in 2 s"
+                + " (small frame 1 of 3 not received); check that udp port 28520 is open on 127.0.0.1");
 
-        // rank 1 sends its echoes to 28330, where nothing listens: the link from rank 1 to rank 0 is the one named
-        f = startWithWrongDataPort(dir, "back", config(28300, 28310, 28312), config(28300, 28330, 28312));
-        f.assertNamed("link check: data link rank 1 (127.0.0.1:28312) -> rank 0 (127.0.0.1:28310) carried nothing in 2 s"
-                + " (rank 1 got rank 0's small frame, its echo did not arrive); check that udp port 28310 is open on 127.0.0.1");
+        // rank 1 sends its echoes to 28720, where nothing listens: the link from rank 1 to rank 0 is the one named
+        job = config(28600);
+        f = startWithWrongDataPort(dir, "back", job, job.replace("data_port: 28700", "data_port: 28720"));
+        f.assertNamed("link check: data link rank 1 (127.0.0.1:28702) -> rank 0 (127.0.0.1:28700) carried nothing in 2 s"
+                + " (rank 1 got rank 0's small frame, its echo did not arrive); check that udp port 28700 is open on 127.0.0.1");
         MultiProcessTest.assertNoLeftovers();
     }
 
