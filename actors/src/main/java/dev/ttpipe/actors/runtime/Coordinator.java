@@ -31,6 +31,7 @@ import java.util.function.IntConsumer;
  *                                   ^                  \___________ a rank failed: the step fails ________/
  *                                   |
  *                                   +--RunEval / RunGenerate--> evaluating / generating --last pass--> idle
+ *                                   +--CheckLinks--> checking links --the check answered--> idle
  * </pre>
  * <ul>
  *   <li><b>joining</b>: tells every rank the job's random id (its transport adopts it, so frames of
@@ -44,6 +45,8 @@ import java.util.function.IntConsumer;
  *   step ends with the loss, norms and every rank's timings. A step whose loss or gradient norm is
  *   not finite is not applied: every rank drops its gradients instead, and the report says where
  *   the non-finite value first appeared.</li>
+ *   <li><b>checking links</b> (a multi-process job, before step 1 and after a recovery): a {@link LinkCheck} actor
+ *   checks every control and data link; requests wait in the stash until it has answered.</li>
  *   <li><b>rejoining</b> (after a failed step, when the job recovers): every rank joins again under a
  *   fresh job id; a rank whose process died is waited for until its replacement registers.</li>
  *   <li><b>evaluating</b>, <b>generating</b> (a forward-only plan: {@code ttpipe eval}, {@code ttpipe generate}):

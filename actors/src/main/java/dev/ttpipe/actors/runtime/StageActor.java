@@ -58,6 +58,8 @@ import java.util.function.Function;
  *   Coordinator got {@link Coordinator.RankFailed} naming rank, stage, action and microbatch; arrivals
  *   are dropped and late kernel results freed until a new pass, or a rejoin under a fresh job id.</li>
  * </ul>
+ * In every phase after initialising the rank also takes its part in the {@link LinkCheck} before step 1:
+ * it answers pings, probes a data link when asked ({@link LinkProbes}) and echoes the probe frames of others.
  * A {@link JoinJob} with a new job id (a rejoin after a failed step) is taken in every phase but
  * initialising and broken: what the rank held of the step is dropped, and results of kernels still
  * queued belong to an old generation and are ignored.
