@@ -18,9 +18,13 @@ import dev.ttpipe.device.Shape;
 public record FrameHeader(long jobId, int pass, int fromStage, int toStage, int microbatch, TensorKind kind,
                           DType dtype, Shape shape, Layout layout, long payloadBytes, int checksum) {
 
-    /** The schedule's notation for what this frame completes, e.g. {@code 2RECV_F3}. */
+    /** The schedule's notation for what this frame completes, e.g. {@code 2RECV_F3}; a link check's frame says so. */
     public String action() {
-        return toStage + (kind == TensorKind.ACTIVATION ? "RECV_F" : "RECV_B") + microbatch;
+        return switch (kind) {
+            case ACTIVATION -> toStage + "RECV_F" + microbatch;
+            case GRADIENT -> toStage + "RECV_B" + microbatch;
+            case PROBE, ECHO -> "link check " + kind.name().toLowerCase() + " " + microbatch;
+        };
     }
 
     public FrameHeader withPayload(long bytes, int crc) {

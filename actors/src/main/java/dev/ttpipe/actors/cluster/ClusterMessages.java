@@ -36,5 +36,11 @@ public final class ClusterMessages {
             "dev.ttpipe.device.LossOutput",
             "dev.ttpipe.actors.runtime.HostGuardian$Preempt",
             "dev.ttpipe.actors.runtime.Inference$Score",
-            "dev.ttpipe.actors.runtime.Inference$Decode");
+            "dev.ttpipe.actors.runtime.Inference$Decode",
+            "dev.ttpipe.actors.runtime.StageActor$Ping",
+            "dev.ttpipe.actors.runtime.StageActor$ProbeLink",
+            "dev.ttpipe.actors.runtime.StageActor$GetProbesSeen",
+            "dev.ttpipe.actors.runtime.LinkCheck$Pong",
+            "dev.ttpipe.actors.runtime.LinkCheck$Probed",
+            "dev.ttpipe.actors.runtime.LinkCheck$Seen");
 }

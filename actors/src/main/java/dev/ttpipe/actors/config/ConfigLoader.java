@@ -41,6 +41,8 @@ import java.util.TreeSet;
  * ttpipe cannot honour is refused by name (here or in {@link ConfigValidator}), never ignored.
  */
 public final class ConfigLoader {
+    /** The range of multihost_config.link_check_bytes. */
+    static final long LINK_CHECK_MIN_BYTES = 64L << 10, LINK_CHECK_MAX_BYTES = 1L << 30;
     static final List<String> MODEL_TYPES = List.of("gpt2", "llama", "qwen3");
     static final List<String> RUNNER_TYPES = List.of("default", "memory_efficient");
     static final List<String> OPTIMIZERS = List.of("adamw", "sgd");
@@ -529,6 +531,13 @@ public final class ConfigLoader {
         m.bindHost = s.string("bind_host", m.bindHost);
         m.controlPort = s.integer("control_port", m.controlPort, 1, 65535);
         m.dataPort = s.integer("data_port", m.dataPort, 1, 65534);
+        m.linkCheckTimeoutS = s.number("link_check_timeout_s", m.linkCheckTimeoutS, 0.1, 600);
+        long bytes = s.bytes("link_check_bytes", m.linkCheckBytes);
+        if (bytes < LINK_CHECK_MIN_BYTES || bytes > LINK_CHECK_MAX_BYTES) {
+            s.problems().add(s.keyPath("link_check_bytes"), s.string("link_check_bytes", null), "a size from 64KiB to 1GiB");
+        } else {
+            m.linkCheckBytes = bytes;
+        }
         YamlSection p = s.section("pipeline_parallel_config");
         PipelineReader.read(p, m.pipeline);
         p.rejectUnknownKeys();

@@ -243,6 +243,10 @@ public final class TtpipeConfig {
         public int controlPort = 25520;
         /** The first Aeron UDP port on each host: a rank without one in its binding takes this + 2 x its index on its host. */
         public int dataPort = 40456;
+        /** How long each frame of the link check before step 1 may take (its deadline), seconds. */
+        public double linkCheckTimeoutS = 2;
+        /** The link check's large frame, bytes (the small one is 1 KiB). */
+        public long linkCheckBytes = 4L << 20;
         public final PipelineConfig pipeline = new PipelineConfig();
         public final TlsConfig tls = new TlsConfig();
     }

@@ -17,7 +17,8 @@ import java.util.regex.Pattern;
 /**
  * Two network namespaces on this machine joined by a veth pair, for running two ttpipe workers over a
  * real (if short) network and dropping their packets with nftables: random loss on the data ports
- * ({@code numgen random mod 100 < N drop}) or a partition (every packet from the other side dropped).
+ * ({@code numgen random mod 100 < N drop}), a blocked data port (every packet to it dropped) or a partition (every
+ * packet from the other side dropped).
  * This kernel has no {@code netem}; nftables inside each namespace does the dropping.
  *
  * <p>Needs root, iproute2 and nftables. {@link #open} answers why not (null when it can); the
@@ -155,6 +156,13 @@ public final class NetworkLab implements AutoCloseable {
             require(in(namespace(rank), "nft", "add", "rule", "inet", "ttpipe", "input", "udp", "dport", Integer.toString(port),
                     "numgen", "random", "mod", "100", "<", Integer.toString(percent), "counter", "drop"), "the loss rule");
         }
+    }
+
+    /** Drops every packet that arrives at rank {@code rank}'s data port (UDP), counted: a firewall that blocks it. */
+    public void blockDataPort(int rank) throws IOException {
+        int port = rank == 0 ? DATA : DATA + 2;
+        require(in(namespace(rank), "nft", "add", "rule", "inet", "ttpipe", "input", "udp", "dport", Integer.toString(port),
+                "counter", "drop"), "the blocking rule");
     }
 
     /** Drops every packet between the two namespaces, both ways. */

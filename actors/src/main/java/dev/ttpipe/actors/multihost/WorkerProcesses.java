@@ -2,6 +2,7 @@ package dev.ttpipe.actors.multihost;
 
 import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.telemetry.LinkTable;
 import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.actors.train.Verification;
 
@@ -35,6 +36,13 @@ public final class WorkerProcesses {
                 workers.start(1, job.plan().ranks());
                 runtime = rank0.start(Duration.ofSeconds(90));
             } catch (RuntimeException | IOException e) {
+                workers.close();
+                throw e;
+            }
+            try {
+                out.print(LinkTable.text(job.checkLinks(runtime)));
+            } catch (RuntimeException e) {
+                runtime.close(e.getMessage());
                 workers.close();
                 throw e;
             }

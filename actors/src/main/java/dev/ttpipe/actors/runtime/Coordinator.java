@@ -31,6 +31,7 @@ import java.util.function.IntConsumer;
  *                                   ^                  \___________ a rank failed: the step fails ________/
  *                                   |
  *                                   +--RunEval / RunGenerate--> evaluating / generating --last pass--> idle
+ *                                   +--CheckLinks--> checking links --the check answered--> idle
  * </pre>
  * <ul>
  *   <li><b>joining</b>: tells every rank the job's random id (its transport adopts it, so frames of
@@ -44,6 +45,8 @@ import java.util.function.IntConsumer;
  *   step ends with the loss, norms and every rank's timings. A step whose loss or gradient norm is
  *   not finite is not applied: every rank drops its gradients instead, and the report says where
  *   the non-finite value first appeared.</li>
+ *   <li><b>checking links</b> (a multi-process job, before step 1 and after a recovery): a {@link LinkCheck} actor
+ *   checks every control and data link; requests wait in the stash until it has answered.</li>
  *   <li><b>rejoining</b> (after a failed step, when the job recovers): every rank joins again under a
  *   fresh job id; a rank whose process died is waited for until its replacement registers.</li>
  *   <li><b>evaluating</b>, <b>generating</b> (a forward-only plan: {@code ttpipe eval}, {@code ttpipe generate}):
@@ -119,6 +122,21 @@ public final class Coordinator {
         public double seconds() {
             return (endNs - startNs) / 1e9;
         }
+    }
+
+    /**
+     * Before step 1 of a multi-process job (and after a recovery): checks every link of {@code plan}
+     * ({@link LinkCheck}); answers with every link's figures, or with the one line naming the link that failed.
+     */
+    public record CheckLinks(LinkCheck.Plan plan, ActorRef<StatusReply<LinkCheck.Report>> replyTo) implements Request {
+        @Override
+        public void refuse(String why) {
+            replyTo.tell(StatusReply.error(why));
+        }
+    }
+
+    /** The link check's actor ended (it answered its asker). */
+    private record LinksChecked() implements Command {
     }
 
     /** A rank's answer to {@link StageActor.JoinJob} of job {@code jobId}: {@code problem} null when it joined. */
@@ -199,6 +217,8 @@ public final class Coordinator {
     private long jobId;
     /** The number of the latest inference pass; a PassDone of another number is late and ignored. */
     private int inferencePass = -1;
+    /** Link checks run so far: each one's frames carry its number. */
+    private int linkChecks;
 
     private Coordinator(ActorContext<Command> ctx, StashBuffer<Command> stash, JobPlan plan,
                         List<ActorRef<StageActor.Command>> ranks, Faults faults) {
@@ -278,6 +298,31 @@ public final class Coordinator {
                 .build();
     }
 
+    // ---- checking links --------------------------------------------------------------------------------
+
+    /** The check runs in an actor of its own; requests wait in the stash until it has answered. */
+    private Behavior<Command> checkingLinks(CheckLinks m) {
+        ActorRef<LinkCheck.Command> check = ctx.spawnAnonymous(LinkCheck.create(m.plan(), List.copyOf(ranks), ++linkChecks, m.replyTo()));
+        ctx.watchWith(check, new LinksChecked());
+        return Behaviors.receive(Command.class)
+                .onMessage(LinksChecked.class, d -> stash.unstashAll(idle()))
+                .onMessage(RankReplaced.class, this::onReplaced)
+                .onMessage(RankFailed.class, f -> {
+                    ctx.getLog().warn("during the link check: {}", f.message());
+                    return Behaviors.same();
+                })
+                .onMessage(Request.class, r -> {
+                    stash.stash(r);
+                    return Behaviors.same();
+                })
+                .onMessage(Rejoin.class, r -> {
+                    stash.stash(r);
+                    return Behaviors.same();
+                })
+                .onAnyMessage(r -> Behaviors.same())
+                .build();
+    }
+
     /** The job could not start: every step is answered with why. */
     private Behavior<Command> refusing(String why) {
         stash.forEach(m -> {
@@ -300,6 +345,7 @@ public final class Coordinator {
                 .onMessage(RunStep.class, m -> passes(new StepState(m)))
                 .onMessage(RunEval.class, this::evaluating)
                 .onMessage(RunGenerate.class, this::generating)
+                .onMessage(CheckLinks.class, this::checkingLinks)
                 .onMessage(Rejoin.class, this::rejoining)
                 .onMessage(RankReplaced.class, this::onReplaced)
                 .onMessage(RankFailed.class, m -> {

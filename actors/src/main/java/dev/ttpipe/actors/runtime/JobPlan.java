@@ -6,8 +6,10 @@ import dev.ttpipe.actors.config.PipelineMode;
 import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.device.DType;
+import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.MeshOptions;
 import dev.ttpipe.device.MeshShape;
+import dev.ttpipe.device.Placement;
 import dev.ttpipe.device.SimCosts;
 import dev.ttpipe.schedules.Action;
 import dev.ttpipe.schedules.ActionKind;
@@ -164,6 +166,18 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
         List<StageSlice> out = new ArrayList<>();
         for (StageSlice s : slices) if (s.rank() == rank) out.add(s);
         return out;
+    }
+
+    /**
+     * Bytes one activation frame carries from rank to rank: a microbatch's hidden state [b, T, D], every device's
+     * piece (the axes that replicate it count once each).
+     */
+    public long activationFrameBytes() {
+        long bytes = (long) microbatchSize * seqLen * model.embeddingDim() * model.dtype().bytes();
+        Layout l = parallelism.activations();
+        if (l.on(0) instanceof Placement.Replicate) bytes *= rankMesh.rows();
+        if (l.on(1) instanceof Placement.Replicate) bytes *= rankMesh.cols();
+        return bytes;
     }
 
     public int firstStageRank() {

@@ -402,6 +402,21 @@ public final class PipelineRuntime implements AutoCloseable {
         }
     }
 
+    /**
+     * The link check of a multi-process job ({@link LinkCheck}): every control link and every data link the
+     * pipeline's frames cross carries a small frame and one of {@code largeBytes}, each within {@code deadline}.
+     * Waits until every rank has joined the job. Returns every link's figures.
+     *
+     * @throws PipelineFailure with one line naming the link that failed (both ranks, hosts and ports) and what was measured
+     */
+    public LinkCheck.Report checkLinks(long largeBytes, Duration deadline) {
+        if (deployment == null) throw new IllegalStateException("checkLinks: not a multi-process job");
+        LinkCheck.Plan p = LinkCheck.plan(plan, deployment, largeBytes, deadline);
+        Duration wait = p.worstCase();
+        return await(AskPattern.askWithStatus(coordinator, (ActorRef<StatusReply<LinkCheck.Report>> r) -> new Coordinator.CheckLinks(p, r),
+                wait, system.scheduler()), coordinator, wait);
+    }
+
     /** Every rank rebuilds its stages as at the job's start (initial weights, no optimizer state). */
     public void reinitialize() {
         for (int r = 0; r < plan.ranks(); r++) {

@@ -59,6 +59,8 @@ import java.util.function.Function;
  *   Coordinator got {@link Coordinator.RankFailed} naming rank, stage, action and microbatch; arrivals
  *   are dropped and late kernel results freed until a new pass, or a rejoin under a fresh job id.</li>
  * </ul>
+ * In every phase after initialising the rank also takes its part in the {@link LinkCheck} before step 1:
+ * it answers pings, probes a data link when asked ({@link LinkProbes}) and echoes the probe frames of others.
  * A {@link JoinJob} with a new job id (a rejoin after a failed step) is taken in every phase but
  * initialising and broken: what the rank held of the step is dropped, and results of kernels still
  * queued belong to an old generation and are ignored.
@@ -181,6 +183,37 @@ public final class StageActor {
     private record Initialized(Throwable error) implements Command {
     }
 
+    // ---- the link check ({@link LinkCheck}, this rank's side in {@link LinkProbes}) ------------------------------
+
+    /** A control link's ping, number {@code seq}: answered at once with a {@link LinkCheck.Pong} of the same payload. */
+    public record Ping(int seq, byte[] payload, ActorRef<LinkCheck.Command> replyTo) implements Command, ClusterMessage {
+    }
+
+    /**
+     * Probe the data link from this rank to {@code toRank} in check {@code check}: {@value LinkCheck#SMALL_FRAMES} small
+     * frames and one of {@code largeBytes}, one at a time, each echoed within {@code deadlineMs}; answered with a
+     * {@link LinkCheck.Probed}.
+     */
+    public record ProbeLink(int check, int toRank, long largeBytes, long deadlineMs, ActorRef<LinkCheck.Command> replyTo)
+            implements Command, ClusterMessage {
+    }
+
+    /** Answered with a {@link LinkCheck.Seen}: the probe frames of check {@code check} this rank got from {@code fromRank}. */
+    public record GetProbesSeen(int check, int fromRank, ActorRef<LinkCheck.Command> replyTo) implements Command, ClusterMessage {
+    }
+
+    /** The frames of the probe of {@code request}, made on the device queue, or why they could not be. */
+    record ProbeFrames(ProbeLink request, List<Tensor> frames, Throwable error) implements Command {
+    }
+
+    /** Frame {@code index} of the probe of {@code request} was not echoed within its deadline. */
+    record ProbeExpired(ProbeLink request, int index) implements Command {
+    }
+
+    /** Frame {@code index} of the probe of {@code request} could not be sent. */
+    record ProbeSendFailed(ProbeLink request, int index, Throwable error) implements Command {
+    }
+
     /** Rank {@code rank} of {@code plan} on {@code submesh}, with {@code faults} injected ({@link Faults#NONE} but in tests). */
     public static Behavior<Command> create(JobPlan plan, int rank, Submesh submesh, Transport transport, Faults faults) {
         return Behaviors.withStash(1024, stash -> Behaviors.setup(ctx ->
@@ -196,6 +229,7 @@ public final class StageActor {
     private final Transport transport;
     /** Channels to other ranks by rank, opened on first use. */
     private final TensorChannel[] channels;
+    private final LinkProbes probes;
     /** The pass being run (its data and who to answer), in a pass. */
     private BeginPass current;
     // The phases after initialising, built once.
@@ -213,6 +247,7 @@ public final class StageActor {
         this.transport = transport;
         this.channels = new TensorChannel[plan.ranks()];
         this.executor = RankExecutor.of(plan, rank, new Port());
+        this.probes = new LinkProbes(ctx, rank, plan.ranks(), state, transport);
         this.idle = idle();
         this.inPass = inPass();
         this.failed = failed();
@@ -279,6 +314,7 @@ public final class StageActor {
                 .onMessage(BeginPass.class, this::onBeginPass)
                 .onMessage(FrameDropped.class, this::betweenPasses)
                 .onMessage(Arrived.class, m -> {
+                    if (LinkProbes.carries(m.payload())) return onArrived(m);
                     m.payload().discard();                  // of the failed step: its data are dropped
                     return Behaviors.same();
                 }));
@@ -296,7 +332,31 @@ public final class StageActor {
     private Behavior<Command> common(BehaviorBuilder<Command> phase) {
         return phase
                 .onMessage(JoinJob.class, this::onJoinJob)
-                .onMessage(Arrived.class, m -> passMoved(executor.arrived(m.payload(), m.arrivedNs())))
+                .onMessage(Arrived.class, this::onArrived)
+                .onMessage(Ping.class, m -> {
+                    m.replyTo().tell(new LinkCheck.Pong(rank, m.seq(), m.payload()));
+                    return Behaviors.same();
+                })
+                .onMessage(ProbeLink.class, m -> {
+                    probes.probe(m);
+                    return Behaviors.same();
+                })
+                .onMessage(ProbeFrames.class, m -> {
+                    probes.framesReady(m, executor.jobId());
+                    return Behaviors.same();
+                })
+                .onMessage(ProbeExpired.class, m -> {
+                    probes.expired(m);
+                    return Behaviors.same();
+                })
+                .onMessage(ProbeSendFailed.class, m -> {
+                    probes.sendFailed(m);
+                    return Behaviors.same();
+                })
+                .onMessage(GetProbesSeen.class, m -> {
+                    m.replyTo().tell(probes.seen(m.check(), m.fromRank()));
+                    return Behaviors.same();
+                })
                 .onMessage(ComputeDone.class, m -> {
                     RankState.Computed c = m.result();
                     return passMoved(executor.computed(m.generation(), c.action(), c.output(), c.loss(), c.logits(), c.startNs(),
@@ -347,6 +407,15 @@ public final class StageActor {
         if (!rejoin) return Behaviors.same();
         current = null;
         return idle;
+    }
+
+    /** A tensor for a pass, or a link check's frame. */
+    private Behavior<Command> onArrived(Arrived m) {
+        if (LinkProbes.carries(m.payload())) {
+            probes.arrived(m.payload(), m.arrivedNs(), executor.jobId());
+            return Behaviors.same();
+        }
+        return passMoved(executor.arrived(m.payload(), m.arrivedNs()));
     }
 
     private Behavior<Command> onBeginPass(BeginPass m) {
@@ -498,6 +567,7 @@ public final class StageActor {
     }
 
     private Behavior<Command> onStop() {
+        probes.stop();
         try {
             executor.drop();
         } catch (RuntimeException ignored) {

@@ -13,16 +13,17 @@ import java.util.Map;
 /**
  * The per-stage costs a {@code ttpipe train} run measured, read back from its run directory: the mean over the
  * steps after the first (the only one when there is one) of the {@code stage_ms} that {@link StepMetrics} writes
- * into each line of {@code metrics.jsonl}. Milliseconds; {@code comm} the mean SEND time.
+ * into each line of {@code metrics.jsonl}. Milliseconds; {@code comm} the mean SEND time. A multi-process run also
+ * measured its links before step 1 ({@code links}, from its run.json; null for other runs): what a hop costs.
  *
  * @param steps the number of steps averaged
  */
-public record RunStageCosts(Path runDir, int steps, double[] f, double[] b, double[] i, double[] w, double comm) {
+public record RunStageCosts(Path runDir, int steps, double[] f, double[] b, double[] i, double[] w, double comm, RunLinks links) {
     /**
      * Reads {@code runDir/metrics.jsonl}.
      *
-     * @throws IllegalArgumentException naming the file (and line) when it cannot be read, a line is not JSON, or no
-     *                                  step has per-stage costs
+     * @throws IllegalArgumentException naming the file (and line) when it cannot be read, a line is not JSON, no
+     *                                  step has per-stage costs, or run.json's links cannot be read
      */
     public static RunStageCosts read(Path runDir) {
         Path metrics = runDir.resolve("metrics.jsonl");
@@ -49,7 +50,7 @@ public record RunStageCosts(Path runDir, int steps, double[] f, double[] b, doub
         }
         List<Map<?, ?>> used = costs.size() > 1 ? costs.subList(1, costs.size()) : costs;   // the first step warms up
         return new RunStageCosts(runDir, used.size(), mean(used, "f"), mean(used, "b"), mean(used, "i"), mean(used, "w"),
-                used.stream().mapToDouble(c -> ((Number) c.get("comm")).doubleValue()).average().orElse(0));
+                used.stream().mapToDouble(c -> ((Number) c.get("comm")).doubleValue()).average().orElse(0), RunLinks.read(runDir));
     }
 
     private static double[] mean(List<Map<?, ?>> rows, String key) {

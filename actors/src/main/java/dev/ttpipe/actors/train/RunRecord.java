@@ -27,7 +27,7 @@ import java.util.stream.Stream;
  * compared: the command line and the flags it applied, ttpipe's version and git commit, the JVM and
  * host, the launcher that started a multi-process job's workers, the matmul kernel the cpu backend
  * loaded, the bridge library the ttnn backend ran on (the TTNN C++ shim or the reference C emulation,
- * and its path), the data file's SHA-256, the status ({@code running}, {@code finished},
+ * and its path), the data file's SHA-256, a multi-process job's link check (every link's latency and bandwidth), the status ({@code running}, {@code finished},
  * {@code preempted} with what stopped it and the command that resumes it, {@code interrupted at step N},
  * {@code failed: ...}), the steps done and the final validation loss. Rewritten (atomically) at the
  * start and at the end.
@@ -75,6 +75,12 @@ public final class RunRecord {
     void preempted(String by, String resumeCommand) {
         fixed.put("preempted_by", Json.str(by));
         fixed.put("resume_command", resumeCommand == null ? "null" : Json.str(resumeCommand));
+    }
+
+    /** A multi-process job's link check before step 1: every link's figures and what the check sent (JSON, see LinkTable). */
+    void links(String links, String check) {
+        fixed.put("links", links);
+        fixed.put("link_check", check);
     }
 
     /** The address of the job's telemetry endpoint. */

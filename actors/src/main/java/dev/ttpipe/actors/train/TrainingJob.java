@@ -7,11 +7,13 @@ import dev.ttpipe.actors.config.ConfigWriter;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
+import dev.ttpipe.actors.runtime.LinkCheck;
 import dev.ttpipe.actors.runtime.MemoryPlan;
 import dev.ttpipe.actors.runtime.PipelineFailure;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.runtime.ActionEvent;
 import dev.ttpipe.actors.telemetry.ChromeTrace;
+import dev.ttpipe.actors.telemetry.LinkTable;
 import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.actors.telemetry.Stragglers;
 import dev.ttpipe.actors.telemetry.StageTable;
@@ -464,6 +466,14 @@ public final class TrainingJob {
             data.dataset().tokenizer().save(runDir.resolve("vocab.txt"));
             st.record.write("running", 0, Double.NaN);
         }
+        if (!allLocal(runtime)) {
+            LinkCheck.Report links = checkLinks(runtime);
+            out.print(LinkTable.text(links));
+            if (st.record != null) {
+                st.record.links(LinkTable.json(links), LinkTable.checkJson(links, plan.activationFrameBytes()));
+                st.record.write("running", 0, Double.NaN);
+            }
+        }
         if (resumeFrom != null) {
             runtime.loadState(resumeFrom.dir(), resumeFrom.optimizerSteps());
             st.first = resumeFrom.step();
@@ -739,6 +749,13 @@ public final class TrainingJob {
                 + " a restarted one too, and rolls back");
         runtime.rejoin(RECOVERY_TIMEOUT);
         double rejoined = (System.nanoTime() - t0) / 1e9;
+        if (!allLocal(runtime)) {
+            try {
+                out.println(LinkTable.summary(checkLinks(runtime)));      // a restarted rank's links too
+            } catch (PipelineFailure e) {
+                throw new PipelineFailure("recovery: " + e.getMessage(), e);
+            }
+        }
         Checkpoints.Found ck = checkpoints == null ? null : checkpoints.abandonPending();
         if (ck == null) ck = resumeFrom;
         int back = ck == null ? 0 : ck.step();
@@ -780,6 +797,14 @@ public final class TrainingJob {
             a.flush();
             b.flush();
         }
+    }
+
+    /**
+     * A multi-process job's link check ({@link LinkCheck}), as multihost_config says: before step 1 and after a
+     * recovery, so that a missing or slow link fails the start in seconds, naming it.
+     */
+    public LinkCheck.Report checkLinks(PipelineRuntime runtime) {
+        return runtime.checkLinks(cfg.multihost.linkCheckBytes, Duration.ofMillis(Math.round(cfg.multihost.linkCheckTimeoutS * 1000)));
     }
 
     private static boolean allLocal(PipelineRuntime runtime) {

@@ -10,6 +10,7 @@ import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
 import dev.ttpipe.actors.runtime.MemoryPlan;
 import dev.ttpipe.actors.runtime.ActionEvent;
+import dev.ttpipe.actors.telemetry.RunLinks;
 import dev.ttpipe.device.SimCosts;
 import dev.ttpipe.device.SimProfile;
 import dev.ttpipe.schedules.ActionKind;
@@ -276,7 +277,14 @@ public final class Calibration {
     public static LayerCosts fromRuns(TtpipeConfig cfg, List<Path> runDirs, PrintStream out) {
         ModelSpec model = JobPlan.model(cfg, Tuning.vocab(cfg));
         List<Measurement> runs = new ArrayList<>();
+        RunLinks links = null;
         for (Path dir : runDirs) {
+            try {
+                RunLinks measured = RunLinks.read(dir);
+                if (measured != null) links = measured;                 // a multi-process run's links: the last run's
+            } catch (IllegalArgumentException e) {
+                throw new UserInputException("--costs-from: " + e.getMessage());
+            }
             TtpipeConfig runCfg = ConfigLoader.load(dir.resolve("config.yaml"));
             JobPlan plan = JobPlan.from(runCfg, Tuning.vocab(runCfg));
             List<Map<?, ?>> steps = new ArrayList<>();
@@ -326,7 +334,7 @@ public final class Calibration {
                         Trial.WARMUP_STEPS, plan.microbatchSize());
             }
         }
-        return fit(cfg, model, runs, out, false);
+        return fit(cfg, model, runs, out, false, links);
     }
 
     private static double number(Object o) {
@@ -340,6 +348,12 @@ public final class Calibration {
      * a block by their FLOPs (as the automatic split does).
      */
     static LayerCosts fit(TtpipeConfig cfg, ModelSpec model, List<Measurement> runs, PrintStream out, boolean sharedCores) {
+        return fit(cfg, model, runs, out, sharedCores, null);
+    }
+
+    /** {@link #fit}; with {@code links} (a multi-process run's, measured before its step 1), each hop is its link's figure. */
+    static LayerCosts fit(TtpipeConfig cfg, ModelSpec model, List<Measurement> runs, PrintStream out, boolean sharedCores,
+                          RunLinks links) {
         runs.sort((a, b) -> Integer.compare(a.microbatchSize(), b.microbatchSize()));
         int n = model.numBlocks();
         int seq = cfg.transformer.effectiveSequenceLength();
@@ -377,7 +391,12 @@ public final class Calibration {
                     + " (the estimate 2 s h (34 + 5 a s / h) gives %s)", bytes(act), bytes(analytic)));
         }
         double opt = runs.stream().mapToDouble(Measurement::optimizerSecondsPerParam).filter(x -> !Double.isNaN(x)).average().orElse(0);
-        double hop = runs.stream().mapToDouble(Measurement::hopSeconds).average().orElse(0);
+        double hopSeconds = runs.stream().mapToDouble(Measurement::hopSeconds).average().orElse(0);
+        LayerCosts.Hop hop = links == null ? LayerCosts.Hop.latency(hopSeconds) : links::seconds;
+        if (links != null) {
+            notes.add(String.format(Locale.ROOT, "hops: the links %s measured before step 1 (latency + bytes over bandwidth, the"
+                    + " mean of both directions; one activation frame of that run %.3f ms)", links.file(), links.meanHopMs()));
+        }
         double processors = 0;
         if (sharedCores && cfg.device.backend == Backend.CPU) {
             int ranks = cfg.pipeline().ranks();
@@ -389,7 +408,7 @@ public final class Calibration {
         double cpuRatio = runs.stream().mapToDouble(Measurement::cpuOverEstimate).filter(x -> !Double.isNaN(x)).average().orElse(Double.NaN);
         double effective = processors > 0 && !Double.isNaN(cpuRatio) ? processors * Math.min(1, cpuRatio) : processors;
         LayerCosts asRun = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams,
-                embedParams, headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, cpuRatio, opt, LayerCosts.Curve.constant(0), notes);
+                embedParams, headParams, stateBytes, hop, effective, cpuRatio, opt, LayerCosts.Curve.constant(0), notes);
         // The rest of the step (the runtime's own work, which the simulator does not see): measured step minus
         // prediction, fitted as a + b x microbatches over the runs by least squares.
         int k0 = runs.size();
@@ -405,7 +424,7 @@ public final class Calibration {
         double[] ab = line(m, residual);
         LayerCosts.Curve overhead = LayerCosts.Curve.affine(ab[0], ab[1]);
         LayerCosts costs = new LayerCosts(bf, bi, bw, fitEmbed, fitHead, act, input, headBytes, blockParams, embedParams,
-                headParams, stateBytes, LayerCosts.Hop.latency(hop), effective, cpuRatio, opt, overhead, notes);
+                headParams, stateBytes, hop, effective, cpuRatio, opt, overhead, notes);
         for (int k = 0; k < k0; k++) {
             notes.add(String.format(Locale.ROOT, "  calibration run, %d microbatches of %d: measured %.1f ms/step, simulated %.1f,"
                     + " with the runtime's overhead %.1f", (int) m[k], runs.get(k).microbatchSize(), runs.get(k).stepSeconds() * 1e3,
@@ -420,7 +439,7 @@ public final class Calibration {
         }
         notes.add(String.format(Locale.ROOT, "optimizer and gradient reduction %.2f ns per parameter; hop %.3f ms; the runtime's"
                         + " overhead (measured step - simulated) %.2f ms + %.3f ms x microbatches%s",
-                opt * 1e9, hop * 1e3, ab[0] * 1e3, ab[1] * 1e3, processors > 0 ? String.format(Locale.ROOT, "; ranks share %.0f processors (cpu cores / threads per rank)", processors) : ""));
+                opt * 1e9, (links == null ? hopSeconds : links.meanHopMs() / 1e3) * 1e3, ab[0] * 1e3, ab[1] * 1e3, processors > 0 ? String.format(Locale.ROOT, "; ranks share %.0f processors (cpu cores / threads per rank)", processors) : ""));
         if (!Double.isNaN(cpuRatio)) {
             notes.add(String.format(Locale.ROOT, "the ranks' device threads got %.0f%% of the time the timeline gives them (other"
                     + " processes took the rest): work taken from CPU time, and predictions share %.2f of the %.0f processors", 100 * cpuRatio,
@@ -619,8 +638,8 @@ public final class Calibration {
         int chipsPerRank = cfg.device.devicesPerRank();
         double hopLatency = lat;
         LayerCosts.Hop hop = profile != null
-                ? (from, bytes) -> hopLatency + bytes / ddp / profile.hopBytesPerSecond(from, chipsPerRank)
-                : (from, bytes) -> hopLatency + bytes / ddp / (sim.linkGbps() * 1e9);
+                ? (from, to, bytes) -> hopLatency + bytes / ddp / profile.hopBytesPerSecond(from, chipsPerRank)
+                : (from, to, bytes) -> hopLatency + bytes / ddp / (sim.linkGbps() * 1e9);
         List<String> notes = new ArrayList<>();
         notes.add(profile != null ? "costs modelled from the profile " + profile
                 : String.format(Locale.ROOT, "costs modelled from device_config.sim: %.0f GFLOP/s, %.0f GB/s, %.0f us per op, link %.0f GB/s",

@@ -80,14 +80,15 @@ public record LayerCosts(Curve[] blockF, Curve[] blockI, Curve[] blockW, Curve[]
 
     /**
      * The time of a hop from stage boundary to stage boundary: a latency plus bytes over a bandwidth
-     * that may depend on which ranks the hop joins (a Galaxy's chip links, the link between hosts).
+     * that may depend on which ranks the hop joins (a Galaxy's chip links, the link between hosts, the
+     * links a multi-process run measured before its step 1).
      */
     public interface Hop {
-        /** Seconds for {@code bytes} from pipeline rank {@code from} to the next rank. */
-        double seconds(int from, double bytes);
+        /** Seconds for {@code bytes} from pipeline rank {@code from} to rank {@code to}, which holds the next stage. */
+        double seconds(int from, int to, double bytes);
 
         static Hop latency(double seconds) {
-            return (from, bytes) -> seconds;
+            return (from, to, bytes) -> seconds;
         }
     }
 

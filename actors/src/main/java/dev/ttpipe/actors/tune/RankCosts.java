@@ -1,8 +1,10 @@
 package dev.ttpipe.actors.tune;
 
 import dev.ttpipe.actors.UserInputException;
+import dev.ttpipe.actors.telemetry.RunLinks;
 import dev.ttpipe.actors.telemetry.RunStageCosts;
 import dev.ttpipe.schedules.CostModel;
+import dev.ttpipe.schedules.Schedule;
 
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -12,7 +14,8 @@ import java.util.Map;
 /**
  * The costs {@code ttpipe simulate} plays a schedule against: the {@code --costs} values for one rank's share of the
  * model, or ({@code measured} non-null) the per-stage costs measured in a run; then f, b, i, w are their means per
- * stage and comm the mean SEND time.
+ * stage and comm the mean SEND time, or, where the run measured its links before step 1, the mean hop over them
+ * (and each hop is then charged its own link's figure, {@link #forSchedule}).
  */
 record RankCosts(double f, double b, double i, double w, double comm, RunStageCosts measured) {
     RankCosts(double f, double b, double i, double w, double comm) {
@@ -21,7 +24,8 @@ record RankCosts(double f, double b, double i, double w, double comm, RunStageCo
 
     /** The costs measured in a run, with their means per stage. */
     static RankCosts measured(RunStageCosts mc) {
-        return new RankCosts(average(mc.f()), average(mc.b()), average(mc.i()), average(mc.w()), mc.comm(), mc);
+        return new RankCosts(average(mc.f()), average(mc.b()), average(mc.i()), average(mc.w()),
+                mc.links() != null ? mc.links().meanHopMs() : mc.comm(), mc);
     }
 
     private static double average(double[] v) {
@@ -80,6 +84,29 @@ record RankCosts(double f, double b, double i, double w, double comm, RunStageCo
 
     /** Per-stage costs for a schedule with {@code v} stages per rank ({@code stages} in all). */
     CostModel forStages(int v, int stages, Integer memoryLimit) {
+        return forStages(v, stages, memoryLimit, new double[]{comm});
+    }
+
+    /**
+     * The costs of {@code schedule}: {@link #forStages}, each hop between ranks charged the link check's figure for
+     * the two ranks it joins when the measured run has one ({@link RunLinks#hopMs}).
+     */
+    CostModel forSchedule(Schedule schedule, Integer memoryLimit) {
+        if (measured == null || measured.links() == null) return forStages(schedule.virtualStages(), schedule.stages(), memoryLimit);
+        return forStages(schedule.virtualStages(), schedule.stages(), memoryLimit, hops(schedule, measured.links()));
+    }
+
+    /** By stage s, the milliseconds of the hop from stage s to s + 1 over the links of {@code links} (0 within a rank). */
+    static double[] hops(Schedule schedule, RunLinks links) {
+        double[] hops = new double[schedule.stages()];
+        for (int s = 0; s + 1 < schedule.stages(); s++) {
+            int a = schedule.rankOfStage(s), b = schedule.rankOfStage(s + 1);
+            if (a != b) hops[s] = links.hopMs(a, b);
+        }
+        return hops;
+    }
+
+    private CostModel forStages(int v, int stages, Integer memoryLimit, double[] comm) {
         CostModel.Builder builder;
         if (measured != null) {
             if (measured.f().length != stages) {

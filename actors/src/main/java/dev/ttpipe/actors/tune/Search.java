@@ -347,7 +347,7 @@ public final class Search {
             rankWork[rank] += c.microbatches() * (f[s] + b[s]);
             total += c.microbatches() * (f[s] + b[s]);
             if (s + 1 < stages && schedule.rankOfStage(s + 1) != rank) {
-                comm[s] = costs.hop().seconds(rank, mbs * costs.inputBytesPerSample());
+                comm[s] = costs.hop().seconds(rank, schedule.rankOfStage(s + 1), mbs * costs.inputBytesPerSample());
             }
         }
         Evaluation e = new Evaluation();

@@ -1,6 +1,8 @@
 package dev.ttpipe.actors.tune;
 
+import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.actors.telemetry.RunLinks;
 import dev.ttpipe.actors.telemetry.RunStageCosts;
 import dev.ttpipe.actors.telemetry.TextTable;
 import dev.ttpipe.actors.telemetry.TextWrap;
@@ -11,8 +13,10 @@ import dev.ttpipe.schedules.Schedule;
 import dev.ttpipe.schedules.SimResult;
 
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
+import java.util.Set;
 
 import static dev.ttpipe.actors.telemetry.TextTable.num;
 
@@ -42,6 +46,12 @@ final class SimulateReport {
             paragraph(text, String.format(Locale.ROOT, "costs measured in %s (ms, mean of %d steps after the first): F per stage %s, B %s",
                     mc.runDir(), mc.steps(), nums(mc.f()), nums(mc.b())), width);
         }
+        RunLinks links = mc == null ? null : mc.links();
+        if (links != null) {
+            paragraph(text, String.format(Locale.ROOT, "comm per hop from the links %s measured before step 1 (ms, latency + a %s"
+                    + " activation frame over the bandwidth): %s", links.file(), Sizes.format(links.activationFrameBytes()),
+                    hops(s, links)), width);
+        }
         text.append('\n').append(stepGrid ? AsciiGrid.render(s, width) : AsciiGrid.render(r, width)).append('\n');
         text.append(String.format(Locale.ROOT, "makespan %s, bubble %s overall%n%n", num(r.makespan()), percent(r.bubbleFraction())));
         boolean bytes = r.peakActivationBytes(0) >= 0;
@@ -61,6 +71,20 @@ final class SimulateReport {
     /** {@code line} wrapped at spaces to {@code width}, the lines after the first indented by two. */
     private static void paragraph(StringBuilder text, String line, int width) {
         text.append(TextWrap.wrap(line, width, 2)).append('\n');
+    }
+
+    /** Each hop between two ranks once, in stage order: {@code 0-1 0.12, 1-2 0.09}. */
+    private static String hops(Schedule s, RunLinks links) {
+        double[] ms = RankCosts.hops(s, links);
+        StringBuilder b = new StringBuilder();
+        Set<String> seen = new HashSet<>();
+        for (int st = 0; st + 1 < s.stages(); st++) {
+            int from = s.rankOfStage(st), to = s.rankOfStage(st + 1);
+            if (from == to || !seen.add(Math.min(from, to) + "-" + Math.max(from, to))) continue;
+            b.append(b.length() == 0 ? "" : ", ").append(Math.min(from, to)).append('-').append(Math.max(from, to)).append(' ')
+                    .append(num(ms[st]));
+        }
+        return b.toString();
     }
 
     private static String nums(double[] v) {
@@ -112,7 +136,10 @@ final class SimulateReport {
         j.append(",\"lowered\":").append(s.isLowered());
         j.append(",\"costs\":{\"f\":").append(Json.num(o.costs().f())).append(",\"b\":").append(Json.num(o.costs().b()))
                 .append(",\"i\":").append(Json.num(o.costs().i())).append(",\"w\":").append(Json.num(o.costs().w()))
-                .append(",\"comm\":").append(Json.num(o.costs().comm())).append('}');
+                .append(",\"comm\":").append(Json.num(o.costs().comm()));
+        RunLinks links = o.costs().measured() == null ? null : o.costs().measured().links();
+        if (links != null) j.append(",\"comm_per_stage\":").append(Json.nums(RankCosts.hops(s, links)));
+        j.append('}');
         j.append(",\"makespan\":").append(Json.num(r.makespan()));
         j.append(",\"bubble_fraction\":").append(Json.num(r.bubbleFraction()));
         j.append(",\"bubble_fraction_per_rank\":[");

@@ -7,7 +7,6 @@ import dev.ttpipe.actors.telemetry.RunStageCosts;
 import dev.ttpipe.actors.telemetry.Terminal;
 import dev.ttpipe.actors.telemetry.TextWrap;
 import dev.ttpipe.schedules.ChromeTrace;
-import dev.ttpipe.schedules.CostModel;
 import dev.ttpipe.schedules.Lowering;
 import dev.ttpipe.schedules.Schedule;
 import dev.ttpipe.schedules.ScheduleCsv;
@@ -168,10 +167,10 @@ public final class SimulateRun {
     private static Outcome simulate(Simulation sim, boolean lowered) {
         String name = Schedules.canonicalName(sim.schedule());
         int v = sim.virtualStages() != null ? sim.virtualStages() : Schedules.defaultVirtualStages(name);
-        CostModel costs = sim.costs().forStages(v, sim.ranks() * v, sim.memoryLimit());
-        Schedule schedule = Schedules.generate(name, sim.ranks(), sim.microbatches(), v, costs);
+        Schedule schedule = Schedules.generate(name, sim.ranks(), sim.microbatches(), v,
+                sim.costs().forStages(v, sim.ranks() * v, sim.memoryLimit()));
         if (lowered) schedule = Lowering.lower(schedule);
-        return new Outcome(schedule, Simulator.simulate(schedule, costs), sim.costs());
+        return new Outcome(schedule, Simulator.simulate(schedule, sim.costs().forSchedule(schedule, sim.memoryLimit())), sim.costs());
     }
 
     /** Reads, validates and simulates a CSV schedule; its rows fix P, V and M. */
@@ -185,8 +184,7 @@ public final class SimulateRun {
             throw new UserInputException("--load-csv: cannot read " + file + ": " + e.getMessage(), e);
         }
         if (lowered) schedule = Lowering.lower(schedule);
-        CostModel costs = sim.costs().forStages(schedule.virtualStages(), schedule.stages(), sim.memoryLimit());
-        return new Outcome(schedule, Simulator.simulate(schedule, costs), sim.costs());
+        return new Outcome(schedule, Simulator.simulate(schedule, sim.costs().forSchedule(schedule, sim.memoryLimit())), sim.costs());
     }
 
     /** Simulates each schedule named in {@code names} ({@link #ALL}: every one that fits P and M). */

@@ -17,7 +17,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * Workers started by hand (as SLURM or Kubernetes would), `max_restarts: 1`: rank 1 is SIGKILLed and,
  * as a requeue would, started again with the same command line. Rank 0 waits for it, every rank rolls
- * back to the latest checkpoint, and the job ends at max_steps with exit code 0.
+ * back to the latest checkpoint (after checking every link again, the new worker's too), and the job ends at max_steps
+ * with exit code 0.
  */
 class HandStartedWorkersTest {
     @Test
@@ -53,7 +54,11 @@ class HandStartedWorkersTest {
             assertEquals(0, rank0.exitValue(), log);
             assertTrue(log.contains("rank 1 (127.0.0.1:27711) became unreachable"), log);
             assertTrue(log.contains("recovering (1 of 1, training_config.max_restarts)"), log);
-            assertTrue(log.replace("\n  ", " ").contains("back at the checkpoint of step 20"), log);   // a wrapped line joined
+            String joined = log.replace("\n  ", " ");                 // wrapped lines joined
+            // the restarted worker's links are checked again before the job goes on
+            int recovering = joined.indexOf("recovering (1 of 1"), checked = joined.indexOf("; the slowest latency", recovering);
+            assertTrue(checked > recovering && checked < joined.indexOf("recovered in", recovering), log);
+            assertTrue(joined.contains("back at the checkpoint of step 20"), log);
             assertTrue(again.waitFor(30, TimeUnit.SECONDS) && again.exitValue() == 0, Files.readString(dir.resolve("rank1-again.log")));
             assertTrue(Files.isDirectory(dir.resolve("run/checkpoints/step-000060")));
         } finally {

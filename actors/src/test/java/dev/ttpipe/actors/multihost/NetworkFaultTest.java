@@ -15,6 +15,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -25,7 +26,9 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
  * training bit-identical to the clean run (Aeron retransmits what was lost, after a NAK), and a
  * partition longer than the failure detector's pause ends the job with the unreachable rank named, no
  * process or Aeron directory left behind. {@code ttpipe bench network} measures the step time under loss
- * and how long the partition takes to end the job.
+ * and how long the partition takes to end the job. A firewall that blocks rank 1's data port (every UDP
+ * packet to it dropped) leaves the control plane to form the cluster, and the link check before step 1
+ * fails the start within 10 s of the job's first line, naming the link from rank 0 to rank 1.
  */
 class NetworkFaultTest {
     static NetworkLab lab;
@@ -98,6 +101,43 @@ class NetworkFaultTest {
                 List<Path> left = s.filter(f -> f.getFileName().toString().startsWith("ttpipe-aeron-" + p.pid() + "-")).toList();
                 assertTrue(left.isEmpty(), "Aeron directories left: " + left);
             }
+        }
+    }
+
+    @Test
+    void aBlockedDataPortFailsTheStartWithinTenSecondsNamingTheLink(@TempDir Path dir) throws Exception {
+        assumeTrue(skip == null, skip);
+        lab.blockDataPort(1);
+        NetworkLab.Job job = start(dir, "blocked", 10);
+        try {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+            while (!Files.readString(job.out0()).contains("ttpipe train: ")) {
+                if (!job.rank0().isAlive() || System.nanoTime() > deadline) {
+                    throw new AssertionError("the job did not start:\n" + Files.readString(job.out0()));
+                }
+                Thread.sleep(10);
+            }
+            long started = System.nanoTime();
+            int code = job.finish(60);                                      // a cap against a hang
+            double seconds = (System.nanoTime() - started) / 1e9;
+            String log0 = Files.readString(job.out0()), log1 = Files.readString(job.out1());
+            System.out.printf(Locale.ROOT, "NetworkFaultTest: a blocked data port failed the start %.1f s after the job's first"
+                    + " line; nftables dropped %d packets%n", seconds, lab.dropped());
+            String line = "link check: data link rank 0 (" + lab.host(0) + ":" + NetworkLab.DATA + ") -> rank 1 (" + lab.host(1) + ":"
+                    + (NetworkLab.DATA + 2) + ") carried nothing in 2 s (small frame 1 of 3 not received); check that udp port "
+                    + (NetworkLab.DATA + 2) + " is open from " + lab.host(0) + " to " + lab.host(1);
+            assertEquals(1, code, log0);
+            assertTrue(seconds < 10, "the start failed " + seconds + " s after the job's first line, expected within 10 s:\n" + log0);
+            assertTrue(log0.contains("ttpipe: " + line + "\n"), log0);
+            assertFalse(log0.contains("\tat "), "a stack trace without --verbose:\n" + log0);
+            assertEquals(1, job.rank1().exitValue(), log1);
+            assertTrue(log1.contains("the job ended: " + line), log1);
+            assertTrue(Files.readString(dir.resolve("blocked/run.json")).contains("\"status\": \"failed: " + line + "\""),
+                    Files.readString(dir.resolve("blocked/run.json")));
+            assertTrue(lab.dropped() > 0, "nftables dropped no packet: the rule did not apply");
+        } finally {
+            job.destroy();
+            lab.heal();
         }
     }
 
