@@ -79,7 +79,7 @@ class LinkCheckTest {
         List<?> perStage = (List<?>) costs.get("comm_per_stage");
         assertEquals(hopMs, ((Number) perStage.get(0)).doubleValue(), 1e-9 * hopMs, costs.toString());
         CliTest.Result text = CliTest.run("simulate", "--costs-from", run.toString());
-        assertTrue(text.out().contains("comm per hop from the links " + run.resolve("run.json") + " measured before step 1"), text.out());
+        assertTrue(text.joined().contains("comm per hop from the links " + run.resolve("run.json") + " measured before step 1"), text.out());
         MultiProcessTest.assertNoLeftovers();
     }
 
