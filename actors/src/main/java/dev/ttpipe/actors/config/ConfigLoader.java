@@ -528,6 +528,7 @@ public final class ConfigLoader {
         m.bindHost = s.string("bind_host", m.bindHost);
         m.controlPort = s.integer("control_port", m.controlPort, 1, 65535);
         m.dataPort = s.integer("data_port", m.dataPort, 1, 65534);
+        m.livenessGraceS = s.integer("liveness_grace_s", m.livenessGraceS, 1, 86_400);
         YamlSection p = s.section("pipeline_parallel_config");
         PipelineReader.read(p, m.pipeline);
         p.rejectUnknownKeys();

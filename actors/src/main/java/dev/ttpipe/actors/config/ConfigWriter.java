@@ -107,6 +107,7 @@ public final class ConfigWriter {
         TtpipeConfig.MultihostConfig defaults = new TtpipeConfig.MultihostConfig();
         if (h.controlPort != defaults.controlPort) kv(y, 2, "control_port", h.controlPort);
         if (h.dataPort != defaults.dataPort) kv(y, 2, "data_port", h.dataPort);
+        if (h.livenessGraceS != defaults.livenessGraceS) kv(y, 2, "liveness_grace_s", h.livenessGraceS);
         if (h.tls.enabled) tls(y, h.tls);
         y.append("  pipeline_parallel_config:\n");
         kv(y, 4, "num_blocks", m.numBlocks);

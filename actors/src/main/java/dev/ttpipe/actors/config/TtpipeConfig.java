@@ -243,6 +243,8 @@ public final class TtpipeConfig {
         public int controlPort = 25520;
         /** The first Aeron UDP port on each host: a rank without one in its binding takes this + 2 x its index on its host. */
         public int dataPort = 40456;
+        /** How long a worker that stopped answering (a long GC pause, SIGSTOP, a swapped host) is waited for before it is declared dead. */
+        public int livenessGraceS = 30;
         public final PipelineConfig pipeline = new PipelineConfig();
         public final TlsConfig tls = new TlsConfig();
     }
