@@ -255,6 +255,8 @@ class EveryConfigKeyIsImplementedOrRefusedTest {
             changes("multihost_config.control_port", "multihost_config: {control_port: 26000}", c -> Deployment.of(c).rank(0).controlPort()),
             changes("multihost_config.data_port", "multihost_config: {data_port: 41000}", c -> Deployment.of(c).rank(0).dataPort()),
             changes("multihost_config.enabled", "multihost_config: {enabled: true, socket_type: aeron}", c -> c.multihost.enabled),
+            changes("multihost_config.liveness_grace_s", "multihost_config: {liveness_grace_s: 5}", c -> Deployment.of(c).livenessGrace()),
+            refuses("multihost_config.liveness_grace_s", "multihost_config: {liveness_grace_s: 0}", "'0' given, expected in [1, 86400]"),
             refuses("multihost_config.num_workers", "multihost_config: {num_workers: 3}",
                     "3 given for 4 pipeline ranks: not supported (ttpipe runs one worker process per pipeline rank), expected 4"),
             changes("multihost_config.socket_type", "multihost_config: {socket_type: aeron}", c -> JobPlan.from(c, 96).transport()),
