@@ -133,11 +133,14 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     private static final class Silence {
         final Member member;
         final long sinceNs;
+        /** How long this process itself had just been paused when the silence began (0: it was not). */
+        final long pausedHereNs;
         long noticedNs;
 
-        Silence(Member member, long sinceNs) {
+        Silence(Member member, long sinceNs, long pausedHereNs) {
             this.member = member;
             this.sinceNs = sinceNs;
+            this.pausedHereNs = pausedHereNs;
             this.noticedNs = sinceNs;
         }
     }
@@ -146,6 +149,9 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     private static final Duration PROBE_EVERY = Duration.ofSeconds(1);
     private static final long NOTICE_EVERY_NS = TimeUnit.SECONDS.toNanos(10);
     private static final int PROBE_TIMEOUT_MS = 1000;
+    /** Why a worker that rank 0 declared dead (and that woke up after all) ends. */
+    private static final String REMOVED_HERE = "rank 0 declared this worker dead (it did not answer within"
+            + " multihost_config.liveness_grace_s) and removed it from the job; a new process of this rank can join it again";
 
     static ServiceKey<StageActor.Command> stageKey(int rank) {
         return ServiceKey.create(StageActor.Command.class, "ttpipe-rank-" + rank);
@@ -373,8 +379,8 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         int rank = rankAt(member.address());
         if (!watches(rank) || ending || lost.contains(rank) || silent.containsKey(rank)) return this;
         long now = System.nanoTime();
-        silent.put(rank, new Silence(member, now));
         long paused = ProcessPauses.recentPauseNs(TimeUnit.SECONDS.toNanos(5) + ClusterSettings.HEARTBEAT_PAUSE.toNanos());
+        silent.put(rank, new Silence(member, now, paused));
         liveness.notices().accept(who(rank) + (paused > 0
                 ? String.format(Locale.ROOT, " went unheard while this process itself was paused for %.1f s (a long GC"
                         + " pause, SIGSTOP, a swapped host)", paused / 1e9)
@@ -433,7 +439,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         long silentNs = now - s.sinceNs;
         if (silentNs >= deployment.livenessGrace().toNanos()) {
             silent.remove(m.rank());
-            return declareDead(m.rank(), s.member);
+            return declareDead(m.rank(), s);
         }
         if (now - s.noticedNs >= NOTICE_EVERY_NS) {
             s.noticedNs = now;
@@ -448,13 +454,20 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
      * The grace ran out: rank 0 downs the rank (its process, should it wake, is out of the job and ends itself;
      * only a new process of it can join), and under launch its process is killed so that the launcher starts it again.
      */
-    private Behavior<Command> declareDead(int rank, Member member) {
-        String what = "became unreachable and did not answer within multihost_config.liveness_grace_s (" + graceSeconds()
-                + " s): declared dead";
+    private Behavior<Command> declareDead(int rank, Silence silence) {
+        Member member = silence.member;
+        // A worker paused for longer than the grace itself is the one rank 0 has declared dead by now (and no longer hears).
+        boolean pausedHere = silence.pausedHereNs > deployment.livenessGrace().toNanos();
+        String what = pausedHere
+                ? String.format(Locale.ROOT, "did not answer after this process itself was paused for %.1f s, longer than"
+                        + " multihost_config.liveness_grace_s (%d s): %s", silence.pausedHereNs / 1e9, graceSeconds(),
+                        hostsCoordinator ? "it has given up on rank 0 by now" : "rank 0 has declared this worker dead")
+                : "became unreachable and did not answer within multihost_config.liveness_grace_s (" + graceSeconds()
+                        + " s): declared dead";
         gone.add(member.uniqueAddress());           // its removal, which the down brings, is no news
-        if (hostsCoordinator) Cluster.get(getContext().getSystem()).manager().tell(new Down(member.address()));
+        if (hostsCoordinator && !pausedHere) Cluster.get(getContext().getSystem()).manager().tell(new Down(member.address()));
         long pid = ClusterSettings.pidOf(member);
-        ProcessHandle sibling = !liveness.killDeclaredDead() || pid <= 0 ? null : ProcessHandle.of(pid)
+        ProcessHandle sibling = !liveness.killDeclaredDead() || pausedHere || pid <= 0 ? null : ProcessHandle.of(pid)
                 .filter(p -> p.parent().map(ProcessHandle::pid).equals(ProcessHandle.current().parent().map(ProcessHandle::pid)))
                 .orElse(null);
         if (sibling == null) {
@@ -473,8 +486,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         Member member = m.event().member();
         if (gone.contains(member.uniqueAddress())) return this;                       // lost already
         if (member.uniqueAddress().equals(Cluster.get(getContext().getSystem()).selfMember().uniqueAddress())) {
-            return end("rank 0 declared this worker dead (it did not answer for longer than multihost_config.liveness_grace_s)"
-                    + " and removed it from the job");
+            return end(REMOVED_HERE);
         }
         int rank = rankAt(member.address());
         Silence s = silent.get(rank);
