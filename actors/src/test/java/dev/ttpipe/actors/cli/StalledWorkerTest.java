@@ -41,21 +41,32 @@ class StalledWorkerTest {
         return r.out().lines().filter(l -> l.startsWith("[rank " + rank + "] rank " + rank + " of 2: control")).count();
     }
 
+    /** A launch of {@code cfg} whose rank 1 has trained {@code steps} steps, and the uninterrupted run's last checkpoint. */
+    record Launched(Path reference, Path run, CompletableFuture<CliTest.Result> job, ProcessHandle rank1) {
+        static Launched untilStep(Path dir, Path cfg, int steps) throws Exception {
+            Path reference = uninterrupted(dir, cfg);
+            Path run = dir.resolve("stalled");
+            CompletableFuture<CliTest.Result> job = CompletableFuture.supplyAsync(() -> CliTest.run("launch", cfg.toString(),
+                    "--run-dir", run.toString()));
+            return new Launched(reference, run, job, TtpipeProcesses.workerOnceStepped(run.resolve("metrics.jsonl"), steps, 1, job));
+        }
+
+        void assertSameFinalWeights() throws Exception {
+            CheckpointTest.assertSameTensors(reference, run.resolve(String.format("checkpoints/step-%06d", STEPS)));
+        }
+    }
+
     @Test
     void aWorkerStoppedForLessThanTheGraceIsWaitedForAndTheJobGoesOnBitIdentical(@TempDir Path dir) throws Exception {
-        Path cfg = job(dir, 28300, "");
-        Path reference = uninterrupted(dir, cfg);
-        Path run = dir.resolve("stalled");
-        CompletableFuture<CliTest.Result> job = CompletableFuture.supplyAsync(() -> CliTest.run("launch", cfg.toString(),
-                "--run-dir", run.toString()));
-        ProcessHandle victim = TtpipeProcesses.workerOnceStepped(run.resolve("metrics.jsonl"), 10, 1, job);
+        Launched l = Launched.untilStep(dir, job(dir, 28300, ""), 10);
+        ProcessHandle victim = l.rank1();
         TtpipeProcesses.signal(victim, "STOP");
         try {
             Thread.sleep(8_000);
         } finally {
             TtpipeProcesses.signal(victim, "CONT");
         }
-        CliTest.Result r = job.get(240, TimeUnit.SECONDS);
+        CliTest.Result r = l.job().get(240, TimeUnit.SECONDS);
         String all = r.out() + r.err();
         assertEquals(0, r.code(), all);
         assertTrue(r.out().contains("[rank 0] ttpipe watchdog: rank 1 (127.0.0.1:28301) has not answered for 3 s; waiting up to"
@@ -64,22 +75,18 @@ class StalledWorkerTest {
         assertFalse(all.contains("recovering") || all.contains("restarting") || all.contains("declared dead"), all);
         assertEquals(1, startLines(r, 0), r.out());
         assertEquals(1, startLines(r, 1), r.out());
-        CheckpointTest.assertSameTensors(reference, run.resolve(String.format("checkpoints/step-%06d", STEPS)));
+        l.assertSameFinalWeights();
         MultiProcessTest.assertNoLeftovers();
     }
 
     @Test
     void aWorkerStoppedForLongerThanTheGraceIsDeclaredDeadAndRestartedAsADeadOneIs(@TempDir Path dir) throws Exception {
-        Path cfg = job(dir, 28320, "  liveness_grace_s: 4\n");
-        Path reference = uninterrupted(dir, cfg);
-        Path run = dir.resolve("stalled");
-        CompletableFuture<CliTest.Result> job = CompletableFuture.supplyAsync(() -> CliTest.run("launch", cfg.toString(),
-                "--run-dir", run.toString()));
-        ProcessHandle victim = TtpipeProcesses.workerOnceStepped(run.resolve("metrics.jsonl"), 15, 1, job);
+        Launched l = Launched.untilStep(dir, job(dir, 28320, "  liveness_grace_s: 4\n"), 15);
+        ProcessHandle victim = l.rank1();
         CliTest.Result r;
         TtpipeProcesses.signal(victim, "STOP");                // never continued: rank 0 kills it
         try {
-            r = job.get(240, TimeUnit.SECONDS);
+            r = l.job().get(240, TimeUnit.SECONDS);
         } finally {
             if (victim.isAlive()) TtpipeProcesses.signal(victim, "CONT");
         }
@@ -97,7 +104,7 @@ class StalledWorkerTest {
         assertTrue(r.out().contains("back at the checkpoint of step "), all);
         assertEquals(1, startLines(r, 0), r.out());
         assertEquals(2, startLines(r, 1), r.out());
-        CheckpointTest.assertSameTensors(reference, run.resolve(String.format("checkpoints/step-%06d", STEPS)));
+        l.assertSameFinalWeights();
         MultiProcessTest.assertNoLeftovers();
     }
 }
