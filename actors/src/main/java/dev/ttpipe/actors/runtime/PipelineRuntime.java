@@ -176,9 +176,9 @@ public final class PipelineRuntime implements AutoCloseable {
             ActorSystem<HostGuardian.Command> system = ClusterSettings.startSystem(
                     HostGuardian.createWorker(plan, byRank, transport, deployment, rank == 0, ended, onPreempt, liveness),
                     deployment, rank);
-            // A node that the others removed (declared dead) shuts itself down: the worker ends with it, saying so.
-            system.getWhenTerminated().thenRun(() -> ended.complete("this worker's cluster node shut down (rank 0 declared it"
-                    + " dead after it did not answer for longer than multihost_config.liveness_grace_s)"));
+            // A node that the others removed from the cluster shuts itself down: the worker ends with it, not waits forever.
+            system.getWhenTerminated().thenRun(() -> ended.complete("this worker's cluster node shut down before rank 0 ended"
+                    + " the job (it was removed from the cluster)"));
             try {
                 if (rank != 0) ClusterSettings.awaitJoined(system, deployment, joinTimeout, ended::isDone);
                 PipelineRuntime runtime = new PipelineRuntime(plan, mesh, transport, system, Duration.ofMinutes(30), deployment,
