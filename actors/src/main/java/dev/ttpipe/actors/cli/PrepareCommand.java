@@ -61,18 +61,20 @@ public final class PrepareCommand implements Callable<Integer> {
             throw new UserInputException("--val-fraction: " + valFraction + " given, expected 0 <= F < 1");
         }
         PrintStream err = System.err;
+        // on a terminal a line redrawn in place; in a log (a file, a pipe) a line every 10 s and the last
+        boolean tty = System.console() != null && !"dumb".equals(System.getenv("TERM"));
         long t0 = System.nanoTime();
-        long[] last = {0};
+        long[] last = {tty ? 0 : t0};
         CorpusPreparation.Result r = CorpusPreparation.prepare(text, tokenizer, out, valFraction, (done, total, tokens) -> {
             long now = System.nanoTime();
-            if (now - last[0] < 250_000_000L && done < total) return;
+            if (now - last[0] < (tty ? 250_000_000L : 10_000_000_000L) && done < total) return;
             last[0] = now;
             double s = Math.max(1e-9, (now - t0) / 1e9);
-            err.printf(Locale.ROOT, "\rprepare: %3.0f%%  %s of %s  %s tokens  %.1f MB/s   ", 100.0 * done / Math.max(1, total),
-                    mb(done), mb(total), human(tokens), done / 1e6 / s);
+            err.printf(Locale.ROOT, (tty ? "\r" : "") + "prepare: %3.0f%%  %s of %s  %s tokens  %.1f MB/s" + (tty ? "   " : "%n"),
+                    100.0 * done / Math.max(1, total), mb(done), mb(total), human(tokens), done / 1e6 / s);
             err.flush();
         });
-        err.println();
+        if (tty) err.println();
         double s = (System.nanoTime() - t0) / 1e9;
         String width = r.tokenizer().vocabSize() <= 65536 ? "uint16" : "uint32";
         if (json) {
