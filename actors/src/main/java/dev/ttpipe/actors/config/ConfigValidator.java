@@ -169,6 +169,14 @@ public final class ConfigValidator {
                 missing(p, key, expected, "'" + t.initFrom + "' given: no such directory, expected " + expected);
             }
         }
+        if (t.dataPath == null && t.valDataPath != null) {       // the generated corpus holds out its own share
+            p.add(tc + "val_data_path", "given without data_path (the generated arithmetic corpus holds out its own validation"
+                    + " share), expected data_path beside it, or the key left out");
+        }
+        if (t.dataPath == null && t.tokenizerPath != null && "char".equals(t.tokenizerType)) {
+            p.add(tc + "tokenizer_path", "given for tokenizer_type char without data_path (the generated arithmetic corpus has"
+                    + " its own characters), expected data_path beside it, or the key left out");
+        }
         if (t.tokenizerPath != null && t.tokenizerPath.endsWith(".json") && !"bpe".equals(t.tokenizerType)) {
             p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given with tokenizer_type " + t.tokenizerType
                     + ", expected tokenizer_type: bpe for a Hugging Face tokenizer.json");
