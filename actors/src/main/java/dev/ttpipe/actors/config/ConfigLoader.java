@@ -302,7 +302,13 @@ public final class ConfigLoader {
         t.maxSteps = s.integer("max_steps", t.maxSteps, 1, Integer.MAX_VALUE);
         t.learningRate = s.number("learning_rate", t.learningRate, 0, 10);
         t.weightDecay = s.number("weight_decay", t.weightDecay, 0, 10);
-        t.optimizer = s.choice("optimizer", t.optimizer, OPTIMIZERS);
+        if (s.node("optimizer") instanceof MappingNode) {         // TTML's newer form: optimizer: {type: AdamW, lr: ...}
+            s.problems().add(s.keyPath("optimizer"), "a mapping given (TTML's optimizer: {type: AdamW, lr: ...}), expected adamw or"
+                    + " sgd, with the optimizer's settings as keys of training_config: learning_rate, weight_decay, beta1, beta2,"
+                    + " epsilon, momentum, dampening, nesterov");
+        } else {
+            t.optimizer = s.choice("optimizer", t.optimizer, OPTIMIZERS);
+        }
         t.beta1 = s.number("beta1", t.beta1, 0, 0.999999);
         t.beta2 = s.number("beta2", t.beta2, 0, 0.999999999);
         t.epsilon = s.number("epsilon", t.epsilon, 0, 1);
@@ -637,7 +643,8 @@ public final class ConfigLoader {
 
     private static void readEval(YamlSection s, TtpipeConfig.EvalConfig e) {
         e.temperature = s.number("temperature", e.temperature, 0, 100);
-        e.topK = s.integer("top_k", e.topK, 0, 1 << 24);
+        e.topK = s.integer("top_k", e.topK, -1, 1 << 24);
+        if (e.topK < 0) e.topK = 0;                              // TTML's -1 (its default): every token, ttpipe's 0
         e.topP = s.number("top_p", e.topP, 0, 1);
         e.repetitionPenalty = s.number("repetition_penalty", e.repetitionPenalty, 0, 100);
         e.sampleTokens = s.integer("sample_tokens", e.sampleTokens, 0, 1 << 20);

@@ -103,6 +103,16 @@ public final class ConfigValidator {
     /** Variables ttpipe launch sets for each rank itself (from rank_bindings and max_restarts). */
     static final List<String> SET_PER_RANK = List.of("TT_MESH_ID", "TT_MESH_HOST_RANK", "TTPIPE_LAUNCHED", "TTPIPE_MAX_RESTARTS");
 
+    /**
+     * A path the config names that is not there: one line naming every place looked when the file gave it relative
+     * and it is in none ({@link ConfigProblems#notFound}), else {@code otherwise}.
+     */
+    private static void missing(ConfigProblems p, String key, String expected, String otherwise) {
+        String nowhere = p.notFound(key, expected);
+        if (nowhere != null) p.addRaw(nowhere);
+        else p.add(key, otherwise);
+    }
+
     /** global_env and mesh_graph_desc_path. */
     private static void checkEnvironment(TtpipeConfig cfg, ConfigProblems p) {
         for (String name : SET_PER_RANK) {
@@ -114,8 +124,8 @@ public final class ConfigValidator {
         String mgd = cfg.meshGraphDescPath;
         if (mgd == null) return;
         if (!Files.isRegularFile(Path.of(mgd))) {
-            p.add("mesh_graph_desc_path", "'" + mgd + "' given: no such file, expected a tt-metal mesh graph descriptor"
-                    + " (.textproto), which ttpipe passes on as " + TtpipeConfig.MESH_GRAPH_DESC_ENV);
+            String expected = "a tt-metal mesh graph descriptor (.textproto), which ttpipe passes on as " + TtpipeConfig.MESH_GRAPH_DESC_ENV;
+            missing(p, "mesh_graph_desc_path", expected, "'" + mgd + "' given: no such file, expected " + expected);
         }
         String env = cfg.globalEnv.get(TtpipeConfig.MESH_GRAPH_DESC_ENV);
         if (env != null && !env.equals(mgd)) {
@@ -150,8 +160,22 @@ public final class ConfigValidator {
         }
         if (t.initFrom != null && !Files.isDirectory(Path.of(t.initFrom))
                 && !"latest".equals(t.initFrom)) {
-            p.add(tc + (cfg.origins.given(tc + "model_path") ? "model_path" : "init_from"), "'" + t.initFrom + "' given: no such directory, expected a Hugging Face model directory"
-                    + " (config.json + model.safetensors) or a ttpipe checkpoint");
+            String key = tc + (cfg.origins.given(tc + "model_path") ? "model_path" : "init_from");
+            String expected = "a Hugging Face model directory (config.json + model.safetensors) or a ttpipe checkpoint";
+            if (Files.isRegularFile(Path.of(t.initFrom))) {
+                p.add(key, "'" + t.initFrom + "' given: a file, expected a directory: " + expected + " (a TTML .msgpack is not"
+                        + " read; a Hugging Face model.safetensors is read from its folder, with its config.json)");
+            } else {
+                missing(p, key, expected, "'" + t.initFrom + "' given: no such directory, expected " + expected);
+            }
+        }
+        if (t.dataPath == null && t.valDataPath != null) {       // the generated corpus holds out its own share
+            p.add(tc + "val_data_path", "given without data_path (the generated arithmetic corpus holds out its own validation"
+                    + " share), expected data_path beside it, or the key left out");
+        }
+        if (t.dataPath == null && t.tokenizerPath != null && "char".equals(t.tokenizerType)) {
+            p.add(tc + "tokenizer_path", "given for tokenizer_type char without data_path (the generated arithmetic corpus has"
+                    + " its own characters), expected data_path beside it, or the key left out");
         }
         if (t.tokenizerPath != null && t.tokenizerPath.endsWith(".json") && !"bpe".equals(t.tokenizerType)) {
             p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given with tokenizer_type " + t.tokenizerType
@@ -161,8 +185,9 @@ public final class ConfigValidator {
                 && !Files.isRegularFile(Path.of(t.tokenizerPath))
                 && !Files.isRegularFile(Path.of(t.tokenizerPath).resolve("tokenizer.json"))
                 && !Files.isRegularFile(Path.of(t.tokenizerPath).resolve("tokenizer.txt"))) {
-            p.add(tc + "tokenizer_path", "'" + t.tokenizerPath + "' given for tokenizer_type bpe, expected gpt2 (GPT-2's BPE,"
-                    + " bundled), a Hugging Face tokenizer.json (or its folder) or a folder written by ttpipe prepare --tokenizer gpt2");
+            String expected = "gpt2 (GPT-2's BPE, bundled), a Hugging Face tokenizer.json (or its folder) or a folder written by"
+                    + " ttpipe prepare --tokenizer gpt2";
+            missing(p, tc + "tokenizer_path", expected, "'" + t.tokenizerPath + "' given for tokenizer_type bpe, expected " + expected);
         }
         if (cfg.eval.topP != 1.0) {
             p.add("eval_config.top_p", cfg.eval.topP + " given: not supported yet (sampling uses temperature and"

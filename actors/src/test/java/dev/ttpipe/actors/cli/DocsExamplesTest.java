@@ -23,7 +23,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * example passes when it exits 0, or is still working after {@code ttpipe.docs.timeout} seconds (default 30;
  * it is then stopped: training examples run for minutes); it fails when it exits otherwise, with its last
  * lines. An example that needs what the scratch directory cannot give (hardware, a running job, a run of
- * the reader's own) says so in its comment, {@code # ... (needs ...)}, and is listed, not run.
+ * the reader's own) says so in its comment, {@code # ... (needs ...)}, and is listed, not run. docs/walkthrough.md
+ * is one shell session (here-docs, a background job, a signal): {@link WalkthroughTest} runs it, in the default run.
  *
  * <p>Tagged {@code docs-examples}: {@code mvn -B test -pl actors -am -Pdocs-examples} (about 6 minutes on 2
  * cores). {@link DocsTest} parses the same lines in the default run.
@@ -38,6 +39,7 @@ class DocsExamplesTest {
     static List<Example> examples() throws IOException {
         List<Example> out = new ArrayList<>();
         for (Path page : DocsTest.pages()) {
+            if (page.equals(WalkthroughTest.PAGE)) continue;      // a shell session of its own: WalkthroughTest runs it
             boolean code = false;
             for (String line : Files.readAllLines(page)) {
                 if (line.startsWith("```")) {
