@@ -146,12 +146,12 @@ final class RankExecutor {
     }
 
     /**
-     * Rank {@code rank}'s executor of {@code plan}'s evaluation passes ({@link JobPlan#evalSchedule}): forward
-     * only, in the row's order.
+     * Rank {@code rank}'s executor of {@code plan}'s evaluation passes ({@link JobPlan#evalSchedule}) in job
+     * {@code jobId}: forward only, in the row's order.
      */
-    static RankExecutor forEval(JobPlan plan, int rank, Port port) {
+    static RankExecutor forEval(JobPlan plan, int rank, long jobId, Port port) {
         return new RankExecutor(rank, plan.evalSchedule().row(rank), plan.stages(), plan.schedule()::rankOfStage,
-                new int[plan.stages()], false, plan.jobId(), port);
+                new int[plan.stages()], false, jobId, port);
     }
 
     long jobId() {

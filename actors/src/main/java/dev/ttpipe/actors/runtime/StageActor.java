@@ -195,8 +195,11 @@ public final class StageActor {
     private final RankState state;
     /** Runs the rank's row of the plan's schedule: training passes (an inference plan: every pass). */
     private final RankExecutor executor;
-    /** On a training plan, runs its row of the evaluation schedule ({@link JobPlan#evalSchedule}); else null. */
-    private final RankExecutor evalExecutor;
+    /**
+     * On a training plan, runs its row of the evaluation schedule ({@link JobPlan#evalSchedule}); made for the
+     * first evaluation pass (a job that never evaluates lowers no such schedule), null until then.
+     */
+    private RankExecutor evalExecutor;
     /** The executor of the latest pass begun. */
     private RankExecutor active;
     private final Transport transport;
@@ -219,7 +222,6 @@ public final class StageActor {
         this.transport = transport;
         this.channels = new TensorChannel[plan.ranks()];
         this.executor = RankExecutor.of(plan, rank, new Port(false));
-        this.evalExecutor = plan.forwardOnly() ? null : RankExecutor.forEval(plan, rank, new Port(true));
         this.active = executor;
         this.idle = idle();
         this.inPass = inPass();
@@ -360,7 +362,9 @@ public final class StageActor {
 
     /** The executor whose row pass {@code pass} runs: on a training plan, a negative pass is an evaluation's. */
     private RankExecutor executorOf(int pass) {
-        return pass < 0 && evalExecutor != null ? evalExecutor : executor;
+        if (pass >= 0 || plan.forwardOnly()) return executor;
+        if (evalExecutor == null) evalExecutor = RankExecutor.forEval(plan, rank, executor.jobId(), new Port(true));
+        return evalExecutor;
     }
 
     private Behavior<Command> onBeginPass(BeginPass m) {
