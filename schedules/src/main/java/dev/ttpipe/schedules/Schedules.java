@@ -104,10 +104,30 @@ public final class Schedules {
      */
     public static Schedule forwardOnly(int ranks, int microbatches) {
         checkSize("forward", ranks, microbatches, ranks);
-        List<List<Action>> rows = new ArrayList<>(ranks);
-        for (int r = 0; r < ranks; r++) {
-            List<Action> row = new ArrayList<>(microbatches);
-            for (int m = 0; m < microbatches; m++) row.add(new Action(r, ActionKind.F, m));
+        int[][] stagesOfRank = new int[ranks][];
+        for (int r = 0; r < ranks; r++) stagesOfRank[r] = new int[]{r};
+        return forwardRows(stagesOfRank, microbatches);
+    }
+
+    /**
+     * The forward-only schedule over {@code placement}'s stages, each on the rank that holds it there (a
+     * training schedule's, interleaved and V-shaped ones included): every rank runs F of its stages in
+     * stage order, each stage's microbatches in order, and nothing else. A training job evaluates with it
+     * between steps on the ranks it trains on. With one stage per rank it is {@link #forwardOnly(int, int)}.
+     */
+    public static Schedule forwardOnly(Schedule placement, int microbatches) {
+        checkSize("forward", placement.ranks(), microbatches, placement.stages());
+        int[][] stagesOfRank = new int[placement.ranks()][];
+        for (int r = 0; r < stagesOfRank.length; r++) stagesOfRank[r] = placement.stagesOfRank(r);
+        return forwardRows(stagesOfRank, microbatches);
+    }
+
+    /** Rank r runs F of each of {@code stagesOfRank[r]} (ascending) for microbatches 0..M-1. */
+    private static Schedule forwardRows(int[][] stagesOfRank, int microbatches) {
+        List<List<Action>> rows = new ArrayList<>(stagesOfRank.length);
+        for (int[] stages : stagesOfRank) {
+            List<Action> row = new ArrayList<>(stages.length * microbatches);
+            for (int s : stages) for (int m = 0; m < microbatches; m++) row.add(new Action(s, ActionKind.F, m));
             rows.add(row);
         }
         return Schedule.of("forward", rows);

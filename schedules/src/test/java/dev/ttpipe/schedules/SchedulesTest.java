@@ -2,6 +2,10 @@ package dev.ttpipe.schedules;
 
 import org.junit.jupiter.api.Test;
 
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -33,6 +37,56 @@ class SchedulesTest {
         assertEquals("2RECV_F0 2F0 2RECV_F1 2F1", String.join(" ", s.row(2).stream().map(Action::toString).toList()));
         assertTrue(assertThrows(ScheduleException.class, () -> Schedules.forwardOnly(2, 0)).getMessage()
                 .contains("schedule forward needs at least 1 microbatch, got 0"));
+    }
+
+    @Test
+    void forwardOnlyOverATrainingScheduleKeepsEachStageOnItsRankAndValidates() {
+        for (Schedule training : List.of(Schedules.generate("1f1b", 3, 4, 1, null), Schedules.generate("interleaved", 2, 4, 2, null),
+                Schedules.generate("dualpipev", 2, 4, 2, null))) {
+            Schedule s = Lowering.lower(Schedules.forwardOnly(training, 3));
+            assertRunsToTheEnd(s);
+            assertEquals(training.stages(), s.stages(), training.name());
+            for (int stage = 0; stage < s.stages(); stage++) assertEquals(training.rankOfStage(stage), s.rankOfStage(stage));
+            for (List<Action> row : s.rows()) {
+                assertTrue(row.stream().allMatch(a -> a.kind() == ActionKind.F || a.kind() == ActionKind.SEND_F
+                        || a.kind() == ActionKind.RECV_F), row.toString());
+                assertEquals(3 * s.stagesOfRank(s.rows().indexOf(row)).length, row.stream().filter(a -> a.kind() == ActionKind.F).count());
+            }
+        }
+        // dualpipev's rank 0 holds the first and the last stage: all of stage 0's microbatches first
+        assertEquals("0F0 0SEND_F0 0F1 0SEND_F1 3RECV_F0 3F0 3RECV_F1 3F1", String.join(" ", Lowering.lower(
+                Schedules.forwardOnly(Schedules.generate("dualpipev", 2, 4, 2, null), 2)).row(0).stream().map(Action::toString).toList()));
+        assertEquals(Lowering.lower(Schedules.forwardOnly(3, 2)),
+                Lowering.lower(Schedules.forwardOnly(Schedules.generate("gpipe", 3, 4, 1, null), 2)));
+    }
+
+    /**
+     * Runs every row in order, each action once what it needs is done (F after the stage before's F of the
+     * microbatch, a RECV_F after its SEND_F, a SEND_F after its F), and fails when the rows block each other.
+     * (The Validator asks a training schedule for its backward, so it does not take a forward-only one.)
+     */
+    private static void assertRunsToTheEnd(Schedule s) {
+        Set<String> done = new HashSet<>();
+        int[] at = new int[s.ranks()];
+        for (boolean moved = true; moved; ) {
+            moved = false;
+            for (int r = 0; r < s.ranks(); r++) {
+                while (at[r] < s.row(r).size()) {
+                    Action a = s.row(r).get(at[r]);
+                    String needs = switch (a.kind()) {
+                        case F -> a.stage() == 0 ? null : (a.stage() - 1) + "F" + a.microbatch();
+                        case RECV_F -> (a.stage() - 1) + "SEND_F" + a.microbatch();
+                        case SEND_F -> a.stage() + "F" + a.microbatch();
+                        default -> throw new AssertionError("not a forward action: " + a);
+                    };
+                    if (needs != null && !done.contains(needs)) break;
+                    done.add(a.toString());
+                    at[r]++;
+                    moved = true;
+                }
+            }
+        }
+        for (int r = 0; r < s.ranks(); r++) assertEquals(s.row(r).size(), at[r], "rank " + r + " blocked at " + at[r] + " in " + s.row(r));
     }
 
     @Test

@@ -49,7 +49,8 @@ import java.util.function.IntConsumer;
  *   checks every control and data link; requests wait in the stash until it has answered.</li>
  *   <li><b>rejoining</b> (after a failed step, when the job recovers): every rank joins again under a
  *   fresh job id; a rank whose process died is waited for until its replacement registers.</li>
- *   <li><b>evaluating</b>, <b>generating</b> (a forward-only plan: {@code ttpipe eval}, {@code ttpipe generate}):
+ *   <li><b>evaluating</b>, <b>generating</b> (a forward-only plan: {@code ttpipe eval}, {@code ttpipe generate};
+ *   evaluating also between the steps of a training plan, its ranks on their rows of {@link JobPlan#evalSchedule}):
  *   inference passes ({@link Inference}) instead of steps: the batches scored by the last stage, or the
  *   prompt and then each new token decoded against the ranks' key/value caches, the next token picked here.</li>
  * </ul>
@@ -75,9 +76,11 @@ public final class Coordinator {
     }
 
     /**
-     * Evaluation, on a forward-only plan ({@link JobPlan.Builder#forwardOnly}): each batch one microbatch (of the
-     * plan's size and sequence length), as many per pass as the plan has, the last stage scoring each against
-     * its targets; answers with the losses summed in batch order.
+     * Evaluation: each batch one microbatch (all of one size and sequence length), as many per pass as the plan
+     * has microbatches, the last stage scoring each against its targets; answers with the losses summed in
+     * batch order. On a forward-only plan ({@link JobPlan.Builder#forwardOnly}) the passes run its schedule; on a
+     * training plan, between steps, they run {@link JobPlan#evalSchedule} on the same ranks: no activation kept
+     * for a backward, no optimizer state or dropout generator touched, so training goes on as without it.
      */
     public record RunEval(List<Batch> batches, ActorRef<StatusReply<EvalReport>> replyTo) implements Request {
         @Override
@@ -215,8 +218,13 @@ public final class Coordinator {
     private final List<ActorRef<StageActor.Command>> ranks;
     /** The job id every rank stamps on its frames: the plan's, then a fresh one per {@link Rejoin}. */
     private long jobId;
-    /** The number of the latest inference pass; a PassDone of another number is late and ignored. */
-    private int inferencePass = -1;
+    /**
+     * The number of the latest inference pass (0, 1, ... on a forward-only plan; -1, -2, ... on a training
+     * plan, so that its ranks tell them from training passes); a PassDone of another number is late and ignored.
+     */
+    private int inferencePass = Integer.MIN_VALUE;
+    /** Inference passes begun. */
+    private int inferencePasses;
     /** Link checks run so far: each one's frames carry its number. */
     private int linkChecks;
 
@@ -565,7 +573,6 @@ public final class Coordinator {
     }
 
     private Behavior<Command> evaluating(RunEval request) {
-        if (!plan.forwardOnly()) return refuseInference(request);
         if (request.batches().isEmpty()) {
             request.refuse("evaluation: no batches given, expected at least one");
             return Behaviors.same();
@@ -622,11 +629,21 @@ public final class Coordinator {
             targets[i] = sc.batches.get(sc.next + i).targets();
         }
         Batch b = sc.batches.get(sc.next);
-        return tellRanks(-1, ++inferencePass, new MicrobatchData(b.size(), b.seqLen(), inputs, targets, 1f), new Inference.Score(n));
+        return tellRanks(-1, nextInferencePass(), new MicrobatchData(b.size(), b.seqLen(), inputs, targets, 1f), new Inference.Score(n));
+    }
+
+    /** Numbers the next inference pass ({@link #inferencePass}). */
+    private int nextInferencePass() {
+        int n = inferencePasses++;
+        inferencePass = plan.forwardOnly() ? n : -1 - n;
+        return inferencePass;
     }
 
     private Behavior<Command> generating(RunGenerate request) {
-        if (!plan.forwardOnly()) return refuseInference(request);
+        if (!plan.forwardOnly()) {
+            request.refuse("generation runs on a forward-only plan, and this plan's schedule is " + plan.schedule().name());
+            return Behaviors.same();
+        }
         if (request.prompt().length == 0 || request.prompt().length > plan.microbatches() || request.newTokens() < 1) {
             request.refuse("generation: " + request.prompt().length + " prompt tokens and " + request.newTokens() + " new ones given,"
                     + " expected 1.." + plan.microbatches() + " prompt tokens (the plan's microbatches) and at least one new one");
@@ -680,14 +697,8 @@ public final class Coordinator {
     private int beginDecode(int[] ids, int position, int count) {
         int[][] tokens = new int[count][];
         for (int i = 0; i < count; i++) tokens[i] = new int[]{ids[position + i]};
-        return tellRanks(-1, ++inferencePass, new MicrobatchData(1, 1, tokens, null, 1f),
+        return tellRanks(-1, nextInferencePass(), new MicrobatchData(1, 1, tokens, null, 1f),
                 new Inference.Decode(count, position, ids.length));
-    }
-
-    private Behavior<Command> refuseInference(Request request) {
-        request.refuse("evaluation and generation run on a forward-only plan, and this plan's schedule is "
-                + plan.schedule().name());
-        return Behaviors.same();
     }
 
     /** A throwable as a one-line reason. */

@@ -148,6 +148,15 @@ public record JobPlan(String name, long seed, long jobId, ModelSpec model, Paral
         return true;
     }
 
+    /**
+     * The lowered schedule of an evaluation pass on this plan's ranks: the plan's own when it is forward-only,
+     * else {@link Schedules#forwardOnly(Schedule, int)} over its stages, each on its rank, with a step's
+     * microbatch count. Every rank derives the same one from the plan.
+     */
+    public Schedule evalSchedule() {
+        return forwardOnly() ? schedule : Lowering.lower(Schedules.forwardOnly(schedule, microbatches));
+    }
+
     /** Whether {@code row} holds no backward action (B, I or W). */
     static boolean forwardOnly(List<Action> row) {
         for (Action a : row) if (a.kind() == ActionKind.B || a.kind() == ActionKind.I || a.kind() == ActionKind.W) return false;

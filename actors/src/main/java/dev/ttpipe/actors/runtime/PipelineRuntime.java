@@ -255,8 +255,10 @@ public final class PipelineRuntime implements AutoCloseable {
     }
 
     /**
-     * Evaluation on a forward-only plan ({@link JobPlan.Builder#forwardOnly}): {@code batches} pipelined over
-     * the ranks as microbatches, each scored by the last stage; throws {@link PipelineFailure} naming where it failed.
+     * Evaluation: {@code batches} (all of one size and sequence length) pipelined over the ranks as microbatches,
+     * each scored by the last stage, on a forward-only plan ({@link JobPlan.Builder#forwardOnly}) or between the
+     * steps of a training job, whose ranks may be in other processes ({@link JobPlan#evalSchedule}); throws
+     * {@link PipelineFailure} naming where it failed.
      */
     public Coordinator.EvalReport eval(List<Batch> batches) {
         return await(AskPattern.askWithStatus(coordinator, r -> new Coordinator.RunEval(batches, r), stepTimeout, system.scheduler()),

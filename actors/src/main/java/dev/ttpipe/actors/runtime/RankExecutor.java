@@ -145,6 +145,15 @@ final class RankExecutor {
                 JobPlan.inFlightLimits(row, new int[plan.stages()]), plan.readyFirst(), plan.jobId(), port);
     }
 
+    /**
+     * Rank {@code rank}'s executor of {@code plan}'s evaluation passes ({@link JobPlan#evalSchedule}) in job
+     * {@code jobId}: forward only, in the row's order.
+     */
+    static RankExecutor forEval(JobPlan plan, int rank, long jobId, Port port) {
+        return new RankExecutor(rank, plan.evalSchedule().row(rank), plan.stages(), plan.schedule()::rankOfStage,
+                new int[plan.stages()], false, jobId, port);
+    }
+
     long jobId() {
         return jobId;
     }

@@ -74,7 +74,9 @@ public final class StageActor {
 
     /**
      * Run this rank's row for one forward pass. {@code data} is non-null on the first and last stages' ranks;
-     * {@code inference}: what an inference pass computes (null: a training pass).
+     * {@code inference}: what an inference pass computes (null: a training pass). On a training plan an
+     * evaluation pass has a negative number and runs the rank's row of {@link JobPlan#evalSchedule} instead of
+     * its training row; its frames carry that number, so each goes to the row it belongs to.
      */
     public record BeginPass(int step, int pass, MicrobatchData data, Inference inference, ActorRef<Coordinator.Command> replyTo)
             implements Command, ClusterMessage {
@@ -160,11 +162,11 @@ public final class StageActor {
             implements Command {
     }
 
-    /** A compute action queued in {@code generation} is done; {@code queueDepth}: tensors waiting when it was queued. */
-    private record ComputeDone(int generation, RankState.Computed result, int queueDepth) implements Command {
+    /** A compute action {@code executor} queued in {@code generation} is done; {@code queueDepth}: tensors waiting when it was queued. */
+    private record ComputeDone(RankExecutor executor, int generation, RankState.Computed result, int queueDepth) implements Command {
     }
 
-    private record ComputeFailed(int generation, Action action, Throwable error) implements Command {
+    private record ComputeFailed(RankExecutor executor, int generation, Action action, Throwable error) implements Command {
     }
 
     /** The end-of-step work is done: the gradient reduction ({@code reduced}) or the optimizer step (null). */
@@ -176,8 +178,8 @@ public final class StageActor {
     public record FrameDropped(String channel, String problem) implements Command {
     }
 
-    /** A send of job {@code jobId} failed (ignored once the job has moved on to a fresh id). */
-    private record SendFailed(Action action, Throwable error, long jobId) implements Command {
+    /** A send of {@code executor}'s, of job {@code jobId}, failed (ignored once the job has moved on to a fresh id). */
+    private record SendFailed(RankExecutor executor, Action action, Throwable error, long jobId) implements Command {
     }
 
     private record Initialized(Throwable error) implements Command {
@@ -225,7 +227,15 @@ public final class StageActor {
     private final JobPlan plan;
     private final int rank;
     private final RankState state;
+    /** Runs the rank's row of the plan's schedule: training passes (an inference plan: every pass). */
     private final RankExecutor executor;
+    /**
+     * On a training plan, runs its row of the evaluation schedule ({@link JobPlan#evalSchedule}); made for the
+     * first evaluation pass (a job that never evaluates lowers no such schedule), null until then.
+     */
+    private RankExecutor evalExecutor;
+    /** The executor of the latest pass begun. */
+    private RankExecutor active;
     private final Transport transport;
     /** Channels to other ranks by rank, opened on first use. */
     private final TensorChannel[] channels;
@@ -246,7 +256,8 @@ public final class StageActor {
         this.state = state;
         this.transport = transport;
         this.channels = new TensorChannel[plan.ranks()];
-        this.executor = RankExecutor.of(plan, rank, new Port());
+        this.executor = RankExecutor.of(plan, rank, new Port(false));
+        this.active = executor;
         this.probes = new LinkProbes(ctx, rank, plan.ranks(), state, transport);
         this.idle = idle();
         this.inPass = inPass();
@@ -302,7 +313,7 @@ public final class StageActor {
                     // The tensor it carried will not come: fail now, naming the channel (and so the peer
                     // rank), the tensor and what was wrong, instead of waiting until the step times out.
                     ActorRef<Coordinator.Command> replyTo = current.replyTo();
-                    if (!executor.frameDropped()) return betweenPasses(m);
+                    if (!active.frameDropped()) return betweenPasses(m);
                     replyTo.tell(new Coordinator.RankFailed(rank, "rank " + rank + ": on " + m.channel() + ", " + m.problem()));
                     current = null;
                     return failed;
@@ -359,16 +370,16 @@ public final class StageActor {
                 })
                 .onMessage(ComputeDone.class, m -> {
                     RankState.Computed c = m.result();
-                    return passMoved(executor.computed(m.generation(), c.action(), c.output(), c.loss(), c.logits(), c.startNs(),
+                    return passMoved(m.executor().computed(m.generation(), c.action(), c.output(), c.loss(), c.logits(), c.startNs(),
                             c.endNs(), m.queueDepth(), c.inputReadyNs()));
                 })
-                .onMessage(ComputeFailed.class, m -> onFailed(m.generation(), m.action(), m.error()))
-                .onMessage(SendFailed.class, m -> m.jobId() == executor.jobId()
-                        ? onFailed(executor.generation(), m.action(), m.error()) : Behaviors.same())
+                .onMessage(ComputeFailed.class, m -> onFailed(m.executor(), m.generation(), m.action(), m.error()))
+                .onMessage(SendFailed.class, m -> m.jobId() == m.executor().jobId()
+                        ? onFailed(m.executor(), m.executor().generation(), m.action(), m.error()) : Behaviors.same())
                 .onMessage(BeginPass.class, m -> {
-                    ctx.getLog().error("rank {}: pass {} begun while pass {} runs", rank, m.pass(), executor.pass());
+                    ctx.getLog().error("rank {}: pass {} begun while pass {} runs", rank, m.pass(), active.pass());
                     m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ": asked to begin pass " + m.pass()
-                            + " while pass " + executor.pass() + " runs"));
+                            + " while pass " + active.pass() + " runs"));
                     return Behaviors.same();
                 })
                 .onMessage(FinishStep.class, this::onFinishStep)
@@ -401,6 +412,7 @@ public final class StageActor {
         boolean rejoin = m.jobId() != executor.jobId();
         if (rejoin) droppedEarly = null;                   // of the old job: its passes will not run
         executor.join(m.jobId());
+        if (evalExecutor != null) evalExecutor.join(m.jobId());
         transport.adoptJob(m.jobId());
         // Behind what the device queue holds (the stash of a dropped step): answer once that is freed.
         state.execute(() -> m.replyTo().tell(new Coordinator.Joined(rank, m.jobId(), null)));
@@ -415,16 +427,24 @@ public final class StageActor {
             probes.arrived(m.payload(), m.arrivedNs(), executor.jobId());
             return Behaviors.same();
         }
-        return passMoved(executor.arrived(m.payload(), m.arrivedNs()));
+        return passMoved(executorOf(m.payload().header().pass()).arrived(m.payload(), m.arrivedNs()));
+    }
+
+    /** The executor whose row pass {@code pass} runs: on a training plan, a negative pass is an evaluation's. */
+    private RankExecutor executorOf(int pass) {
+        if (pass >= 0 || plan.forwardOnly()) return executor;
+        if (evalExecutor == null) evalExecutor = RankExecutor.forEval(plan, rank, executor.jobId(), new Port(true));
+        return evalExecutor;
     }
 
     private Behavior<Command> onBeginPass(BeginPass m) {
         current = m;
-        RankExecutor.PassResult done = m.inference() == null ? executor.begin(m.pass())
-                : executor.begin(m.pass(), m.inference().microbatches());
+        active = executorOf(m.pass());
+        RankExecutor.PassResult done = m.inference() == null ? active.begin(m.pass())
+                : active.begin(m.pass(), m.inference().microbatches());
         FrameDropped early = droppedEarly;
         droppedEarly = null;
-        if (early != null && executor.frameDropped()) {
+        if (early != null && active.frameDropped()) {
             // A frame of this pass was dropped before it began here: it will not come, so the pass fails now.
             m.replyTo().tell(new Coordinator.RankFailed(rank, "rank " + rank + ": on " + early.channel() + ", " + early.problem()));
             current = null;
@@ -450,9 +470,9 @@ public final class StageActor {
         return Behaviors.same();
     }
 
-    private Behavior<Command> onFailed(int generation, Action a, Throwable error) {
-        ActorRef<Coordinator.Command> replyTo = executor.inPass() && current != null ? current.replyTo() : null;
-        String where = executor.failed(generation, a);
+    private Behavior<Command> onFailed(RankExecutor ex, int generation, Action a, Throwable error) {
+        ActorRef<Coordinator.Command> replyTo = ex.inPass() && current != null ? current.replyTo() : null;
+        String where = ex.failed(generation, a);
         if (where == null) return Behaviors.same();
         ctx.getLog().debug("{} failed", where, error);
         if (replyTo != null) replyTo.tell(new Coordinator.RankFailed(rank, where + ": " + Coordinator.describe(error)));
@@ -460,14 +480,26 @@ public final class StageActor {
         return failed;
     }
 
-    /** The executor's hands: the device queue, the transport and the devices' memory. */
+    /** An executor's hands: the device queue, the transport and the devices' memory. */
     private final class Port implements RankExecutor.Port {
+        /** Whose hands: the evaluation executor's, else the training one's. */
+        private final boolean eval;
+
+        Port(boolean eval) {
+            this.eval = eval;
+        }
+
+        private RankExecutor executor() {
+            return eval ? evalExecutor : executor;
+        }
+
         @Override
         public void compute(Action a, TensorPayload input, int buffered) {
             ActorRef<Command> self = ctx.getSelf();
-            int generation = executor.generation();
+            RankExecutor ex = executor();
+            int generation = ex.generation();
             state.compute(a, current.pass(), current.data(), input, current.inference()).whenComplete((c, err) ->
-                    self.tell(err == null ? new ComputeDone(generation, c, buffered) : new ComputeFailed(generation, a, unwrap(err))));
+                    self.tell(err == null ? new ComputeDone(ex, generation, c, buffered) : new ComputeFailed(ex, generation, a, unwrap(err))));
         }
 
         @Override
@@ -475,9 +507,10 @@ public final class StageActor {
             TensorChannel ch = channels[toRank];
             if (ch == null) channels[toRank] = ch = transport.channel(rank, toRank);
             ActorRef<Command> self = ctx.getSelf();
+            RankExecutor ex = executor();
             long job = h.jobId();
             ch.send(h, t).whenComplete((v, err) -> {
-                if (err != null) self.tell(new SendFailed(new Action(h.fromStage(), h.kind() == TensorKind.ACTIVATION
+                if (err != null) self.tell(new SendFailed(ex, new Action(h.fromStage(), h.kind() == TensorKind.ACTIVATION
                         ? ActionKind.SEND_F : ActionKind.SEND_B, h.microbatch()), err, job));
             });
         }
@@ -530,13 +563,21 @@ public final class StageActor {
 
     // ---- queries and the rank's state ---------------------------------------------------------------
 
+    /** What the latest pass's executor does; the actions run are counted over both rows (training and evaluation). */
     private Behavior<Command> onGetStats(GetStats m) {
-        Action running = executor.running();
+        Action running = active.running();
         Submesh submesh = state.submesh();
-        m.replyTo().tell(new StageStats(rank, running == null ? null : running.toString(), running != null, executor.queuedActions(),
-                executor.position(), executor.rowLength(), executor.buffered(), executor.stashed(), submesh.maxInUse(),
-                submesh.maxPeak(), executor.actionsRun(), executor.waiting(state.deviceStartNs()), executor.actionsByKind(),
-                transport.droppedFrames(rank), HostName.get(), submesh.devices().stream().mapToInt(Device::id).toArray()));
+        long actionsRun = executor.actionsRun();
+        long[] byKind = executor.actionsByKind();
+        if (evalExecutor != null) {
+            actionsRun += evalExecutor.actionsRun();
+            long[] eval = evalExecutor.actionsByKind();
+            for (int k = 0; k < byKind.length; k++) byKind[k] += eval[k];
+        }
+        m.replyTo().tell(new StageStats(rank, running == null ? null : running.toString(), running != null, active.queuedActions(),
+                active.position(), active.rowLength(), active.buffered(), executor.stashed(), submesh.maxInUse(),
+                submesh.maxPeak(), actionsRun, active.waiting(state.deviceStartNs()), byKind, transport.droppedFrames(rank), HostName.get(),
+                submesh.devices().stream().mapToInt(Device::id).toArray()));
         return Behaviors.same();
     }
 
@@ -570,6 +611,7 @@ public final class StageActor {
         probes.stop();
         try {
             executor.drop();
+            if (evalExecutor != null) evalExecutor.drop();
         } catch (RuntimeException ignored) {
             // stopping anyway
         }

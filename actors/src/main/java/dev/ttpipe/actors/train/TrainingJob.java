@@ -601,11 +601,13 @@ public final class TrainingJob {
                 for (String line : stragglers.observe(r)) progress.note(line.startsWith(" ") ? line : "step " + (step + 1) + ": " + line);
                 if (metricsServer != null) metricsServer.stepped(r, a, stragglers.view());
                 Double val = null;
-                if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps && allLocal(runtime)) {
-                    val = validationLoss(runtime);
-                    lastVal = val;
-                    lastValStep = step + 1;
-                    if (metricsServer != null) metricsServer.validated(step + 1, val);
+                if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps) {
+                    val = validationLoss(runtime, "after step " + (step + 1), out);
+                    if (val != null) {
+                        lastVal = val;
+                        lastValStep = step + 1;
+                        if (metricsServer != null) metricsServer.validated(step + 1, val);
+                    }
                 }
                 if (tensorboard != null) {
                     if (mark != null && mark.kind().equals("recovery")) tensorboard.restartedAt(mark.fromStep() + 1, "recovery");
@@ -676,13 +678,18 @@ public final class TrainingJob {
         double val = Double.NaN;
         if (plan.backend() == Backend.SIM) {
             Terminal.printWrapped(out, "(sim backend: no values, so no validation loss, samples or checkpoints)");
-        } else if (!allLocal(runtime)) {
-            Terminal.printWrapped(out, "(multi-process job: validation loss and samples need every stage in one process; run `ttpipe train` with"
-                    + " the same config to see them)");
         } else {
-            val = validationLoss(runtime);
-            out.printf(Locale.ROOT, "validation loss: %s nats/%s%n", lossText(val), data.dataset().tokenizer().name().equals("char") ? "char" : "token");
-            printSamples(runtime, out);
+            Double v = validationLoss(runtime, "at the end", out);
+            if (v != null) {
+                val = v;
+                out.printf(Locale.ROOT, "validation loss: %s nats/%s%n", lossText(val), data.dataset().tokenizer().name().equals("char") ? "char" : "token");
+            }
+            if (allLocal(runtime)) {
+                printSamples(runtime, out);
+            } else {
+                Terminal.printWrapped(out, "(multi-process job: samples need every stage in one process; run `ttpipe train` with"
+                        + " the same config to see them)");
+            }
         }
         if (runDir != null) {
             st.record.write("finished", steps, val);
@@ -888,16 +895,59 @@ public final class TrainingJob {
         return List.of(ordered);
     }
 
-    /** Mean loss over {@code eval_batches} validation batches (NaN when the data holds none). */
+    /**
+     * Mean loss over {@code eval_batches} validation batches (NaN when the data holds none): in this process when
+     * every stage is here ({@link #localValidationLoss}), else pipelined through the ranks, wherever they run
+     * ({@link #pipelinedValidationLoss}). Both give the same bits.
+     */
     public double validationLoss(PipelineRuntime runtime) {
+        return allLocal(runtime) ? localValidationLoss(runtime) : pipelinedValidationLoss(runtime);
+    }
+
+    /**
+     * {@link #validationLoss}, or null when a pipelined evaluation failed (a rank died meanwhile: the next step
+     * fails too, and recovers), which is then printed, {@code when} saying at which point of the run.
+     */
+    private Double validationLoss(PipelineRuntime runtime, String when, PrintStream out) {
+        try {
+            return validationLoss(runtime);
+        } catch (PipelineFailure e) {
+            out.println();
+            Terminal.printWrapped(out, "validation " + when + " failed: " + e.getMessage());
+            return null;
+        }
+    }
+
+    /** Every stage gathered in this process, the validation batches run through them one after another. */
+    public double localValidationLoss(PipelineRuntime runtime) {
+        List<Batch> val = validationBatches();
+        if (val.isEmpty()) return Double.NaN;
+        List<Stage> stages = stagesInOrder(runtime);
+        return runtime.onDevice(0, ignored -> Evaluation.meanLoss(stages, val));
+    }
+
+    /**
+     * Between steps, the validation batches pipelined through the job's ranks as microbatches of forward-only
+     * passes ({@link PipelineRuntime#eval}), the ranks in this process or in others; the losses are added in
+     * batch order, as {@link Evaluation#meanLoss} adds them.
+     */
+    public double pipelinedValidationLoss(PipelineRuntime runtime) {
+        List<Batch> val = validationBatches();
+        return val.isEmpty() ? Double.NaN : runtime.eval(val).loss();
+    }
+
+    /**
+     * {@code eval_batches} validation batches of up to 16 sequences (the batch size, a multiple of the DDP size),
+     * none when the data holds too few validation tokens.
+     */
+    private List<Batch> validationBatches() {
         TextDataset d = data.dataset();
-        if (d.validationTokens() < plan.seqLen() + 2) return Double.NaN;
         List<Batch> val = new ArrayList<>();
+        if (d.validationTokens() < plan.seqLen() + 2) return val;
         int b = Math.max(1, Math.min(plan.batchSize(), 16));
         if (plan.parallelism().ddp()) b = Math.max(plan.parallelism().ddpSize(), b - b % plan.parallelism().ddpSize());
         for (int i = 0; i < cfg.training.evalBatches; i++) val.add(d.validationBatch(plan.seed(), i, b, plan.seqLen()));
-        List<Stage> stages = stagesInOrder(runtime);
-        return runtime.onDevice(0, ignored -> Evaluation.meanLoss(stages, val));
+        return val;
     }
 
     private void printSamples(PipelineRuntime runtime, PrintStream out) {

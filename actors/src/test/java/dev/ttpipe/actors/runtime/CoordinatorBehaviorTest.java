@@ -26,7 +26,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * The Coordinator's state machine (joining, idle, passes, gradients, optimizer, rejoining, refusing;
- * evaluating and generating on a forward-only plan)
+ * evaluating and generating on a forward-only plan, evaluating between a training plan's steps)
  * driven message by message with Pekko's synchronous {@link BehaviorTestKit}: the two ranks are test
  * inboxes, and the test answers for them.
  */
@@ -194,11 +194,36 @@ class CoordinatorBehaviorTest {
     }
 
     @Test
-    void inferenceIsRefusedOnATrainingPlanAndAPromptLongerThanThePlansMicrobatches() {
+    void evaluationOnATrainingPlanNumbersItsPassesBelowZeroAndAStepRunsAfterIt() {
         BehaviorTestKit<Coordinator.Command> kit = joined(PLAN);
         TestInbox<StatusReply<Coordinator.EvalReport>> eval = TestInbox.create();
-        kit.run(new Coordinator.RunEval(List.of(batch()), eval.getRef()));
-        assertTrue(eval.receiveMessage().getError().getMessage().contains("a forward-only plan"));
+        kit.run(new Coordinator.RunEval(List.of(batch(), batch(), batch()), eval.getRef()));
+        StageActor.BeginPass p0 = (StageActor.BeginPass) rank0.receiveMessage();
+        StageActor.BeginPass p1 = (StageActor.BeginPass) rank1.receiveMessage();
+        assertEquals(-1, p0.pass(), "the ranks run a negative pass on their evaluation rows");
+        assertEquals(new Inference.Score(2), p1.inference(), "as many batches a pass as a step has microbatches");
+        kit.run(new Coordinator.PassDone(1, -1, List.of(), Map.of(0, new LossOutput(1.0, 16), 1, new LossOutput(2.0, 16)), Map.of()));
+        kit.run(new Coordinator.PassDone(0, -1, List.of(), Map.of(), Map.of()));
+        StageActor.BeginPass second = (StageActor.BeginPass) rank0.receiveMessage();
+        rank1.receiveMessage();
+        assertEquals(-2, second.pass());
+        kit.run(new Coordinator.PassDone(1, -2, List.of(), Map.of(0, new LossOutput(4.0, 16)), Map.of()));
+        kit.run(new Coordinator.PassDone(0, -2, List.of(), Map.of(), Map.of()));
+        Coordinator.EvalReport r = eval.receiveMessage().getValue();
+        assertEquals((1.0 + 2.0 + 4.0) / 48, r.loss());
+        kit.run(new Coordinator.RunStep(0, List.of(batch()), client.getRef()));
+        StageActor.BeginPass step = (StageActor.BeginPass) rank0.receiveMessage();
+        assertEquals(0, step.pass());
+        assertEquals(null, step.inference(), "then a training pass");
+    }
+
+    @Test
+    void generationIsRefusedOnATrainingPlanAndAPromptLongerThanThePlansMicrobatches() {
+        BehaviorTestKit<Coordinator.Command> kit = joined(PLAN);
+        TestInbox<StatusReply<Coordinator.GenerateReport>> refused = TestInbox.create();
+        kit.run(new Coordinator.RunGenerate(new int[]{1}, 1, 0, 0, 1, Integer.MAX_VALUE, id -> { }, refused.getRef()));
+        assertTrue(refused.receiveMessage().getError().getMessage().contains("generation runs on a forward-only plan"));
+        assertFalse(rank0.hasMessages());
         inboxes();
         BehaviorTestKit<Coordinator.Command> infer = joined(forwardOnly(2));
         TestInbox<StatusReply<Coordinator.GenerateReport>> gen = TestInbox.create();
