@@ -1,6 +1,5 @@
 package dev.ttpipe.actors.multihost;
 
-import dev.ttpipe.actors.cluster.ClusterSettings;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.SocketType;
@@ -68,18 +67,15 @@ public final class Worker {
      * {@code joinTimeout} for every rank; the others for the seed.
      */
     public PipelineRuntime start(Duration joinTimeout) {
-        return start(joinTimeout, p -> { }, false);
+        return start(joinTimeout, p -> { });
     }
 
-    /**
-     * {@link #start(Duration)}, with {@code onPreempt} told of preemptions; {@code underLaunch}: every worker is a
-     * child of one {@code ttpipe launch} on this machine (see {@link PipelineRuntime#startWorker}).
-     */
-    public PipelineRuntime start(Duration joinTimeout, Consumer<HostGuardian.Preempt> onPreempt, boolean underLaunch) {
+    /** {@link #start(Duration)}, with {@code onPreempt} told of preemptions (see {@link PipelineRuntime#startWorker}). */
+    public PipelineRuntime start(Duration joinTimeout, Consumer<HostGuardian.Preempt> onPreempt) {
         awaitResolvable(deployment.rank(rank).host(), joinTimeout);
         AeronTransport transport = AeronTransport.start(aeronConfig(job.plan(), deployment, rank));
         try {
-            return PipelineRuntime.startWorker(job.plan(), deployment, rank, transport, joinTimeout, onPreempt, underLaunch);
+            return PipelineRuntime.startWorker(job.plan(), deployment, rank, transport, joinTimeout, onPreempt);
         } catch (RuntimeException e) {
             transport.close();
             throw e;
@@ -114,15 +110,11 @@ public final class Worker {
 
     /**
      * The transport of one rank's process: UDP to every rank's data port. Frames carry the plan's job
-     * id until rank 0's Coordinator tells every rank the job's own (see {@code StageActor.JoinJob}). A
-     * send waits for a silent receiver, and Aeron keeps a silent peer's stream (or this process's own,
-     * after a pause), for longer than the liveness grace: until then the job waits, not its transport.
+     * id until rank 0's Coordinator tells every rank the job's own (see {@code StageActor.JoinJob}).
      */
     static AeronTransport.Config aeronConfig(JobPlan plan, Deployment d, int rank) {
         Map<Integer, AeronTransport.Endpoint> endpoints = new LinkedHashMap<>();
         for (Deployment.Binding b : d.bindings()) endpoints.put(b.rank(), AeronTransport.Endpoint.udp(b.host(), b.dataPort()));
-        Duration patience = d.livenessGrace().plus(ClusterSettings.HEARTBEAT_PAUSE).plusSeconds(10);
-        AeronTransport.Config c = AeronTransport.Config.of(plan.jobId(), endpoints, Set.of(rank));
-        return patience.compareTo(c.connectTimeout()) > 0 ? c.withConnectTimeout(patience) : c;
+        return AeronTransport.Config.of(plan.jobId(), endpoints, Set.of(rank));
     }
 }
