@@ -1,8 +1,6 @@
 package dev.ttpipe.device.cpu;
 
 import dev.ttpipe.device.AdamWParams;
-import dev.ttpipe.device.AttentionGrads;
-import dev.ttpipe.device.AttentionOutput;
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.MeshDevice;
@@ -317,9 +315,9 @@ class CpuNativeTest {
         int b = 2, h = 3, n = b * h;
         float[] q = gaussian(n * t * hd, 2), k = gaussian(n * tk * hd, 2), v = gaussian(n * tk * hd, 1);
         float[] d = gaussian(n * t * hd, 1);
-        float[][] c = attention(dtype, q, k, v, d, b, h, t, tk, hd, causal);
+        float[][] c = FlashAttentionTest.attention(dtype, q, k, v, d, b, h, t, tk, hd, causal);
         CpuNative.enable(false);
-        float[][] j = attention(dtype, q, k, v, d, b, h, t, tk, hd, causal);
+        float[][] j = FlashAttentionTest.attention(dtype, q, k, v, d, b, h, t, tk, hd, causal);
         String[] names = {"O", "log-sum-exp", "dQ", "dK", "dV"};
         for (int o = 0; o < names.length; o++) {
             for (int i = 0; i < c[o].length; i++) {
@@ -333,21 +331,5 @@ class CpuNativeTest {
         float[] x = new float[n];
         for (int i = 0; i < n; i++) x[i] = (float) (rnd.nextGaussian() * sd);
         return x;
-    }
-
-    private static float[][] attention(DType dtype, float[] q, float[] k, float[] v, float[] d, int b, int h, int t,
-                                       int tk, int hd, boolean causal) {
-        try (MeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(2))) {
-            Ops ops = mesh.asSubmesh().ops();
-            float scale = (float) (1 / Math.sqrt(hd));
-            try (Tensor tq = ops.fromHost(q, Shape.of(b, h, t, hd), Layout.REPLICATED, dtype);
-                 Tensor tk4 = ops.fromHost(k, Shape.of(b, h, tk, hd), Layout.REPLICATED, dtype);
-                 Tensor tv = ops.fromHost(v, Shape.of(b, h, tk, hd), Layout.REPLICATED, dtype);
-                 Tensor dO = ops.fromHost(d, Shape.of(b, h, t, hd), Layout.REPLICATED, dtype);
-                 AttentionOutput o = ops.attention(tq, tk4, tv, scale, causal);
-                 AttentionGrads g = ops.attentionBackward(tq, tk4, tv, o, dO, scale, causal)) {
-                return new float[][]{o.out().toHost(), o.saved().toHost(), g.dq().toHost(), g.dk().toHost(), g.dv().toHost()};
-            }
-        }
     }
 }

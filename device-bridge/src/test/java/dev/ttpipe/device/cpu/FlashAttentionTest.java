@@ -134,15 +134,15 @@ class FlashAttentionTest {
         int b = 2, h = 3, n = b * h;
         float[] q = rounded(random(n * t * hd)), k = rounded(random(n * tk * hd)), v = rounded(random(n * tk * hd));
         float[] d = rounded(random(n * t * hd));
-        float[][] full = run(DType.FP32, q, k, v, d, b, h, t, tk, hd, causal);
-        float[][] half = run(DType.BF16, q, k, v, d, b, h, t, tk, hd, causal);
+        float[][] full = attention(DType.FP32, q, k, v, d, b, h, t, tk, hd, causal);
+        float[][] half = attention(DType.BF16, q, k, v, d, b, h, t, tk, hd, causal);
         double[] ref = reference(q, k, v, n, t, tk, hd, 1 / Math.sqrt(hd), causal);
         float[] rf = new float[ref.length];
         for (int i = 0; i < ref.length; i++) rf[i] = (float) ref[i];
         assertClose(rf, half[0], 1.5e-2, "bf16 O vs the double reference");
         assertClose(full[0], half[0], 1.5e-2, "bf16 O vs fp32 O");
-        String[] names = {"O", "dQ", "dK", "dV"};
-        for (int o = 1; o < names.length; o++) {
+        String[] names = {"O", "log-sum-exp", "dQ", "dK", "dV"};
+        for (int o = 2; o < names.length; o++) {
             float most = 0;
             for (float x : full[o]) most = Math.max(most, Math.abs(x));
             for (int i = 0; i < full[o].length; i++) {
@@ -158,9 +158,9 @@ class FlashAttentionTest {
         return x;
     }
 
-    /** O, dQ, dK, dV of attention with scale 1/sqrt(hd) on one device, the tensors of {@code dtype}. */
-    private static float[][] run(DType dtype, float[] q, float[] k, float[] v, float[] d, int b, int h, int t, int tk,
-                                 int hd, boolean causal) {
+    /** O, log-sum-exp, dQ, dK, dV of attention with scale 1/sqrt(hd) on one device (2 threads), the tensors of {@code dtype}. */
+    static float[][] attention(DType dtype, float[] q, float[] k, float[] v, float[] d, int b, int h, int t, int tk,
+                               int hd, boolean causal) {
         try (MeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(2))) {
             Ops ops = mesh.asSubmesh().ops();
             float scale = (float) (1 / Math.sqrt(hd));
@@ -170,7 +170,7 @@ class FlashAttentionTest {
                  Tensor dO = ops.fromHost(d, Shape.of(b, h, t, hd), Layout.REPLICATED, dtype);
                  AttentionOutput o = ops.attention(tq, tk4, tv, scale, causal);
                  AttentionGrads g = ops.attentionBackward(tq, tk4, tv, o, dO, scale, causal)) {
-                return new float[][]{o.out().toHost(), g.dq().toHost(), g.dk().toHost(), g.dv().toHost()};
+                return new float[][]{o.out().toHost(), o.saved().toHost(), g.dq().toHost(), g.dk().toHost(), g.dv().toHost()};
             }
         }
     }
