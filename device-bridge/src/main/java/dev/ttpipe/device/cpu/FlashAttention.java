@@ -13,7 +13,8 @@ import java.util.Arrays;
  * [T, Tk] tensor is ever written. Forward keeps the rows' log-sum-exp; backward recomputes the
  * probabilities from it (FlashAttention's recipe), with dK and dV accumulated over the blocks.
  *
- * <p>The tile products go through the mesh's {@link Gemm}. Called from a pool thread, they run on it
+ * <p>The tile products go through the mesh's {@link Gemm}, or on bf16 pieces its {@link Bf16Gemm} ({@link #forwardBf16},
+ * {@link #backwardBf16}: bf16 operands, fp32 sums, as a device's bf16 attention). Called from a pool thread, they run on it
  * (the (batch, head) pairs are the parallelism), instead of splitting each small product over threads
  * that must meet after it.
  *
@@ -34,7 +35,7 @@ final class FlashAttention {
 
     /** A tile product, {@link Gemm#sgemm}'s signature: the fp32 kernel, or the bf16 one on bf16 operands. */
     @FunctionalInterface
-    interface Product {
+    private interface Product {
         void run(boolean transA, boolean transB, int m, int n, int k, float alpha, NativeBuffer a, int aOff, int lda,
                  NativeBuffer b, int bOff, int ldb, float beta, NativeBuffer c, int cOff, int ldc);
     }
