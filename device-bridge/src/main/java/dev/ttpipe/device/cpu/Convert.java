@@ -73,6 +73,28 @@ final class Convert {
         });
     }
 
+    /** {@code n} bf16 values from element {@code srcOff} of src widened into dst from element {@code dstOff}. One thread. */
+    static void bf16ToFloat(NativeBuffer dst, int dstOff, NativeBuffer src, int srcOff, int n) {
+        if (n <= 0) return;
+        if (CpuNative.active()) {
+            long o = bounded(dst, 4L * (dstOff + n)), x = bounded(src, 2L * (srcOff + n));
+            CpuNative.ttpipe_cpu_bf16_to_float(o + 4L * dstOff, x + 2L * srcOff, n);
+            return;
+        }
+        for (int i = 0; i < n; i++) dst.floats.put(dstOff + i, BFloat16.toFloat(src.shorts.get(srcOff + i)));
+    }
+
+    /** {@code n} fp32 values from element {@code srcOff} of src rounded into dst (bf16) from element {@code dstOff}. One thread. */
+    static void floatToBf16(NativeBuffer dst, int dstOff, NativeBuffer src, int srcOff, int n) {
+        if (n <= 0) return;
+        if (CpuNative.active()) {
+            long o = bounded(dst, 2L * (dstOff + n)), x = bounded(src, 4L * (srcOff + n));
+            CpuNative.ttpipe_cpu_float_to_bf16(o + 2L * dstOff, x + 4L * srcOff, n);
+            return;
+        }
+        for (int i = 0; i < n; i++) dst.shorts.put(dstOff + i, BFloat16.fromFloat(src.floats.get(srcOff + i)));
+    }
+
     /** fp32 to fp32 rounded to the nearest bf16 value (ties to even). */
     static void roundToBf16(Parallel par, NativeBuffer dst, NativeBuffer src, int n) {
         if (CpuNative.active()) {

@@ -131,7 +131,7 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
         return DirectKernels.Arr.of((CpuTensor) t, d);
     }
 
-    /** Device d's piece of an FP32 tensor, raw. */
+    /** Device d's piece of t, raw: an FP32 tensor's, or a BF16 one's for a kernel that reads bf16 itself. */
     private static NativeBuffer piece(MeshTensor t, int d) {
         return ((CpuTensor) t).piece(d);
     }
@@ -642,9 +642,14 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
             throw e;
         }
         try {
-            each(d -> FlashAttention.forward(par, mesh.gemm(), staging.write((CpuTensor) o, d), staging.write((CpuTensor) lse, d),
-                    staging.read((CpuTensor) tq, d), staging.read((CpuTensor) tk, d), staging.read((CpuTensor) tv, d), lead, t,
-                    keys, hd, scale, causal));
+            if (bf16Attention(tq, tk, tv, o)) {
+                each(d -> FlashAttention.forwardBf16(par, mesh.bf16Gemm(), piece(o, d), staging.write((CpuTensor) lse, d),
+                        piece(tq, d), piece(tk, d), piece(tv, d), lead, t, keys, hd, scale, causal));
+            } else {
+                each(d -> FlashAttention.forward(par, mesh.gemm(), staging.write((CpuTensor) o, d),
+                        staging.write((CpuTensor) lse, d), staging.read((CpuTensor) tq, d), staging.read((CpuTensor) tk, d),
+                        staging.read((CpuTensor) tv, d), lead, t, keys, hd, scale, causal));
+            }
             return new AttentionOutput(o, lse);
         } catch (RuntimeException | Error e) {
             o.close();
@@ -673,15 +678,30 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
             g[0] = allocate(tq.shape(), tq.layout(), tdo.dtype());
             g[1] = allocate(tk.shape(), tk.layout(), tdo.dtype());
             g[2] = allocate(tv.shape(), tv.layout(), tdo.dtype());
-            each(d -> FlashAttention.backward(par, mesh.gemm(), staging.write((CpuTensor) g[0], d),
-                    staging.write((CpuTensor) g[1], d), staging.write((CpuTensor) g[2], d), staging.read((CpuTensor) tq, d),
-                    staging.read((CpuTensor) tk, d), staging.read((CpuTensor) tv, d), staging.read((CpuTensor) to, d),
-                    staging.read((CpuTensor) tl, d), staging.read((CpuTensor) tdo, d), lead, t, keys, hd, scale, causal));
+            if (bf16Attention(tq, tk, tv, to, tdo)) {
+                each(d -> FlashAttention.backwardBf16(par, mesh.bf16Gemm(), piece(g[0], d), piece(g[1], d), piece(g[2], d),
+                        piece(tq, d), piece(tk, d), piece(tv, d), piece(to, d), staging.read((CpuTensor) tl, d), piece(tdo, d),
+                        lead, t, keys, hd, scale, causal));
+            } else {
+                each(d -> FlashAttention.backward(par, mesh.gemm(), staging.write((CpuTensor) g[0], d),
+                        staging.write((CpuTensor) g[1], d), staging.write((CpuTensor) g[2], d), staging.read((CpuTensor) tq, d),
+                        staging.read((CpuTensor) tk, d), staging.read((CpuTensor) tv, d), staging.read((CpuTensor) to, d),
+                        staging.read((CpuTensor) tl, d), staging.read((CpuTensor) tdo, d), lead, t, keys, hd, scale, causal));
+            }
             return new AttentionGrads(g[0], g[1], g[2]);
         } catch (RuntimeException | Error e) {
             for (MeshTensor x : g) if (x != null) x.close();
             throw e;
         }
+    }
+
+    /**
+     * Whether fused attention runs in bf16 ({@link FlashAttention#forwardBf16}): every tensor BF16 and a bf16 GEMM on bf16
+     * operands (oneDNN's, on a CPU with avx512_bf16). Otherwise the pieces are staged through fp32 as for any op.
+     */
+    private boolean bf16Attention(MeshTensor... ts) {
+        for (MeshTensor x : ts) if (x.dtype() != DType.BF16) return false;
+        return mesh.bf16Gemm().packedOperands();
     }
 
     /** {@code -Dttpipe.attention=composed}: the composed ops instead of {@link FlashAttention}, to compare the two. */

@@ -13,7 +13,8 @@ import java.util.Arrays;
  * [T, Tk] tensor is ever written. Forward keeps the rows' log-sum-exp; backward recomputes the
  * probabilities from it (FlashAttention's recipe), with dK and dV accumulated over the blocks.
  *
- * <p>The tile products go through the mesh's {@link Gemm}. Called from a pool thread, they run on it
+ * <p>The tile products go through the mesh's {@link Gemm}, or on bf16 pieces its {@link Bf16Gemm} ({@link #forwardBf16},
+ * {@link #backwardBf16}: bf16 operands, fp32 sums, as a device's bf16 attention). Called from a pool thread, they run on it
  * (the (batch, head) pairs are the parallelism), instead of splitting each small product over threads
  * that must meet after it.
  *
@@ -32,17 +33,42 @@ final class FlashAttention {
         return causal ? Math.max(0, Math.min(tk, i + tk - t + 1)) : tk;
     }
 
+    /** A tile product, {@link Gemm#sgemm}'s signature: the fp32 kernel, or the bf16 one on bf16 operands. */
+    @FunctionalInterface
+    private interface Product {
+        void run(boolean transA, boolean transB, int m, int n, int k, float alpha, NativeBuffer a, int aOff, int lda,
+                 NativeBuffer b, int bOff, int ldb, float beta, NativeBuffer c, int cOff, int ldc);
+    }
+
     /**
      * o = softmax(scale q k^T) v per leading index; lse [n, T] = the rows' log(sum(exp(scale s))) (a row
-     * that sees no key: o = 0, lse = -inf).
+     * that sees no key: o = 0, lse = -inf). q, k, v and o are fp32.
      */
     static void forward(Parallel par, Gemm gemm, NativeBuffer o, NativeBuffer lse, NativeBuffer q, NativeBuffer k,
                         NativeBuffer v, int n, int t, int tk, int hd, float scale, boolean causal) {
+        forward(par, gemm::sgemm, false, o, lse, q, k, v, n, t, tk, hd, scale, causal);
+    }
+
+    /**
+     * {@link #forward} on bf16 q, k, v and o, as a device's bf16 attention runs: the tile products are bf16 x bf16
+     * with fp32 sums ({@link Bf16Gemm}, whose operands must be {@linkplain Bf16Gemm#packedOperands packed}), the
+     * softmax and lse in fp32, P rounded to bf16 before P V, each block of o rounded once.
+     */
+    static void forwardBf16(Parallel par, Bf16Gemm gemm, NativeBuffer o, NativeBuffer lse, NativeBuffer q, NativeBuffer k,
+                            NativeBuffer v, int n, int t, int tk, int hd, float scale, boolean causal) {
+        if (!gemm.packedOperands()) throw new IllegalStateException("bf16 attention needs a bf16 GEMM on bf16 operands");
+        forward(par, gemm::gemm, true, o, lse, q, k, v, n, t, tk, hd, scale, causal);
+    }
+
+    private static void forward(Parallel par, Product mul, boolean bf16, NativeBuffer o, NativeBuffer lse, NativeBuffer q,
+                                NativeBuffer k, NativeBuffer v, int n, int t, int tk, int hd, float scale, boolean causal) {
         boolean nat = CpuNative.active();
-        checkAddressable(o, lse, q, k, v, n, t, tk, hd);
+        checkAddressable(bf16, o, lse, q, k, v, n, t, tk, hd);
         par.range(n, 1, (lo, hi) -> {
             NativeBuffer s = NativeBuffer.malloc(4 * BLOCK * Math.max(1, tk));
             NativeBuffer stats = NativeBuffer.malloc(12 * BLOCK);         // the rows' max (float) and sum (double)
+            NativeBuffer pb = bf16 ? NativeBuffer.malloc(2 * BLOCK * Math.max(1, tk)) : s;   // P rounded to bf16
+            NativeBuffer ob = bf16 ? NativeBuffer.malloc(4 * BLOCK * hd) : o;                // a block of o's fp32 sums
             DoubleBuffer sums = stats.bytes.asDoubleBuffer();
             float[] max = new float[BLOCK];
             double[] sum = new double[BLOCK];
@@ -54,8 +80,9 @@ final class FlashAttention {
                         int rows = Math.min(BLOCK, t - i0);
                         int keys = seen(i0 + rows - 1, t, tk, causal);
                         int first = i0 + tk - t + 1;                   // keys row i0 sees, before clamping
+                        int ld = Math.max(1, keys);
                         // S = scale Q_blk K[0:keys]^T   [rows, keys]
-                        gemm.sgemm(false, true, rows, keys, hd, scale, q, qb + i0 * hd, hd, k, kb, hd, 0f, s, 0, Math.max(1, keys));
+                        mul.run(false, true, rows, keys, hd, scale, q, qb + i0 * hd, hd, k, kb, hd, 0f, s, 0, ld);
                         if (nat) {
                             CpuNative.ttpipe_cpu_softmax_rows(s.address, rows, keys, first, causal ? 1 : 0,
                                     stats.address + 8L * BLOCK, stats.address);
@@ -68,13 +95,20 @@ final class FlashAttention {
                             int m = seen(i0 + r, t, tk, causal);
                             lse.floats.put(bh * t + i0 + r, m == 0 ? Float.NEGATIVE_INFINITY : max[r] + (float) Math.log(sum[r]));
                         }
+                        if (bf16) Convert.sumsToBf16(pb, s, 0, ld, rows, keys, null, 0);
                         // O_blk = P V[0:keys]   [rows, hd]
-                        gemm.sgemm(false, false, rows, hd, keys, 1f, s, 0, Math.max(1, keys), v, kb, hd, 0f, o, qb + i0 * hd, hd);
+                        int at = bf16 ? 0 : qb + i0 * hd;
+                        mul.run(false, false, rows, hd, keys, 1f, pb, 0, ld, v, kb, hd, 0f, ob, at, hd);
+                        if (bf16) Convert.floatToBf16(o, qb + i0 * hd, ob, 0, rows * hd);
                     }
                 }
             } finally {
                 s.free();
                 stats.free();
+                if (bf16) {
+                    pb.free();
+                    ob.free();
+                }
             }
         });
     }
@@ -87,45 +121,94 @@ final class FlashAttention {
     static void backward(Parallel par, Gemm gemm, NativeBuffer dq, NativeBuffer dk, NativeBuffer dv, NativeBuffer q,
                          NativeBuffer k, NativeBuffer v, NativeBuffer o, NativeBuffer lse, NativeBuffer dO, int n, int t,
                          int tk, int hd, float scale, boolean causal) {
+        backward(par, gemm::sgemm, false, dq, dk, dv, q, k, v, o, lse, dO, n, t, tk, hd, scale, causal);
+    }
+
+    /**
+     * {@link #backward} on bf16 q, k, v, o, dO and gradients, as {@link #forwardBf16}: bf16 x bf16 tile products with
+     * fp32 sums, P and D and dS in fp32, P and dS rounded to bf16 before the products that take them; dK and dV summed
+     * over the blocks in fp32 and rounded once, each block of dQ rounded once.
+     */
+    static void backwardBf16(Parallel par, Bf16Gemm gemm, NativeBuffer dq, NativeBuffer dk, NativeBuffer dv, NativeBuffer q,
+                             NativeBuffer k, NativeBuffer v, NativeBuffer o, NativeBuffer lse, NativeBuffer dO, int n, int t,
+                             int tk, int hd, float scale, boolean causal) {
+        if (!gemm.packedOperands()) throw new IllegalStateException("bf16 attention needs a bf16 GEMM on bf16 operands");
+        backward(par, gemm::gemm, true, dq, dk, dv, q, k, v, o, lse, dO, n, t, tk, hd, scale, causal);
+    }
+
+    private static void backward(Parallel par, Product mul, boolean bf16, NativeBuffer dq, NativeBuffer dk, NativeBuffer dv,
+                                 NativeBuffer q, NativeBuffer k, NativeBuffer v, NativeBuffer o, NativeBuffer lse,
+                                 NativeBuffer dO, int n, int t, int tk, int hd, float scale, boolean causal) {
         boolean nat = CpuNative.active();
-        checkAddressable(o, lse, q, k, v, n, t, tk, hd);
-        checkAddressable(dO, lse, q, k, v, n, t, tk, hd);
+        checkAddressable(bf16, o, lse, q, k, v, n, t, tk, hd);
+        checkAddressable(bf16, dO, lse, q, k, v, n, t, tk, hd);
+        checkAddressable(bf16, dq, lse, dq, dk, dv, n, t, tk, hd);
         par.range(n, 1, (lo, hi) -> {
             int tile = 4 * BLOCK * Math.max(1, tk);
             NativeBuffer p = NativeBuffer.malloc(tile);
             NativeBuffer ds = NativeBuffer.malloc(tile);
+            // bf16: P and dS rounded; a block of dO and o widened; a block of dQ and all of dK and dV as fp32 sums
+            NativeBuffer pb = bf16 ? NativeBuffer.malloc(tile / 2) : p, dsb = bf16 ? NativeBuffer.malloc(tile / 2) : ds;
+            NativeBuffer rowsIn = bf16 ? NativeBuffer.malloc(2 * 4 * BLOCK * hd) : null;
+            NativeBuffer dqb = bf16 ? NativeBuffer.malloc(4 * BLOCK * hd) : dq;
+            NativeBuffer dkb = bf16 ? NativeBuffer.malloc(4 * Math.max(1, tk) * hd) : dk;
+            NativeBuffer dvb = bf16 ? NativeBuffer.malloc(4 * Math.max(1, tk) * hd) : dv;
             float[] pr = new float[tk];
             float[] dr = new float[tk];
             try {
                 for (int bh = lo; bh < hi; bh++) {
-                    int qb = bh * t * hd, kb = bh * tk * hd;
+                    int qb = bh * t * hd, kb = bh * tk * hd, kAt = bf16 ? 0 : kb;
                     boolean first = true;
                     for (int i0 = (t - 1) / BLOCK * BLOCK; i0 >= 0; i0 -= BLOCK) {
                         int rows = Math.min(BLOCK, t - i0);
                         int keys = seen(i0 + rows - 1, t, tk, causal);
                         int ld = Math.max(1, keys);
-                        gemm.sgemm(false, true, rows, keys, hd, scale, q, qb + i0 * hd, hd, k, kb, hd, 0f, p, 0, ld);
-                        gemm.sgemm(false, true, rows, keys, hd, 1f, dO, qb + i0 * hd, hd, v, kb, hd, 0f, ds, 0, ld);
+                        mul.run(false, true, rows, keys, hd, scale, q, qb + i0 * hd, hd, k, kb, hd, 0f, p, 0, ld);
+                        mul.run(false, true, rows, keys, hd, 1f, dO, qb + i0 * hd, hd, v, kb, hd, 0f, ds, 0, ld);
                         int seen0 = i0 + tk - t + 1;
+                        // the block's rows of dO and o as fp32: [rows, hd] each
+                        NativeBuffer gIn = bf16 ? rowsIn : dO, yIn = bf16 ? rowsIn : o;
+                        int gAt = bf16 ? 0 : qb + i0 * hd, yAt = bf16 ? BLOCK * hd : qb + i0 * hd;
+                        if (bf16) {
+                            Convert.bf16ToFloat(rowsIn, gAt, dO, qb + i0 * hd, rows * hd);
+                            Convert.bf16ToFloat(rowsIn, yAt, o, qb + i0 * hd, rows * hd);
+                        }
                         if (nat) {
                             CpuNative.ttpipe_cpu_attention_backward_rows(p.address, ds.address, rows, keys, seen0,
-                                    causal ? 1 : 0, lse.address + 4L * (bh * t + i0), dO.address + 4L * (qb + i0 * hd),
-                                    o.address + 4L * (qb + i0 * hd), hd, scale);
+                                    causal ? 1 : 0, lse.address + 4L * (bh * t + i0), gIn.address + 4L * gAt,
+                                    yIn.address + 4L * yAt, hd, scale);
                         } else {
-                            backwardRows(p.floats, ds.floats, rows, keys, seen0, causal, lse.floats, bh * t + i0, dO.floats,
-                                    o.floats, qb + i0 * hd, hd, scale, pr, dr);
+                            backwardRows(p.floats, ds.floats, rows, keys, seen0, causal, lse.floats, bh * t + i0, gIn.floats,
+                                    yIn.floats, gAt, yAt, hd, scale, pr, dr);
+                        }
+                        if (bf16) {
+                            Convert.sumsToBf16(pb, p, 0, ld, rows, keys, null, 0);
+                            Convert.sumsToBf16(dsb, ds, 0, ld, rows, keys, null, 0);
                         }
                         float beta = first ? 0f : 1f;
                         // dV[0:keys] (+)= P^T dO_blk, dK[0:keys] (+)= dS^T Q_blk, dQ_blk = dS K[0:keys]
-                        gemm.sgemm(true, false, keys, hd, rows, 1f, p, 0, ld, dO, qb + i0 * hd, hd, beta, dv, kb, hd);
-                        gemm.sgemm(true, false, keys, hd, rows, 1f, ds, 0, ld, q, qb + i0 * hd, hd, beta, dk, kb, hd);
-                        gemm.sgemm(false, false, rows, hd, keys, 1f, ds, 0, ld, k, kb, hd, 0f, dq, qb + i0 * hd, hd);
+                        mul.run(true, false, keys, hd, rows, 1f, pb, 0, ld, dO, qb + i0 * hd, hd, beta, dvb, kAt, hd);
+                        mul.run(true, false, keys, hd, rows, 1f, dsb, 0, ld, q, qb + i0 * hd, hd, beta, dkb, kAt, hd);
+                        mul.run(false, false, rows, hd, keys, 1f, dsb, 0, ld, k, kb, hd, 0f, dqb, bf16 ? 0 : qb + i0 * hd, hd);
+                        if (bf16) Convert.floatToBf16(dq, qb + i0 * hd, dqb, 0, rows * hd);
                         first = false;
+                    }
+                    if (bf16) {
+                        Convert.floatToBf16(dk, kb, dkb, 0, tk * hd);
+                        Convert.floatToBf16(dv, kb, dvb, 0, tk * hd);
                     }
                 }
             } finally {
                 p.free();
                 ds.free();
+                if (bf16) {
+                    pb.free();
+                    dsb.free();
+                    rowsIn.free();
+                    dqb.free();
+                    dkb.free();
+                    dvb.free();
+                }
             }
         });
     }
@@ -134,9 +217,9 @@ final class FlashAttention {
     static final int LANES = 16;
 
     /** Throws unless the buffers hold the shapes the native row kernels read without bounds checks. */
-    private static void checkAddressable(NativeBuffer o, NativeBuffer lse, NativeBuffer q, NativeBuffer k, NativeBuffer v,
-                                         int n, int t, int tk, int hd) {
-        long qo = 4L * n * t * hd, kv = 4L * n * tk * hd;
+    private static void checkAddressable(boolean bf16, NativeBuffer o, NativeBuffer lse, NativeBuffer q, NativeBuffer k,
+                                         NativeBuffer v, int n, int t, int tk, int hd) {
+        long e = bf16 ? 2 : 4, qo = e * n * t * hd, kv = e * n * tk * hd;
         if (o.capacity < qo || q.capacity < qo || lse.capacity < 4L * n * t || k.capacity < kv || v.capacity < kv) {
             throw new IndexOutOfBoundsException("attention buffers smaller than [" + n + ", " + t + "/" + tk + ", " + hd + "]");
         }
@@ -178,19 +261,19 @@ final class FlashAttention {
     /**
      * The backward rows of a block: {@code p [rows, keys]} holds scale q k^T and becomes P = exp(p - lse),
      * {@code ds} holds dO v^T and becomes scale P (ds - D) with D = dO_i . o_i (double, LANES partials); keys a
-     * row does not see become 0. Rows start at {@code lse[lseAt]} and {@code dO[at]}, {@code o[at]}. Exactly what
+     * row does not see become 0. Rows start at {@code lse[lseAt]}, {@code dO[dAt]} and {@code o[oAt]}. Exactly what
      * {@code ttpipe_cpu_attention_backward_rows} computes.
      */
     static void backwardRows(FloatBuffer p, FloatBuffer ds, int rows, int keys, int first, boolean causal, FloatBuffer lse,
-                             int lseAt, FloatBuffer dO, FloatBuffer o, int at, int hd, float scale, float[] pr, float[] dr) {
+                             int lseAt, FloatBuffer dO, FloatBuffer o, int dAt, int oAt, int hd, float scale, float[] pr,
+                             float[] dr) {
         double[] acc = new double[LANES];
         for (int r = 0; r < rows; r++) {
             int m = causal ? Math.max(0, Math.min(keys, first + r)) : keys;
             p.get(r * keys, pr, 0, keys);
             ds.get(r * keys, dr, 0, keys);
             Arrays.fill(acc, 0.0);
-            int base = at + r * hd;
-            for (int e = 0; e < hd; e++) acc[e % LANES] += (double) dO.get(base + e) * (double) o.get(base + e);
+            for (int e = 0; e < hd; e++) acc[e % LANES] += (double) dO.get(dAt + r * hd + e) * (double) o.get(oAt + r * hd + e);
             double dd = acc[0];
             for (int l = 1; l < LANES; l++) dd += acc[l];
             float d = (float) dd;

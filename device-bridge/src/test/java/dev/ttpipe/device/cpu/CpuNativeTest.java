@@ -1,8 +1,6 @@
 package dev.ttpipe.device.cpu;
 
 import dev.ttpipe.device.AdamWParams;
-import dev.ttpipe.device.AttentionGrads;
-import dev.ttpipe.device.AttentionOutput;
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.MeshDevice;
@@ -302,12 +300,24 @@ class CpuNativeTest {
     @CsvSource({"true,7,7,5", "false,5,9,4", "true,3,8,6", "true,8,3,4", "true,64,64,16", "true,150,150,24",
             "false,70,130,8", "true,130,70,33", "true,256,256,64"})
     void fusedAttentionGivesTheJavaBits(boolean causal, int t, int tk, int hd) {
+        fusedAttentionGivesTheJavaBits(DType.FP32, causal, t, tk, hd);
+    }
+
+    /** bf16 attention: the same bf16 GEMM either way; the row kernels and the conversions native or Java. */
+    @ParameterizedTest(name = "causal={0} T={1} Tk={2} hd={3}")
+    @CsvSource({"true,7,7,5", "false,5,9,4", "true,8,3,4", "true,150,150,24", "false,70,130,8", "true,130,70,33",
+            "true,256,256,64"})
+    void fusedBf16AttentionGivesTheJavaBits(boolean causal, int t, int tk, int hd) {
+        fusedAttentionGivesTheJavaBits(DType.BF16, causal, t, tk, hd);
+    }
+
+    private void fusedAttentionGivesTheJavaBits(DType dtype, boolean causal, int t, int tk, int hd) {
         int b = 2, h = 3, n = b * h;
         float[] q = gaussian(n * t * hd, 2), k = gaussian(n * tk * hd, 2), v = gaussian(n * tk * hd, 1);
         float[] d = gaussian(n * t * hd, 1);
-        float[][] c = attention(q, k, v, d, b, h, t, tk, hd, causal);
+        float[][] c = FlashAttentionTest.attention(dtype, q, k, v, d, b, h, t, tk, hd, causal);
         CpuNative.enable(false);
-        float[][] j = attention(q, k, v, d, b, h, t, tk, hd, causal);
+        float[][] j = FlashAttentionTest.attention(dtype, q, k, v, d, b, h, t, tk, hd, causal);
         String[] names = {"O", "log-sum-exp", "dQ", "dK", "dV"};
         for (int o = 0; o < names.length; o++) {
             for (int i = 0; i < c[o].length; i++) {
@@ -321,21 +331,5 @@ class CpuNativeTest {
         float[] x = new float[n];
         for (int i = 0; i < n; i++) x[i] = (float) (rnd.nextGaussian() * sd);
         return x;
-    }
-
-    private static float[][] attention(float[] q, float[] k, float[] v, float[] d, int b, int h, int t, int tk, int hd,
-                                       boolean causal) {
-        try (MeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), MeshOptions.defaults().withThreads(2))) {
-            Ops ops = mesh.asSubmesh().ops();
-            float scale = (float) (1 / Math.sqrt(hd));
-            try (Tensor tq = ops.fromHost(q, Shape.of(b, h, t, hd), Layout.REPLICATED, DType.FP32);
-                 Tensor tk4 = ops.fromHost(k, Shape.of(b, h, tk, hd), Layout.REPLICATED, DType.FP32);
-                 Tensor tv = ops.fromHost(v, Shape.of(b, h, tk, hd), Layout.REPLICATED, DType.FP32);
-                 Tensor dO = ops.fromHost(d, Shape.of(b, h, t, hd), Layout.REPLICATED, DType.FP32);
-                 AttentionOutput o = ops.attention(tq, tk4, tv, scale, causal);
-                 AttentionGrads g = ops.attentionBackward(tq, tk4, tv, o, dO, scale, causal)) {
-                return new float[][]{o.out().toHost(), o.saved().toHost(), g.dq().toHost(), g.dk().toHost(), g.dv().toHost()};
-            }
-        }
     }
 }
