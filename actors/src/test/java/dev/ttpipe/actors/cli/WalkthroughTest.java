@@ -101,7 +101,7 @@ class WalkthroughTest {
         String interrupt = output(blocks, outputs, "kill -INT");
         assertTrue(interrupt.contains("exit code " + ExitCodes.SIGINT), interrupt);
         Matcher m = Pattern.compile("preempted \\(SIGINT\\) at step (\\d+) of " + last + ": the checkpoint of step \\1 is saved \\((\\S+)\\)")
-                .matcher(interrupt);
+                .matcher(CliTest.joined(interrupt));
         assertTrue(m.find(), interrupt);
         int step = Integer.parseInt(m.group(1));
         assertTrue(step >= 10 && step < last, interrupt);
