@@ -52,25 +52,11 @@ final class Convert {
     }
 
     static void bf16ToFloat(Parallel par, NativeBuffer dst, NativeBuffer src, int n) {
-        if (CpuNative.active()) {
-            long o = bounded(dst, 4L * n), x = bounded(src, 2L * n);
-            par.range(n, Elementwise.GRAIN, (lo, hi) -> CpuNative.ttpipe_cpu_bf16_to_float(o + 4L * lo, x + 2L * lo, hi - lo));
-            return;
-        }
-        par.range(n, Elementwise.GRAIN, (lo, hi) -> {
-            for (int i = lo; i < hi; i++) dst.floats.put(i, BFloat16.toFloat(src.shorts.get(i)));
-        });
+        par.range(n, Elementwise.GRAIN, (lo, hi) -> bf16ToFloat(dst, lo, src, lo, hi - lo));
     }
 
     static void floatToBf16(Parallel par, NativeBuffer dst, NativeBuffer src, int n) {
-        if (CpuNative.active()) {
-            long o = bounded(dst, 2L * n), x = bounded(src, 4L * n);
-            par.range(n, Elementwise.GRAIN, (lo, hi) -> CpuNative.ttpipe_cpu_float_to_bf16(o + 2L * lo, x + 4L * lo, hi - lo));
-            return;
-        }
-        par.range(n, Elementwise.GRAIN, (lo, hi) -> {
-            for (int i = lo; i < hi; i++) dst.shorts.put(i, BFloat16.fromFloat(src.floats.get(i)));
-        });
+        par.range(n, Elementwise.GRAIN, (lo, hi) -> floatToBf16(dst, lo, src, lo, hi - lo));
     }
 
     /** {@code n} bf16 values from element {@code srcOff} of src widened into dst from element {@code dstOff}. One thread. */
