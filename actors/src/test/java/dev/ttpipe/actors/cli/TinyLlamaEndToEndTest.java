@@ -215,8 +215,8 @@ class TinyLlamaEndToEndTest {
             Path runDir = dir.resolve("run" + (i == 0 ? 2 : 4));
             CliTest.Result t = run("train", config(dir, job.replace("SPLIT", split)).toString(), "--run-dir", runDir.toString());
             assertEquals(0, t.code(), t.out() + t.err());
-            assertTrue(t.out().contains("initialised from " + init), t.out());
-            assertTrue(t.out().contains((i == 0 ? 2 : 4) + " stages on " + (i == 0 ? 2 : 4) + " ranks"), t.out());
+            assertTrue(CliTest.joined(t.out()).contains("initialised from " + init), t.out());
+            assertTrue(CliTest.joined(t.out()).contains((i == 0 ? 2 : 4) + " stages on " + (i == 0 ? 2 : 4) + " ranks"), t.out());
             assertTrue(Files.isRegularFile(runDir.resolve("checkpoints/step-000002/stage-00.safetensors")), t.out());
             losses[i] = jsonValue(Files.readAllLines(runDir.resolve("metrics.jsonl")).get(1), "loss");
         }
