@@ -152,7 +152,9 @@ public final class AeronTransport implements Transport {
      * @param udpMtu         UDP datagram payload (multiple of 32, 1408..65504; default 8192, which fits a
      *                       jumbo frame): 1408 fits any network unfragmented, 65504 is fastest on loopback
      *                       and between processes of one host (about 2x 8192)
-     * @param connectTimeout how long a send waits for its receiver to connect before it fails
+     * @param connectTimeout how long a send waits for its receiver to connect before it fails, and how long
+     *                       this process may be paused (a long GC, SIGSTOP) or a peer stay silent before Aeron
+     *                       gives up on its client or the peer's stream (at least Aeron's 10 s)
      * @param maxChunkBytes  payload bytes per chunk: 0 (the default) fills one MTU per chunk, claimed in
      *                       the term and checksummed while in cache (the fastest); larger values (at most
      *                       termLength / 8 less the header) let Aeron fragment each chunk
@@ -287,9 +289,10 @@ public final class AeronTransport implements Transport {
         EmbeddedDriver driver = null;
         Aeron aeron = null;
         try {
-            driver = EmbeddedDriver.launch(dir, config.termLength(), ipcMtu, config.udpMtu());
+            driver = EmbeddedDriver.launch(dir, config.termLength(), ipcMtu, config.udpMtu(), config.connectTimeout());
             aeron = Aeron.connect(new Aeron.Context()
                     .aeronDirectoryName(dir.toString())
+                    .driverTimeoutMs(Math.max(config.connectTimeout().toMillis(), EmbeddedDriver.DEFAULT_PATIENCE.toMillis()))
                     .threadFactory(EmbeddedDriver.DAEMONS)
                     .errorHandler(e -> log.warn("aeron client: {}", e.toString(), e)));
             AeronTransport t = new AeronTransport(config, driver, aeron);

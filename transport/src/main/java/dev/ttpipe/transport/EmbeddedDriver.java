@@ -9,6 +9,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.ThreadFactory;
 
 /**
@@ -20,6 +22,8 @@ final class EmbeddedDriver implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(EmbeddedDriver.class);
     /** Kernel socket buffers and flow-control window for UDP (capped by net.core.rmem_max / wmem_max). */
     static final int UDP_SOCKET_BUFFER = 2 << 20;
+    /** Aeron's own client and image liveness timeouts. */
+    static final Duration DEFAULT_PATIENCE = Duration.ofSeconds(10);
 
     static final ThreadFactory DAEMONS = r -> {
         Thread t = new Thread(r);
@@ -35,7 +39,13 @@ final class EmbeddedDriver implements AutoCloseable {
         this.directory = directory;
     }
 
-    static EmbeddedDriver launch(Path directory, int termLength, int ipcMtu, int udpMtu) {
+    /**
+     * {@code patience}: how long the driver keeps a client, or a peer's image, that has gone silent (this process
+     * paused by a long GC or SIGSTOP, a peer that is): Aeron's 10 s by default, longer for a job that waits out a
+     * rank's silence. A claimed but uncommitted block is unblocked a little later still.
+     */
+    static EmbeddedDriver launch(Path directory, int termLength, int ipcMtu, int udpMtu, Duration patience) {
+        long patienceNs = Math.max(patience.toNanos(), DEFAULT_PATIENCE.toNanos());
         MediaDriver.Context ctx = new MediaDriver.Context();
         ctx.aeronDirectoryName(directory.toString());
         ctx.dirDeleteOnStart(true)
@@ -56,6 +66,9 @@ final class EmbeddedDriver implements AutoCloseable {
                 .socketRcvbufLength(UDP_SOCKET_BUFFER)
                 .socketSndbufLength(UDP_SOCKET_BUFFER)
                 .initialWindowLength(Math.min(UDP_SOCKET_BUFFER, termLength / 2))
+                .clientLivenessTimeoutNs(patienceNs)
+                .imageLivenessTimeoutNs(patienceNs)
+                .publicationUnblockTimeoutNs(patienceNs + TimeUnit.SECONDS.toNanos(5))
                 .errorHandler(e -> log.warn("aeron driver: {}", e.toString(), e));
         return new EmbeddedDriver(MediaDriver.launch(ctx), directory);
     }

@@ -126,7 +126,8 @@ public final class WorkerCommand implements Callable<Integer> {
                 // launch's workers do not train on unsupervised: a launcher that dies stops them as SIGTERM would
                 ProcessHandle.current().parent().ifPresent(p -> LauncherWatch.watch(p, preemption, rank, System.err));
             }
-            PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout), heard);
+            PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout), heard,
+                    RankEnvironment.LAUNCH.equals(launcher.engine()));
             if (rank != 0) {
                 preemption.onRequest(r -> runtime.relayPreemption(r.signal(), r.exitCode(), rank));
                 return serve(cfg, runtime, rank, endedFor);

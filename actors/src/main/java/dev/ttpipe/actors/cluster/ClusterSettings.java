@@ -5,6 +5,7 @@ import com.typesafe.config.ConfigFactory;
 import dev.ttpipe.actors.config.ConfigException;
 import org.apache.pekko.actor.typed.ActorSystem;
 import org.apache.pekko.actor.typed.Behavior;
+import org.apache.pekko.cluster.Member;
 import org.apache.pekko.cluster.MemberStatus;
 import org.apache.pekko.cluster.typed.Cluster;
 
@@ -18,12 +19,16 @@ import java.util.function.BooleanSupplier;
  * Pekko settings for one worker of a multi-process job: Cluster over Artery TCP (TLS with
  * {@code multihost_config.tls}, see {@link ControlPlaneTls}) bound to the rank's host and control port
  * (loopback unless rank_bindings say otherwise), rank 0 as the seed, a
- * failure detector that notices a dead worker within a few seconds, and the Kryo serializer for
- * the messages that cross processes.
+ * failure detector that notices a silent worker within a few seconds (how long it is then waited for is
+ * {@code HostGuardian}'s, {@link Deployment#livenessGrace()}; nothing downs a member by itself), the process id in
+ * a role ({@link #pidOf}), and the Kryo serializer for the messages that cross processes.
  */
 public final class ClusterSettings {
     private ClusterSettings() {
     }
+
+    /** How long a worker misses heartbeats before the others see it unreachable (and start to wait out its grace). */
+    public static final Duration HEARTBEAT_PAUSE = Duration.ofSeconds(3);
 
     public static Config config(Deployment d, int rank) {
         Deployment.Binding me = d.rank(rank);
@@ -46,12 +51,13 @@ public final class ClusterSettings {
                 "pekko.remote.artery.advanced.maximum-large-frame-size = 64MiB",
                 "pekko.cluster.seed-nodes = [\"pekko://ttpipe@" + seed.host() + ":" + seed.controlPort() + "\"]",
                 "pekko.cluster.jmx.enabled = off",
+                "pekko.cluster.roles = [\"" + PID_ROLE + ProcessHandle.current().pid() + "\"]",
                 // Workers usually start together: retry the seed every second, not after Pekko's 5 s + 10 s defaults.
                 "pekko.cluster.seed-node-timeout = 1s",
                 "pekko.cluster.retry-unsuccessful-join-after = 1s",
                 "pekko.cluster.log-info = off",
                 "pekko.cluster.failure-detector.heartbeat-interval = 500ms",
-                "pekko.cluster.failure-detector.acceptable-heartbeat-pause = 3s",
+                "pekko.cluster.failure-detector.acceptable-heartbeat-pause = " + HEARTBEAT_PAUSE.toMillis() + "ms",
                 "pekko.cluster.failure-detector.expected-response-after = 500ms",
                 "pekko.cluster.unreachable-nodes-reaper-interval = 500ms",
                 "pekko.cluster.shutdown-after-unsuccessful-join-seed-nodes = off",
@@ -63,6 +69,23 @@ public final class ClusterSettings {
                 "ttpipe.kryo.classes = [" + String.join(", ", ClusterMessages.CLASSES.stream()
                         .map(c -> "\"" + c + "\"").toList()) + "]")))
                 .withFallback(ConfigFactory.load());
+    }
+
+    /** The role that carries a worker's process id, so that a rank declared dead can be found on this machine. */
+    static final String PID_ROLE = "ttpipe-pid-";
+
+    /** The process id of the worker that {@code m} is, or -1 when its roles do not say. */
+    public static long pidOf(Member m) {
+        for (String role : m.getRoles()) {
+            if (role.startsWith(PID_ROLE)) {
+                try {
+                    return Long.parseLong(role.substring(PID_ROLE.length()));
+                } catch (NumberFormatException e) {
+                    return -1;
+                }
+            }
+        }
+        return -1;
     }
 
     public static <T> ActorSystem<T> startSystem(Behavior<T> guardian, Deployment d, int rank) {

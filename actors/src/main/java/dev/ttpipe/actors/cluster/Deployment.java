@@ -3,6 +3,7 @@ package dev.ttpipe.actors.cluster;
 import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.TtpipeConfig;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -15,8 +16,9 @@ import java.util.TreeMap;
  * (data) port, from tt-run style {@code rank_bindings} and from the {@link Placement} of the launcher
  * that started the workers (SLURM's node list, Kubernetes' pod names), plus each rank's environment
  * (the job's {@code global_env} and {@code mesh_graph_desc_path}, then the rank's {@code env_overrides}
- * over them, as tt-run), and the control plane's TLS (null: plain TCP). Rank 0 is the cluster's seed
- * and runs the Coordinator.
+ * over them, as tt-run), the control plane's TLS (null: plain TCP), and how long a rank that stops
+ * answering is waited for before it is declared dead ({@code multihost_config.liveness_grace_s}). Rank 0
+ * is the cluster's seed and runs the Coordinator.
  *
  * <p>A rank's host is its binding's, unless that is a loopback address and the launcher names the
  * rank's host (a config written for one machine runs unchanged on an allocation); without either,
@@ -25,7 +27,7 @@ import java.util.TreeMap;
  * {@code data_port} (40456) + 2 x that index: on one machine 25520 + rank, on one rank per host the
  * same two ports everywhere.
  */
-public record Deployment(List<Binding> bindings, ControlPlaneTls tls) {
+public record Deployment(List<Binding> bindings, ControlPlaneTls tls, Duration livenessGrace) {
 
     public record Binding(int rank, String host, int controlPort, int dataPort, int meshId, int meshHostRank,
                           Map<String, String> env) {
@@ -91,7 +93,7 @@ public record Deployment(List<Binding> bindings, ControlPlaneTls tls) {
             if (b != null) env.putAll(b.envOverrides);
             out.add(new Binding(r, host, control, data, b == null ? 0 : b.meshId, b == null ? r : b.meshHostRank, Map.copyOf(env)));
         }
-        Deployment d = new Deployment(List.copyOf(out), ControlPlaneTls.of(cfg));
+        Deployment d = new Deployment(List.copyOf(out), ControlPlaneTls.of(cfg), Duration.ofSeconds(cfg.multihost.livenessGraceS));
         d.checkPortsDistinct(cfg);
         return d;
     }

@@ -544,6 +544,7 @@ public final class ConfigLoader {
         } else {
             m.linkCheckBytes = bytes;
         }
+        m.livenessGraceS = s.integer("liveness_grace_s", m.livenessGraceS, 1, 86_400);
         YamlSection p = s.section("pipeline_parallel_config");
         PipelineReader.read(p, m.pipeline);
         p.rejectUnknownKeys();

@@ -109,6 +109,7 @@ public final class ConfigWriter {
         if (h.dataPort != defaults.dataPort) kv(y, 2, "data_port", h.dataPort);
         if (h.linkCheckTimeoutS != defaults.linkCheckTimeoutS) kv(y, 2, "link_check_timeout_s", h.linkCheckTimeoutS);
         if (h.linkCheckBytes != defaults.linkCheckBytes) kv(y, 2, "link_check_bytes", h.linkCheckBytes);
+        if (h.livenessGraceS != defaults.livenessGraceS) kv(y, 2, "liveness_grace_s", h.livenessGraceS);
         if (h.tls.enabled) tls(y, h.tls);
         y.append("  pipeline_parallel_config:\n");
         kv(y, 4, "num_blocks", m.numBlocks);

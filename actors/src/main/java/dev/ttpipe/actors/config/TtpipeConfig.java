@@ -247,6 +247,8 @@ public final class TtpipeConfig {
         public double linkCheckTimeoutS = 2;
         /** The link check's large frame, bytes (the small one is 1 KiB). */
         public long linkCheckBytes = 4L << 20;
+        /** How long a worker that stopped answering (a long GC pause, SIGSTOP, a swapped host) is waited for before it is declared dead. */
+        public int livenessGraceS = 30;
         public final PipelineConfig pipeline = new PipelineConfig();
         public final TlsConfig tls = new TlsConfig();
     }

@@ -100,9 +100,13 @@ public final class NetworkLab implements AutoCloseable {
         return rank == 0 ? ns0 : ns1;
     }
 
+    /** The lab's multihost_config.liveness_grace_s: how long a partition lasts before it ends a job. */
+    public static final int LIVENESS_GRACE_S = 5;
+
     /**
      * A two-rank config (the multihost test model: 4 blocks of width 64, 4 microbatches, 1F1B) with rank 0
-     * in the first namespace and rank 1 in the second, checkpointing at its last step into the run dir.
+     * in the first namespace and rank 1 in the second, checkpointing at its last step into the run dir. A
+     * partition is waited out for {@link #LIVENESS_GRACE_S} before it ends the job.
      */
     public String config(int steps, Path runsDir) {
         return String.join("\n",
@@ -113,6 +117,7 @@ public final class NetworkLab implements AutoCloseable {
                 "multihost_config:",
                 "  enabled: true",
                 "  socket_type: aeron",
+                "  liveness_grace_s: " + LIVENESS_GRACE_S,
                 "  pipeline_parallel_config: {num_blocks: 4, blocks_per_rank: {0: 2, 1: 2}, num_microbatches: 4, schedule: 1f1b}",
                 "rank_bindings:",
                 "  - {rank: 0, mesh_id: 0, host: \"" + host0 + "\", control_port: " + CONTROL + ", data_port: " + DATA + "}",

@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.multihost;
 
+import dev.ttpipe.actors.cluster.ClusterSettings;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.config.ConfigException;
 import dev.ttpipe.actors.config.SocketType;
@@ -67,15 +68,18 @@ public final class Worker {
      * {@code joinTimeout} for every rank; the others for the seed.
      */
     public PipelineRuntime start(Duration joinTimeout) {
-        return start(joinTimeout, p -> { });
+        return start(joinTimeout, p -> { }, false);
     }
 
-    /** {@link #start(Duration)}, with {@code onPreempt} told of preemptions (see {@link PipelineRuntime#startWorker}). */
-    public PipelineRuntime start(Duration joinTimeout, Consumer<HostGuardian.Preempt> onPreempt) {
+    /**
+     * {@link #start(Duration)}, with {@code onPreempt} told of preemptions; {@code underLaunch}: every worker is a
+     * child of one {@code ttpipe launch} on this machine (see {@link PipelineRuntime#startWorker}).
+     */
+    public PipelineRuntime start(Duration joinTimeout, Consumer<HostGuardian.Preempt> onPreempt, boolean underLaunch) {
         awaitResolvable(deployment.rank(rank).host(), joinTimeout);
         AeronTransport transport = AeronTransport.start(aeronConfig(job.plan(), deployment, rank));
         try {
-            return PipelineRuntime.startWorker(job.plan(), deployment, rank, transport, joinTimeout, onPreempt);
+            return PipelineRuntime.startWorker(job.plan(), deployment, rank, transport, joinTimeout, onPreempt, underLaunch);
         } catch (RuntimeException e) {
             transport.close();
             throw e;
@@ -110,11 +114,15 @@ public final class Worker {
 
     /**
      * The transport of one rank's process: UDP to every rank's data port. Frames carry the plan's job
-     * id until rank 0's Coordinator tells every rank the job's own (see {@code StageActor.JoinJob}).
+     * id until rank 0's Coordinator tells every rank the job's own (see {@code StageActor.JoinJob}). A
+     * send waits for a silent receiver, and Aeron keeps a silent peer's stream (or this process's own,
+     * after a pause), for longer than the liveness grace: until then the job waits, not its transport.
      */
     static AeronTransport.Config aeronConfig(JobPlan plan, Deployment d, int rank) {
         Map<Integer, AeronTransport.Endpoint> endpoints = new LinkedHashMap<>();
         for (Deployment.Binding b : d.bindings()) endpoints.put(b.rank(), AeronTransport.Endpoint.udp(b.host(), b.dataPort()));
-        return AeronTransport.Config.of(plan.jobId(), endpoints, Set.of(rank));
+        Duration patience = d.livenessGrace().plus(ClusterSettings.HEARTBEAT_PAUSE).plusSeconds(10);
+        AeronTransport.Config c = AeronTransport.Config.of(plan.jobId(), endpoints, Set.of(rank));
+        return patience.compareTo(c.connectTimeout()) > 0 ? c.withConnectTimeout(patience) : c;
     }
 }

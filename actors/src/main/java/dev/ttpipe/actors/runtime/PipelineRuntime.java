@@ -33,6 +33,7 @@ import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import java.util.function.IntConsumer;
@@ -154,25 +155,36 @@ public final class PipelineRuntime implements AutoCloseable {
      */
     public static PipelineRuntime startWorker(JobPlan plan, Deployment deployment, int rank, Transport transport,
                                               Duration joinTimeout) {
-        return startWorker(plan, deployment, rank, transport, joinTimeout, p -> { });
+        return startWorker(plan, deployment, rank, transport, joinTimeout, p -> { }, false);
     }
 
     /**
      * {@link #startWorker(JobPlan, Deployment, int, Transport, Duration)}, with {@code onPreempt} told, on rank 0, when
      * a worker passes on a signal ({@link #relayPreemption}) and, on the other ranks, when rank 0 ends the job for one.
+     * {@code killDeclaredDead}: every worker is a child of one {@code ttpipe launch} here, which starts again a worker
+     * that dies: the process of a rank declared dead (silent for longer than its liveness grace) is killed.
      */
     public static PipelineRuntime startWorker(JobPlan plan, Deployment deployment, int rank, Transport transport,
-                                              Duration joinTimeout, Consumer<HostGuardian.Preempt> onPreempt) {
+                                              Duration joinTimeout, Consumer<HostGuardian.Preempt> onPreempt,
+                                              boolean killDeclaredDead) {
         MeshDevice mesh = Backends.open(plan.backend().id(), plan.rankMesh(), plan.meshOptions());
         try {
             Map<Integer, Submesh> byRank = Map.of(rank, mesh.createSubmeshes(plan.rankMesh()).get(0));
             CompletableFuture<String> ended = new CompletableFuture<>();
+            AtomicReference<Consumer<String>> notices = new AtomicReference<>(HostGuardian.Liveness.PRINTED.notices());
+            HostGuardian.Liveness liveness = new HostGuardian.Liveness(killDeclaredDead, line -> notices.get().accept(line));
             ActorSystem<HostGuardian.Command> system = ClusterSettings.startSystem(
-                    HostGuardian.createWorker(plan, byRank, transport, deployment, rank == 0, ended, onPreempt), deployment, rank);
+                    HostGuardian.createWorker(plan, byRank, transport, deployment, rank == 0, ended, onPreempt, liveness),
+                    deployment, rank);
+            // A node that the others removed from the cluster shuts itself down: the worker ends with it, not waits forever.
+            system.getWhenTerminated().thenRun(() -> ended.complete("this worker's cluster node shut down before rank 0 ended"
+                    + " the job (it was removed from the cluster)"));
             try {
                 if (rank != 0) ClusterSettings.awaitJoined(system, deployment, joinTimeout, ended::isDone);
-                return new PipelineRuntime(plan, mesh, transport, system, Duration.ofMinutes(30), deployment, ended,
-                        joinTimeout, rank == 0);
+                PipelineRuntime runtime = new PipelineRuntime(plan, mesh, transport, system, Duration.ofMinutes(30), deployment,
+                        ended, joinTimeout, rank == 0);
+                runtime.notices = notices;
+                return runtime;
             } catch (RuntimeException e) {
                 system.terminate();
                 throw e;
@@ -217,6 +229,15 @@ public final class PipelineRuntime implements AutoCloseable {
         this.warn = warn;
     }
 
+    /**
+     * Where a worker's notices about a rank that does not answer go (multihost_config.liveness_grace_s): this
+     * process's stdout until set.
+     */
+    public void notices(Consumer<String> to) {
+        notices.set(to);
+    }
+
+    private AtomicReference<Consumer<String>> notices = new AtomicReference<>();
     private Duration warnAfter;
     private Duration watchdogStepTimeout = Duration.ZERO;
     private Consumer<String> warn;

@@ -14,6 +14,9 @@ public final class Watchdog {
     private Watchdog() {
     }
 
+    /** What the watchdog's lines start with (the diagnosis, and a worker's notices about a rank that does not answer). */
+    public static final String PREFIX = "ttpipe watchdog: ";
+
     /** How long no rank has finished an action, ms: the smallest "since finished" over ranks, at most the step's age. */
     public static long stalledMs(List<StageStats> stats, long stepMs) {
         long stalled = stepMs;

@@ -11,6 +11,7 @@ import dev.ttpipe.actors.runtime.LinkCheck;
 import dev.ttpipe.actors.runtime.MemoryPlan;
 import dev.ttpipe.actors.runtime.PipelineFailure;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.runtime.Watchdog;
 import dev.ttpipe.actors.runtime.ActionEvent;
 import dev.ttpipe.actors.telemetry.ChromeTrace;
 import dev.ttpipe.actors.telemetry.LinkTable;
@@ -51,6 +52,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Random;
+import java.util.function.Consumer;
 
 /**
  * One training job: the plan, the data and the loop that steps a {@link PipelineRuntime} through
@@ -412,15 +414,18 @@ public final class TrainingJob {
 
     /**
      * Turns on the hang watchdog of {@code runtime} as the config says ({@code telemetry.stall_warning_s},
-     * {@code training_config.step_timeout_s}); its diagnoses go to {@code out}.
+     * {@code training_config.step_timeout_s}); its diagnoses go to {@code out}, and so do the notices about a
+     * worker that does not answer (multihost_config.liveness_grace_s), whatever the config says.
      */
     public void watchdog(PipelineRuntime runtime, PrintStream out) {
+        Consumer<String> print = diagnosis -> {
+            out.println();
+            Terminal.printWrapped(out, Watchdog.PREFIX + diagnosis);  // also in the run's stdout.log
+        };
+        runtime.notices(print);
         if (cfg.telemetry.stallWarningS <= 0 && cfg.training.stepTimeoutS <= 0) return;
         runtime.watchdog(Duration.ofSeconds(cfg.telemetry.stallWarningS > 0 ? cfg.telemetry.stallWarningS : 1L << 30),
-                Duration.ofSeconds(cfg.training.stepTimeoutS), diagnosis -> {
-                    out.println();
-                    Terminal.printWrapped(out, "ttpipe watchdog: " + diagnosis);                // also in the run's stdout.log
-                });
+                Duration.ofSeconds(cfg.training.stepTimeoutS), print);
     }
 
     /** The command line that started the job, for run.json. */

@@ -136,17 +136,7 @@ class MultiProcessTest {
         Path killed = dir.resolve("killed");
         CompletableFuture<CliTest.Result> job = CompletableFuture.supplyAsync(() -> CliTest.run("launch", cfg.toString(),
                 "--run-dir", killed.toString()));
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
-        ProcessHandle victim = null;
-        while (victim == null && System.nanoTime() < deadline) {
-            Path metrics = killed.resolve("metrics.jsonl");
-            if (Files.isRegularFile(metrics) && Files.readAllLines(metrics).size() >= 25) {
-                victim = ProcessHandle.current().descendants().filter(p -> cmdline(p).contains("--rank " + victimRank + " "))
-                        .findFirst().orElse(null);
-            }
-            Thread.sleep(20);
-        }
-        assertTrue(victim != null, "rank " + victimRank + " never trained 25 steps");
+        ProcessHandle victim = TtpipeProcesses.workerOnceStepped(killed.resolve("metrics.jsonl"), 25, victimRank, job);
         victim.destroyForcibly();                                    // SIGKILL, between checkpoints 20 and 30
         CliTest.Result r = job.get(240, TimeUnit.SECONDS);
         assertEquals(0, r.code(), r.out() + r.err());

@@ -7,6 +7,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -57,6 +58,23 @@ final class TtpipeProcesses {
     }
 
     /**
+     * The worker process of rank {@code rank} that a launch in this JVM started, once {@code metrics} holds {@code steps}
+     * steps (a hang, or a launch that ended first, fails after 90 s).
+     */
+    static ProcessHandle workerOnceStepped(Path metrics, int steps, int rank, Future<?> launch) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
+        while (System.nanoTime() < deadline && !launch.isDone()) {
+            if (Files.isRegularFile(metrics) && Files.readAllLines(metrics).size() >= steps) {
+                ProcessHandle worker = ProcessHandle.current().descendants()
+                        .filter(p -> MultiProcessTest.cmdline(p).contains("--rank " + rank + " ")).findFirst().orElse(null);
+                if (worker != null) return worker;
+            }
+            Thread.sleep(20);
+        }
+        throw new AssertionError("rank " + rank + " never trained " + steps + " steps" + (launch.isDone() ? " (the launch ended)" : ""));
+    }
+
+    /**
      * {@code ttpipe ARGS} (its output in {@code dir/name.log}) sent {@code signal} once {@code metrics} holds
      * {@code steps} steps, as a scheduler or a terminal would; returns it ended (a hang fails after a minute or two).
      */
@@ -74,6 +92,12 @@ final class TtpipeProcesses {
 
     /** Sends {@code signal} (TERM, INT) to {@code p} as a scheduler or a terminal would. */
     static void signal(Process p, String signal) throws Exception {
-        new ProcessBuilder("kill", "-" + signal, Long.toString(p.pid())).start().waitFor();
+        signal(p.toHandle(), signal);
+    }
+
+    /** Sends {@code signal} (TERM, INT, STOP, CONT) to {@code p} with kill(1). */
+    static void signal(ProcessHandle p, String signal) throws Exception {
+        int code = new ProcessBuilder("kill", "-" + signal, Long.toString(p.pid())).start().waitFor();
+        assertTrue(code == 0 || !p.isAlive(), "kill -" + signal + " " + p.pid() + " failed (exit code " + code + ")");
     }
 }

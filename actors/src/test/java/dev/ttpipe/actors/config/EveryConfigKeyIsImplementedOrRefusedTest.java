@@ -261,6 +261,8 @@ class EveryConfigKeyIsImplementedOrRefusedTest {
             changes("multihost_config.link_check_bytes", "multihost_config: {link_check_bytes: 1MiB}", c -> c.multihost.linkCheckBytes),
             refuses("multihost_config.link_check_bytes", "multihost_config: {link_check_bytes: 1KiB}", "expected a size from 64KiB to 1GiB"),
             changes("multihost_config.link_check_timeout_s", "multihost_config: {link_check_timeout_s: 5}", c -> c.multihost.linkCheckTimeoutS),
+            changes("multihost_config.liveness_grace_s", "multihost_config: {liveness_grace_s: 5}", c -> Deployment.of(c).livenessGrace()),
+            refuses("multihost_config.liveness_grace_s", "multihost_config: {liveness_grace_s: 0}", "'0' given, expected in [1, 86400]"),
             refuses("multihost_config.num_workers", "multihost_config: {num_workers: 3}",
                     "3 given for 4 pipeline ranks: not supported (ttpipe runs one worker process per pipeline rank), expected 4"),
             changes("multihost_config.socket_type", "multihost_config: {socket_type: aeron}", c -> JobPlan.from(c, 96).transport()),
