@@ -48,9 +48,12 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <p>Streams: everything addressed to rank r travels on stream {@code 10000 + r} at r's endpoint,
  * read by one subscription; each (from, to) pair has its own exclusive publication whose Aeron
- * session id is the sending rank, so the receiver tells senders apart (and names the channel in
- * errors) before it parses a byte. Session ids 0..999 are in the driver's reserved range, so ranks
- * must be below 1000.
+ * session id is {@code incarnation * 1000 + from}, so the receiver tells senders apart (and names the
+ * channel in errors) before it parses a byte: the rank is the session id modulo 1000, so ranks must
+ * be below 1000. The incarnation is this transport's own (its start time in units of 10 ms, modulo
+ * {@link #INCARNATIONS}): a rank restarted after a crash publishes on a new session, which its peers
+ * take at once, while the dead process's stream, same rank but an older session, waits out its
+ * image liveness apart.
  *
  * <p>Copies: the sender copies each tensor's pieces into the term buffer (from the tensor's own
  * memory on the cpu backend); the receive thread copies them out of it into the tensor that the
@@ -69,8 +72,11 @@ public final class AeronTransport implements Transport {
 
     /** Largest payload of one frame (without a submesh to assemble it in, it is reassembled into one direct buffer). */
     public static final long MAX_PAYLOAD = Integer.MAX_VALUE - 64;
-    /** Ranks are Aeron session ids, which must lie in the driver's reserved range. */
+    /** A rank is an Aeron session id modulo {@link #RANKS_PER_INCARNATION}. */
     public static final int MAX_RANK = 999;
+    static final int RANKS_PER_INCARNATION = MAX_RANK + 1;
+    /** Incarnations 1..2,000,000 (in 10 ms units: two starts of one rank share one only 20,000 s apart to the 10 ms). */
+    static final int INCARNATIONS = 2_000_000;
     static final int STREAM_BASE = 10_000;
     static final int MAX_IPC_MTU = 65504;
 
@@ -79,6 +85,8 @@ public final class AeronTransport implements Transport {
     private final AtomicLong job = new AtomicLong();
     private final EmbeddedDriver driver;
     private final Aeron aeron;
+    /** This transport's publications' session ids are {@code incarnation * 1000 + from rank}. */
+    private final int incarnation = 1 + (int) Math.floorMod(System.currentTimeMillis() / 10, (long) INCARNATIONS);
     private final ReceiveBuffers buffers = new ReceiveBuffers();
     private final Map<Long, AeronChannel> channels = new ConcurrentHashMap<>();
     private final Map<Integer, FrameAssembler> byRank = new ConcurrentHashMap<>();
@@ -377,7 +385,7 @@ public final class AeronTransport implements Transport {
                     + ex.getMessage(), ex);
         }
         FrameAssembler a = new FrameAssembler(rank, job::get, MAX_PAYLOAD, sub, buffers,
-                session -> channelName(session, rank), ranksOfJob::get, receiver, submesh);
+                session -> channelOfSession(session, rank), r -> r >= 0 && ranksOfJob.get(r), receiver, submesh);
         byRank.put(rank, a);
         FrameAssembler[] next = Arrays.copyOf(assemblers, assemblers.length + 1);
         next[next.length - 1] = a;
@@ -416,7 +424,8 @@ public final class AeronTransport implements Transport {
 
     private AeronChannel open(int from, int to, long key) {
         Endpoint e = config.endpoints().get(to);
-        ChannelUriStringBuilder uri = new ChannelUriStringBuilder().media(e.isIpc() ? "ipc" : "udp").sessionId(from);
+        ChannelUriStringBuilder uri = new ChannelUriStringBuilder().media(e.isIpc() ? "ipc" : "udp")
+                .sessionId(incarnation * RANKS_PER_INCARNATION + from);
         if (!e.isIpc()) uri.endpoint(e.toString());
         ExclusivePublication pub;
         try {
@@ -429,13 +438,32 @@ public final class AeronTransport implements Transport {
                 config.maxChunkBytes(), config.fault(), () -> channels.remove(key));
     }
 
-    /** {@code aeron:ipc 0->1}, {@code aeron:udp 0->1 (10.0.0.2:40100)}, or for an unknown session {@code aeron:ipc session 77->1}. */
+    /**
+     * The rank whose publications use Aeron session id {@code session}, or -1 for a session no ttpipe rank uses
+     * (a negative id, which the driver gives a publication that names none).
+     */
+    static int rankOfSession(int session) {
+        return session < 0 ? -1 : session % RANKS_PER_INCARNATION;
+    }
+
+    /** {@code aeron:ipc 0->1}, {@code aeron:udp 0->1 (10.0.0.2:40100)}. */
     String channelName(int from, int to) {
+        return media(to) + " " + from + "->" + to + where(to);
+    }
+
+    /** The channel that Aeron session {@code session} is on, or for a session of no rank {@code aeron:ipc session 77->1}. */
+    String channelOfSession(int session, int to) {
+        int from = rankOfSession(session);
+        return config.endpoints().containsKey(from) ? channelName(from, to) : media(to) + " session " + session + "->" + to + where(to);
+    }
+
+    private String media(int to) {
+        return config.endpoints().get(to).isIpc() ? "aeron:ipc" : "aeron:udp";
+    }
+
+    private String where(int to) {
         Endpoint e = config.endpoints().get(to);
-        String media = e.isIpc() ? "aeron:ipc" : "aeron:udp";
-        String where = e.isIpc() ? "" : " (" + e + ")";
-        return config.endpoints().containsKey(from) ? media + " " + from + "->" + to + where
-                : media + " session " + from + "->" + to + where;
+        return e.isIpc() ? "" : " (" + e + ")";
     }
 
     /**

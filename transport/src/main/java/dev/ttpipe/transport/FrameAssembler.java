@@ -260,10 +260,12 @@ final class FrameAssembler implements FragmentHandler {
     /** Whether the chunk is for this rank, from the rank whose stream session it came on, a rank of the job; null if so. */
     private String checkPeer(int session) {
         if (codec.toRank() != rank) return "frame for rank " + codec.toRank() + " arrived at rank " + rank;
-        if (codec.fromRank() != session) {
-            return "frame says it comes from rank " + codec.fromRank() + ", its stream session is " + session;
+        int from = AeronTransport.rankOfSession(session);
+        if (codec.fromRank() != from) {
+            return "frame says it comes from rank " + codec.fromRank() + ", its stream session " + session
+                    + (from < 0 ? " is no rank's" : " is rank " + from + "'s");
         }
-        if (!isRankOfJob.test(session)) return "frame from stream session " + session + ", which is no rank of this job";
+        if (!isRankOfJob.test(from)) return "frame from stream session " + session + ", which is no rank of this job";
         return null;
     }
 

@@ -122,7 +122,7 @@ class AeronCorruptFrameTest {
             RawPublisher.seal(c);
         }
         publish(posing);
-        assertDropped("frame says it comes from rank 0, its stream session is 5");
+        assertDropped("frame says it comes from rank 0, its stream session 5 is rank 5's");
         UnsafeBuffer[] bad = frame(4);
         bad[1].putByte(FrameCodec.LENGTH + 3, (byte) (bad[1].getByte(FrameCodec.LENGTH + 3) ^ 0x01));
         publish(bad);

@@ -763,7 +763,7 @@ public final class TrainingJob {
         double rejoined = (System.nanoTime() - t0) / 1e9;
         if (!allLocal(runtime)) {
             try {
-                out.println(LinkTable.summary(checkLinks(runtime, AFTER_RESTART_DEADLINE)));   // a restarted rank's links too
+                out.println(LinkTable.summary(checkLinks(runtime)));   // a restarted rank's links too
             } catch (PipelineFailure e) {
                 throw new PipelineFailure("recovery: " + e.getMessage(), e);
             }
@@ -816,19 +816,7 @@ public final class TrainingJob {
      * recovery, so that a missing or slow link fails the start in seconds, naming it.
      */
     public LinkCheck.Report checkLinks(PipelineRuntime runtime) {
-        return checkLinks(runtime, Duration.ZERO);
-    }
-
-    /**
-     * After a recovery each frame's deadline is at least this: a restarted worker sends with its rank as its Aeron
-     * session id, so a peer takes its stream only once the dead worker's image there has expired (Aeron's image
-     * liveness timeout, 10 s), and the first frames wait that long.
-     */
-    static final Duration AFTER_RESTART_DEADLINE = Duration.ofSeconds(12);
-
-    private LinkCheck.Report checkLinks(PipelineRuntime runtime, Duration atLeast) {
-        Duration configured = Duration.ofMillis(Math.round(cfg.multihost.linkCheckTimeoutS * 1000));
-        return runtime.checkLinks(cfg.multihost.linkCheckBytes, configured.compareTo(atLeast) >= 0 ? configured : atLeast);
+        return runtime.checkLinks(cfg.multihost.linkCheckBytes, Duration.ofMillis(Math.round(cfg.multihost.linkCheckTimeoutS * 1000)));
     }
 
     private static boolean allLocal(PipelineRuntime runtime) {

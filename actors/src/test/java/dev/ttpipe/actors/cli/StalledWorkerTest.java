@@ -69,9 +69,9 @@ class StalledWorkerTest {
         CliTest.Result r = l.job().get(240, TimeUnit.SECONDS);
         String all = r.out() + r.err();
         assertEquals(0, r.code(), all);
-        assertTrue(r.out().contains("[rank 0] ttpipe watchdog: rank 1 (127.0.0.1:28301) has not answered for 3 s; waiting up to"
+        assertTrue(CliTest.joined(r.out()).contains("ttpipe watchdog: rank 1 (127.0.0.1:28301) has not answered for 3 s; waiting up to"
                 + " 30 s more (multihost_config.liveness_grace_s) before declaring it dead"), all);
-        assertTrue(r.out().contains("[rank 0] ttpipe watchdog: rank 1 (127.0.0.1:28301) answers again after "), all);
+        assertTrue(CliTest.joined(r.out()).contains("ttpipe watchdog: rank 1 (127.0.0.1:28301) answers again after "), all);
         assertFalse(all.contains("recovering") || all.contains("restarting") || all.contains("declared dead"), all);
         assertEquals(1, startLines(r, 0), r.out());
         assertEquals(1, startLines(r, 1), r.out());
@@ -92,16 +92,16 @@ class StalledWorkerTest {
         }
         String all = r.out() + r.err();
         assertEquals(0, r.code(), all);
-        assertTrue(r.out().contains("[rank 0] ttpipe watchdog: rank 1 (127.0.0.1:28321) has not answered for 3 s; waiting up to"
+        assertTrue(CliTest.joined(r.out()).contains("ttpipe watchdog: rank 1 (127.0.0.1:28321) has not answered for 3 s; waiting up to"
                 + " 4 s more"), all);
-        assertTrue(r.out().contains("rank 1 (127.0.0.1:28321) became unreachable and did not answer within"
+        assertTrue(CliTest.joined(r.out()).contains("rank 1 (127.0.0.1:28321) became unreachable and did not answer within"
                 + " multihost_config.liveness_grace_s (4 s): declared dead; its process " + victim.pid()
                 + " was killed so that ttpipe launch starts it again"), all);
         // from here on as for a worker killed outright (MultiProcessTest)
-        assertTrue(r.err().contains("ttpipe launch: rank 1 (127.0.0.1:28321) died (exit code 137, signal 9)"), all);
-        assertTrue(r.err().contains("ttpipe launch: restarting rank 1 alone (restart 1 of 3)"), all);
-        assertTrue(r.out().contains("recovering (1 of 3, training_config.max_restarts)"), all);
-        assertTrue(r.out().contains("back at the checkpoint of step "), all);
+        assertTrue(CliTest.joined(r.err()).contains("ttpipe launch: rank 1 (127.0.0.1:28321) died (exit code 137, signal 9)"), all);
+        assertTrue(CliTest.joined(r.err()).contains("ttpipe launch: restarting rank 1 alone (restart 1 of 3)"), all);
+        assertTrue(CliTest.joined(r.out()).contains("recovering (1 of 3, training_config.max_restarts)"), all);
+        assertTrue(CliTest.joined(r.out()).contains("back at the checkpoint of step "), all);
         assertEquals(1, startLines(r, 0), r.out());
         assertEquals(2, startLines(r, 1), r.out());
         l.assertSameFinalWeights();
