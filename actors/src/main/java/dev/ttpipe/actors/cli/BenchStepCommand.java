@@ -88,8 +88,7 @@ public final class BenchStepCommand implements Callable<Integer> {
                     cfg.device.dtype);
             System.out.printf(Locale.ROOT, "machine peak: %.1f GFLOP/s (%s)%n", peak.gflops(), peak.how());
             if (bf16Dot) {
-                System.out.printf(Locale.ROOT, "bf16 peak: %.1f GFLOP/s (2 x the fp32 FMA peak: avx512_bf16's vdpbf16ps does two"
-                        + " products per fp32 lane; derived, not measured)%n", peakGflops);
+                System.out.printf(Locale.ROOT, "bf16 peak: %.1f GFLOP/s (%s)%n", peakGflops, peak.bf16How());
             }
             System.out.println("elementwise kernels: " + CpuKernels.elementwise());
         }

@@ -60,11 +60,7 @@ public final class Bf16MatmulBenchmark {
         MachinePeak peak = MachinePeak.measure(t);
         boolean bf16Dot = MachinePeak.hasBf16Dot();
         double peakGflops = peak.bf16Gflops();
-        String how = bf16Dot
-                ? "2 x the measured fp32 FMA peak (avx512_bf16: vdpbf16ps does 2 bf16 products per fp32 lane; derived, "
-                + "not measured); fp32: " + peak.how()
-                : "no bf16 arithmetic on this CPU (no avx512_bf16): bf16 runs on the fp32 FMA units, so the measured fp32 "
-                + "FMA peak: " + peak.how();
+        String how = peak.bf16How() + "; fp32: " + peak.how();
         // --kernel names the bf16 engine too: blas the fp32 sgemm on widened operands, dnnl oneDNN's bf16 GEMM.
         String engine = "blas".equals(kernel) || "java".equals(kernel) ? "sgemm" : "dnnl".equals(kernel) ? "dnnl" : "auto";
         MeshOptions options = MeshOptions.defaults().withThreads(t).withEnvironment(Map.of("TTPIPE_BF16_GEMM", engine));

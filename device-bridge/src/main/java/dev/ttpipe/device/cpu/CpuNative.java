@@ -44,7 +44,7 @@ final class CpuNative {
     static final String PROPERTY = "ttpipe.cpu.native";
     /** A libttpipe_cpu.so to load instead of the bundled one, e.g. one built for a single x86-64 level. */
     static final String LIBRARY_PROPERTY = "ttpipe.cpu.native.library";
-    static final int ABI_VERSION = 3;
+    static final int ABI_VERSION = 4;
 
     private static volatile boolean loaded;
     private static volatile String description = "not loaded yet";
@@ -56,6 +56,9 @@ final class CpuNative {
     }
 
     static native String ttpipe_cpu_variant();
+
+    /** {@code iterations} passes of 12 vdpbf16ps chains; the FLOPs done, 0 without avx512_bf16 (MachinePeak). */
+    static native long ttpipe_cpu_bf16_dot_chains(long iterations);
 
     static native void ttpipe_cpu_bf16_to_float(long out, long x, long n);
 

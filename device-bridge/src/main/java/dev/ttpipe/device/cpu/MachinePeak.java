@@ -16,6 +16,8 @@ import java.util.Set;
 import java.util.concurrent.BrokenBarrierException;
 import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.DoubleSupplier;
+import java.util.function.IntFunction;
 
 /**
  * The fp32 peak of the machine this runs on, measured, never looked up: one thread per physical
@@ -59,6 +61,7 @@ public record MachinePeak(int cores, double ghz, double measuredGflops, int lane
     private static volatile float fmaB = 0.25f;
 
     private static final Map<Integer, MachinePeak> MEASURED = new HashMap<>();
+    private static final Map<Integer, Double> BF16_MEASURED = new HashMap<>();
     private static double clockGhz;
     private static volatile float sink;
     private static volatile long longSink;
@@ -69,12 +72,31 @@ public record MachinePeak(int cores, double ghz, double measuredGflops, int lane
     }
 
     /**
-     * The bf16 peak, GFLOP/s: with {@code avx512_bf16}, {@code vdpbf16ps} does two products per fp32 lane where an FMA
-     * does one, so twice the measured fp32 FMA peak (derived: the JIT cannot emit it to measure); without it, bf16 runs
-     * on the fp32 FMA units, so the fp32 peak.
+     * The bf16 peak, GFLOP/s. With {@code avx512_bf16} it is measured as the fp32 one is, with chains of {@code vdpbf16ps}
+     * (two bf16 products per fp32 lane) in the native kernels' library, once per core count for the life of the JVM;
+     * where that library is not loaded, twice the measured fp32 FMA peak (derived). Without {@code avx512_bf16} bf16
+     * runs on the fp32 FMA units: the fp32 peak. {@link #bf16How} says which.
      */
     public double bf16Gflops() {
-        return hasBf16Dot() ? 2 * measuredGflops : measuredGflops;
+        if (!hasBf16Dot()) return measuredGflops;
+        double measured = bf16Measured(cores);
+        return Double.isNaN(measured) ? 2 * measuredGflops : measured;
+    }
+
+    /** How {@link #bf16Gflops} was obtained, e.g. {@code measured: 2 threads of 16-lane vdpbf16ps chains, 2.0 x the fp32 peak}. */
+    public String bf16How() {
+        if (!hasBf16Dot()) return "no avx512_bf16: bf16 runs on the fp32 FMA units, so the fp32 peak";
+        double measured = bf16Measured(cores);
+        if (Double.isNaN(measured)) {
+            return "2 x the fp32 FMA peak: avx512_bf16's vdpbf16ps does two products per fp32 lane; derived, not measured,"
+                    + " as the native kernels are not loaded (" + CpuNative.describe() + ")";
+        }
+        return String.format(Locale.ROOT, "measured: %d thread%s of 16-lane vdpbf16ps chains (avx512_bf16), %.2f x the fp32"
+                + " FMA peak", cores, cores == 1 ? "" : "s", measured / measuredGflops);
+    }
+
+    private static synchronized double bf16Measured(int cores) {
+        return BF16_MEASURED.computeIfAbsent(cores, MachinePeak::measureBf16Gflops);
     }
 
     /** Measured fp32 FLOPs per cycle of one core at the measured clock. */
@@ -146,29 +168,63 @@ public record MachinePeak(int cores, double ghz, double measuredGflops, int lane
             perRep = Math.min(perRep, (System.nanoTime() - t0) / 1e9 / 200);
         }
         int reps = (int) Math.max(1, Math.min(Integer.MAX_VALUE, RUN_SECONDS / perRep));
+        sink = chains[0] + small[0];
+        return bestOfRuns(threads, id -> {
+            float[] own = new float[CHAIN_FLOATS];
+            Arrays.fill(own, 1f);
+            fmaChains(own, fmaA, fmaB, 1);
+            return () -> {
+                fmaChains(own, fmaA, fmaB, reps);
+                sink = own[0] + own[CHAIN_FLOATS - 1];
+                return 2.0 * CHAIN_DEPTH * CHAIN_FLOATS * (double) reps;
+            };
+        });
+    }
+
+    /**
+     * GFLOP/s of {@code threads} threads running {@code vdpbf16ps} chains at once (native, {@code
+     * ttpipe_cpu_bf16_dot_chains}): the best of {@value #RUNS} runs; NaN where the native kernels are not loaded or
+     * the CPU has no avx512_bf16.
+     */
+    static double measureBf16Gflops(int threads) {
+        if (!CpuNative.active() || CpuNative.ttpipe_cpu_bf16_dot_chains(1) == 0) return Double.NaN;
+        double perIteration = Double.MAX_VALUE;
+        for (int i = 0; i < 5; i++) {
+            long t0 = System.nanoTime();
+            CpuNative.ttpipe_cpu_bf16_dot_chains(10_000);
+            perIteration = Math.min(perIteration, (System.nanoTime() - t0) / 1e9 / 10_000);
+        }
+        long iterations = (long) Math.max(1, RUN_SECONDS / perIteration);
+        return bestOfRuns(threads, id -> () -> CpuNative.ttpipe_cpu_bf16_dot_chains(iterations));
+    }
+
+    /**
+     * Runs one kernel per thread, all {@code threads} at once, {@value #RUNS} times; returns the best run's FLOPs of all
+     * threads over the span from the first thread's start to the last one's end, in GFLOP/s. {@code kernelOf} builds a
+     * thread's kernel on that thread (its own memory); the kernel runs once per run and returns the FLOPs it did.
+     */
+    private static double bestOfRuns(int threads, IntFunction<DoubleSupplier> kernelOf) {
         long[][] start = new long[RUNS][threads];
         long[][] end = new long[RUNS][threads];
+        double[][] flops = new double[RUNS][threads];
         CyclicBarrier together = new CyclicBarrier(threads);
         AtomicReference<Throwable> failure = new AtomicReference<>();
         Thread[] workers = new Thread[threads];
         for (int t = 0; t < threads; t++) {
             int id = t;
             workers[t] = new Thread(() -> {
-                float[] own = new float[CHAIN_FLOATS];
-                Arrays.fill(own, 1f);
-                fmaChains(own, fmaA, fmaB, 1);
+                DoubleSupplier kernel = kernelOf.apply(id);
                 try {
                     for (int run = 0; run < RUNS; run++) {
                         together.await();
                         start[run][id] = System.nanoTime();
-                        fmaChains(own, fmaA, fmaB, reps);
+                        flops[run][id] = kernel.getAsDouble();
                         end[run][id] = System.nanoTime();
                     }
-                } catch (InterruptedException | BrokenBarrierException e) {
+                } catch (InterruptedException | BrokenBarrierException | RuntimeException e) {
                     failure.compareAndSet(null, e);
                     together.reset();
                 }
-                sink = own[0] + own[CHAIN_FLOATS - 1];
             }, "machine-peak-" + t);
             workers[t].setDaemon(true);
             workers[t].start();
@@ -180,13 +236,11 @@ public record MachinePeak(int cores, double ghz, double measuredGflops, int lane
             throw new IllegalStateException("interrupted while measuring the machine peak", e);
         }
         if (failure.get() != null) throw new IllegalStateException("measuring the machine peak failed", failure.get());
-        sink = chains[0] + small[0];
-        double flops = 2.0 * CHAIN_DEPTH * CHAIN_FLOATS * (double) reps * threads;
         double best = 0;
         for (int run = 0; run < RUNS; run++) {
             long first = Arrays.stream(start[run]).min().orElseThrow();
             long last = Arrays.stream(end[run]).max().orElseThrow();
-            best = Math.max(best, flops / Math.max(1, last - first));
+            best = Math.max(best, Arrays.stream(flops[run]).sum() / Math.max(1, last - first));
         }
         return best;
     }

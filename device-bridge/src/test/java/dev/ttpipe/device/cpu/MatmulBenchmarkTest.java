@@ -63,6 +63,31 @@ class MatmulBenchmarkTest {
         assertTrue(p.how().contains("fp32 FMA chains (" + p.isa() + ")"), p.how());
     }
 
+    /**
+     * The bf16 peak: on a CPU with avx512_bf16 and the native kernels loaded it is measured (the native chains do the
+     * FLOPs they report), elsewhere it says why not; never a silent figure.
+     */
+    @Test
+    void theBf16PeakIsMeasuredWhereTheCpuHasTheInstruction() {
+        MachinePeak p = MachinePeak.measure(1);
+        double bf16 = p.bf16Gflops();
+        assertTrue(bf16 > 0 && Double.isFinite(bf16), "bf16 peak " + bf16);
+        assertEquals(bf16, p.bf16Gflops(), "measured once per core count");
+        boolean measurable = MachinePeak.hasBf16Dot() && CpuNative.active();
+        if (!MachinePeak.hasBf16Dot()) {
+            assertEquals(p.gflops(), bf16);
+            assertTrue(p.bf16How().startsWith("no avx512_bf16"), p.bf16How());
+        } else if (measurable) {
+            assertEquals(12 * 64 * 1000L, CpuNative.ttpipe_cpu_bf16_dot_chains(1000), "64 FLOPs per vdpbf16ps, 12 a pass");
+            assertTrue(p.bf16How().startsWith("measured: 1 thread of 16-lane vdpbf16ps chains"), p.bf16How());
+        } else {
+            assertTrue(p.bf16How().contains("derived, not measured"), p.bf16How());
+        }
+        if (CpuNative.active() && !MachinePeak.hasBf16Dot()) {
+            assertEquals(0, CpuNative.ttpipe_cpu_bf16_dot_chains(1000), "nothing runs without avx512_bf16");
+        }
+    }
+
     @Test
     void aSmallRunReportsConsistentFigures() {
         MatmulBenchmark.Result r = MatmulBenchmark.run(40, 1, "java");
