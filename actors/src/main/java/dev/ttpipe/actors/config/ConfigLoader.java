@@ -196,6 +196,10 @@ public final class ConfigLoader {
         cfg.telemetry.bindHost = telemetry.string("bind_host", cfg.telemetry.bindHost);
         cfg.telemetry.port = telemetry.integer("port", cfg.telemetry.port, 0, 65535);
         cfg.telemetry.tensorboard = telemetry.bool("tensorboard", cfg.telemetry.tensorboard);
+        cfg.telemetry.stragglerMargin = telemetry.number("straggler_margin", cfg.telemetry.stragglerMargin, 1.1, 100);
+        cfg.telemetry.stragglerSteps = telemetry.integer("straggler_steps", cfg.telemetry.stragglerSteps, 1, 1000);
+        cfg.telemetry.stragglerWarmupSteps = telemetry.integer("straggler_warmup_steps", cfg.telemetry.stragglerWarmupSteps, 0,
+                1_000_000);
         telemetry.rejectUnknownKeys();
         readGlobalEnv(top, cfg.globalEnv);                // tt-run rank-binding files carry these two
         String mgd = path(top, "mesh_graph_desc_path", null, baseDir);

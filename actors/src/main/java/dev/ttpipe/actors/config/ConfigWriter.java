@@ -154,6 +154,9 @@ public final class ConfigWriter {
         kv(y, 2, "bind_host", quote(c.telemetry.bindHost));
         kv(y, 2, "port", c.telemetry.port);
         kv(y, 2, "tensorboard", c.telemetry.tensorboard);
+        kv(y, 2, "straggler_margin", c.telemetry.stragglerMargin);
+        kv(y, 2, "straggler_steps", c.telemetry.stragglerSteps);
+        kv(y, 2, "straggler_warmup_steps", c.telemetry.stragglerWarmupSteps);
         return y.toString();
     }
 

@@ -371,6 +371,12 @@ public final class TtpipeConfig {
         public int port = 9464;
         /** Also write each step's scalars as TensorBoard event files into {@code RUN/tensorboard/}. */
         public boolean tensorboard = false;
+        /** A rank or link this many times slower than its peers counts towards a straggler. */
+        public double stragglerMargin = 1.5;
+        /** Steps in a row at or above the margin to name a straggler, and below it to clear one. */
+        public int stragglerSteps = 3;
+        /** The first steps observed, left out of the straggler rule (the JIT compiles, buffers fill). */
+        public int stragglerWarmupSteps = 5;
     }
 
     /** {@code eval_config}: sampling at the end of training. */

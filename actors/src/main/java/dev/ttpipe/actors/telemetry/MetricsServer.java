@@ -211,7 +211,7 @@ public final class MetricsServer implements AutoCloseable {
             }
             GaugeSnapshot.Builder straggler = GaugeSnapshot.builder().name("ttpipe_rank_straggler")
                     .help("1 while the rank is named a straggler: slower than planned by the margin (/status has it) for "
-                            + Stragglers.STEPS + " steps in a row");
+                            + "telemetry.straggler_steps steps in a row");
             for (int r = 0; r < ranks; r++) {
                 straggler.dataPoint(GaugeSnapshot.GaugeDataPointSnapshot.builder().labels(rank(r))
                         .value(v.slowRanks().containsKey(r) ? 1 : 0).build());

@@ -2,6 +2,7 @@ package dev.ttpipe.actors.telemetry;
 
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.SocketType;
+import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.ActionEvent;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
@@ -35,22 +36,33 @@ import java.util.TreeMap;
  * SENDs took at least {@value #LINK_FLOOR_PERCENT}% of the step's passes counts towards a straggler;
  * on the local transport, which hands tensors over in memory, there is no link to measure.
  *
- * <p>A rank or link whose slowdown stays at or above {@link #margin()} for {@link #STEPS} steps in a row
- * is a straggler, until it stays below for {@link #STEPS} steps in a row; each change is one line. The
- * first {@link #WARMUP_STEPS} steps observed are left out. While a rank is a straggler, {@link View#blocksPerRank}
+ * <p>A rank or link whose slowdown stays at or above {@link #margin()} for {@link Thresholds#steps} steps
+ * in a row is a straggler, until it stays below for as many steps in a row; each change is one line. The
+ * first {@link Thresholds#warmupSteps} steps observed are left out ({@code telemetry.straggler_margin},
+ * {@code straggler_steps}, {@code straggler_warmup_steps}). While a rank is a straggler, {@link View#blocksPerRank}
  * is the split that would even the ranks out with the stragglers at their measured pace and the others
  * as planned ({@link Partitioner#rebalanced}).
  * Not thread-safe: the training loop feeds it; what it hands out is immutable.
  */
 public final class Stragglers {
-    /** A slowdown at or above this, against the peers, counts (times the ranks' sharing of cores, {@link #margin()}). */
-    public static final double MARGIN = 1.5;
-    /** Steps in a row at or above the margin to be named, and below it to be cleared. */
-    public static final int STEPS = 3;
-    /** The first steps observed, left out: the JIT compiles and buffers are allocated, unevenly across ranks. */
-    public static final int WARMUP_STEPS = 5;
     static final int LINK_FLOOR_PERCENT = 2;
     private static final ActionKind[] KINDS = {ActionKind.F, ActionKind.B, ActionKind.I, ActionKind.W};
+
+    /**
+     * When a rank or link is named: a slowdown at or above {@code margin} against the peers (times the ranks'
+     * sharing of cores, {@link #margin()}) for {@code steps} steps in a row, and cleared after as many below;
+     * the first {@code warmupSteps} steps observed are left out (the JIT compiles and buffers are allocated,
+     * unevenly across ranks).
+     */
+    public record Thresholds(double margin, int steps, int warmupSteps) {
+        /** The config's defaults: 1.5x, 3 steps, 5 warm-up steps. */
+        public static final Thresholds DEFAULT = of(new TtpipeConfig.TelemetryConfig());
+
+        /** {@code telemetry.straggler_margin}, {@code straggler_steps} and {@code straggler_warmup_steps}. */
+        public static Thresholds of(TtpipeConfig.TelemetryConfig t) {
+            return new Thresholds(t.stragglerMargin, t.stragglerSteps, t.stragglerWarmupSteps);
+        }
+    }
 
     /** One rank's {@code count} actions of one kind in the last step: the slowdown, the median time and the planned time. */
     public record RankTime(int rank, ActionKind kind, int count, double slowdown, double seconds, double plannedSeconds) {
@@ -100,6 +112,7 @@ public final class Stragglers {
 
     private final Schedule schedule;
     private final double margin;
+    private final int steps, warmupSteps;
     private final boolean links;
     private final int numBlocks;
     private final Partitioner.Costs costs;
@@ -111,18 +124,18 @@ public final class Stragglers {
     private View view = View.NONE;
 
     /** Above or below the margin, how many steps in a row, and since when named. */
-    private static final class Streak {
+    private final class Streak {
         int above, below, namedAt;
 
         /** Counts one step; true when the straggler was named or cleared by it. */
         boolean count(boolean slow, int step) {
             above = slow ? above + 1 : 0;
             below = slow ? 0 : below + 1;
-            if (namedAt == 0 && above >= STEPS) {
+            if (namedAt == 0 && above >= steps) {
                 namedAt = step;
                 return true;
             }
-            if (namedAt != 0 && below >= STEPS) {
+            if (namedAt != 0 && below >= steps) {
                 namedAt = 0;
                 return true;
             }
@@ -130,13 +143,20 @@ public final class Stragglers {
         }
     }
 
+    /** {@link #Stragglers(JobPlan, boolean, Thresholds)} at the {@link Thresholds#DEFAULT defaults}. */
+    public Stragglers(JobPlan plan, boolean oneProcess) {
+        this(plan, oneProcess, Thresholds.DEFAULT);
+    }
+
     /**
      * @param oneProcess every rank of {@code plan} runs in this process (not worker processes): on the
      *                   cpu backend their threads then share this machine's cores
      */
-    public Stragglers(JobPlan plan, boolean oneProcess) {
+    public Stragglers(JobPlan plan, boolean oneProcess, Thresholds thresholds) {
         this.schedule = plan.schedule();
-        this.margin = MARGIN * sharing(plan, oneProcess, Runtime.getRuntime().availableProcessors());
+        this.margin = thresholds.margin() * sharing(plan, oneProcess, Runtime.getRuntime().availableProcessors());
+        this.steps = thresholds.steps();
+        this.warmupSteps = thresholds.warmupSteps();
         this.links = plan.transport() != SocketType.LOCAL;
         this.numBlocks = plan.model().numBlocks();
         this.costs = Partitioner.costs(plan.model(), plan.seqLen());
@@ -166,7 +186,7 @@ public final class Stragglers {
         return Math.max(1.0, (double) plan.ranks() * threads / cores);
     }
 
-    /** The slowdown a rank or link must reach: {@link #MARGIN}, times how much the ranks share cores. */
+    /** The slowdown a rank or link must reach: {@link Thresholds#margin}, times how much the ranks share cores. */
     public double margin() {
         return margin;
     }
@@ -181,7 +201,7 @@ public final class Stragglers {
      * (with the suggested blocks_per_rank), or one that keeps up again. Empty when nothing changed.
      */
     public List<String> observe(Coordinator.StepReport r) {
-        if (observed++ < WARMUP_STEPS) return List.of();
+        if (observed++ < warmupSteps) return List.of();
         int step = r.step() + 1;
         List<RankTime> ranks = rankTimes(r.events());
         List<LinkTime> links = new ArrayList<>();

@@ -558,7 +558,7 @@ public final class TrainingJob {
         List<Checkpoints.Saved> saves = List.of();
         try {
             Progress progress = new Progress(out, steps, first, logEvery);
-            Stragglers stragglers = new Stragglers(plan, allLocal(runtime));
+            Stragglers stragglers = new Stragglers(plan, allLocal(runtime), Stragglers.Thresholds.of(cfg.telemetry));
             int recoveries = 0, nonFiniteInARow = 0, lastValStep = 0;
             double lastVal = Double.NaN;                            // the last validation loss (eval_every), on the progress line
             for (int step = first; step < steps; step++) {

@@ -243,6 +243,17 @@ class ConfigLoaderTest {
         assertTrue(p.stream().anyMatch(s -> s.contains("rank 3 is missing")), p.toString());
     }
 
+    @Test
+    void stragglerThresholdsOutOfRangeAreOneLineEachNamingTheKey() {
+        assertEquals(List.of("job.yaml:1: telemetry.straggler_margin: '1.0' given, expected a number in [1.1, 100]",
+                "job.yaml:1: telemetry.straggler_steps: '0' given, expected in [1, 1000]",
+                "job.yaml:1: telemetry.straggler_warmup_steps: 'some' given, expected an integer in [0, 1000000]"),
+                problems("telemetry: {straggler_margin: 1.0, straggler_steps: 0, straggler_warmup_steps: some}\n"));
+        TtpipeConfig c = load("telemetry: {straggler_margin: 2, straggler_steps: 4, straggler_warmup_steps: 0}\n");
+        assertEquals(List.of(2.0, 4, 0), List.of(c.telemetry.stragglerMargin, c.telemetry.stragglerSteps,
+                c.telemetry.stragglerWarmupSteps));
+    }
+
     // ---- found by ConfigLoaderFuzzTest: each was an exception other than ConfigException, or a problem of two lines
 
     @Test

@@ -318,7 +318,11 @@ class EveryConfigKeyIsImplementedOrRefusedTest {
             changes("telemetry.bind_host", "telemetry: {bind_host: 0.0.0.0}", c -> c.telemetry.bindHost),
             changes("telemetry.port", "telemetry: {port: 0}", c -> c.telemetry.port),
             changes("telemetry.tensorboard", "telemetry: {tensorboard: true}", c -> c.telemetry.tensorboard),
-            changes("telemetry.stall_warning_s", "telemetry: {stall_warning_s: 5}", c -> c.telemetry.stallWarningS));
+            changes("telemetry.stall_warning_s", "telemetry: {stall_warning_s: 5}", c -> c.telemetry.stallWarningS),
+            changes("telemetry.straggler_margin", "telemetry: {straggler_margin: 2.5}", c -> c.telemetry.stragglerMargin),
+            changes("telemetry.straggler_steps", "telemetry: {straggler_steps: 5}", c -> c.telemetry.stragglerSteps),
+            changes("telemetry.straggler_warmup_steps", "telemetry: {straggler_warmup_steps: 2}",
+                    c -> c.telemetry.stragglerWarmupSteps));
 
     static TtpipeConfig read(String yaml) {
         return ConfigLoader.read(yaml.replace("DIR", dir.toString()), "job.yaml", dir);

@@ -87,7 +87,7 @@ class SlowRankIsNamedTest {
             }
             Matcher slowdown = Pattern.compile("ttpipe_rank_slowdown\\{device=\"2\",host=\"[^\"]+\",kind=\"F\",rank=\"2\"} ([0-9.]+)")
                     .matcher(metrics);
-            assertTrue(slowdown.find() && Double.parseDouble(slowdown.group(1)) >= Stragglers.MARGIN, metrics);
+            assertTrue(slowdown.find() && Double.parseDouble(slowdown.group(1)) >= Stragglers.Thresholds.DEFAULT.margin(), metrics);
 
             Map<?, ?> status = (Map<?, ?>) MiniJson.parse(get(http, url + "/status"));
             Map<?, ?> stragglers = (Map<?, ?>) status.get("stragglers");

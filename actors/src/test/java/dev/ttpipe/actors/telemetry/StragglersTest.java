@@ -70,7 +70,7 @@ class StragglersTest {
         Stragglers s = new Stragglers(plan, false);
         // rank 2: F 2x, B 1.5x, 1.67x over both (as much of each)
         double[] f = {1, 1, 2, 1}, b = {1, 1, 1.5, 1};
-        for (int step = 0; step < Stragglers.WARMUP_STEPS; step++) {
+        for (int step = 0; step < Stragglers.Thresholds.DEFAULT.warmupSteps(); step++) {
             assertEquals(List.of(), s.observe(step(plan, step, f, b, 5)), "warm-up: left out");
         }
         assertEquals(Map.of(), s.view().slowRanks());
@@ -97,6 +97,34 @@ class StragglersTest {
                 s.observe(step(plan, 13, EVEN, EVEN, 1)));
         assertEquals(Map.of(), s.view().slowRanks());
         assertNull(s.view().blocksPerRank());
+    }
+
+    /** telemetry.straggler_margin, straggler_steps and straggler_warmup_steps move the rule's thresholds. */
+    @Test
+    void theMarginTheStepsInARowAndTheWarmUpComeFromTheThresholds() {
+        JobPlan plan = plan(2, 2, 2, 2);
+        double[] f = {1, 1, 2, 1}, b = {1, 1, 1.5, 1};             // rank 2: 1.67x over both
+        Stragglers higher = new Stragglers(plan, false, new Stragglers.Thresholds(2.5, 3, 5));
+        for (int step = 0; step < 12; step++) assertEquals(List.of(), higher.observe(step(plan, step, f, b, 2)));
+        assertEquals(2.5, higher.margin(), 1e-12);
+        assertEquals(Map.of(), higher.view().slowRanks(), "1.67x is under a margin of 2.5x");
+        assertEquals(Map.of(), higher.view().slowLinks(), "a link at 2x too");
+
+        Stragglers quick = new Stragglers(plan, false, new Stragglers.Thresholds(1.5, 1, 0));
+        assertEquals(List.of("rank 2 runs F 2.0x slower than planned: 20 ms vs 10 ms",
+                "link 1 -> 2 is 5.0x slower than the others: 5.0 ms/MiB vs 1.0 ms/MiB",
+                "  suggested blocks_per_rank: {0: 2, 1: 3, 2: 1, 3: 2}"), quick.observe(step(plan, 0, f, b, 5)),
+                "no warm-up, named at the first step");
+        assertEquals(Map.of(2, 1), quick.view().slowRanks());
+        assertEquals(Map.of(List.of(1, 2), 1), quick.view().slowLinks());
+        assertEquals(List.of("rank 2 keeps up again (1.0x planned)", "link 1 -> 2 keeps up again"),
+                quick.observe(step(plan, 1, EVEN, EVEN, 1)));
+
+        Stragglers patient = new Stragglers(plan, false, new Stragglers.Thresholds(1.5, 5, 2));
+        for (int step = 0; step < 6; step++) assertEquals(List.of(), patient.observe(step(plan, step, f, b, 1)), "step " + step);
+        assertEquals(List.of("rank 2 runs F 2.0x slower than planned: 20 ms vs 10 ms",
+                "  suggested blocks_per_rank: {0: 2, 1: 3, 2: 1, 3: 2}"), patient.observe(step(plan, 6, f, b, 1)),
+                "2 left out, then 5 in a row");
     }
 
     @Test
