@@ -107,7 +107,7 @@ public final class WorkerCommand implements Callable<Integer> {
         } else if (rank == 0 && resume != null) {
             training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir), System.err), allowConfigChange);
         }
-        Worker worker = new Worker(training, rank, launcher.placement());
+        Worker worker = new Worker(training, rank, launcher.placement(), launcher.localRank(), System.getenv());
         Terminal.printWrapped(System.out, launcher.describe());
         Terminal.printWrapped(System.out, worker.describe());
         training.launcher(launcher.engine(), launcher.variables());
@@ -127,6 +127,8 @@ public final class WorkerCommand implements Callable<Integer> {
                 ProcessHandle.current().parent().ifPresent(p -> LauncherWatch.watch(p, preemption, rank, System.err));
             }
             PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout), heard);
+            for (String line : worker.describeEveryRank(runtime.deployment())) Terminal.printWrapped(System.out, line);
+            if (!worker.announcing().isEmpty()) training.peersThroughRank0(runtime.deployment(), worker.announcing());
             if (rank != 0) {
                 preemption.onRequest(r -> runtime.relayPreemption(r.signal(), r.exitCode(), rank));
                 return serve(cfg, runtime, rank, endedFor);
