@@ -127,7 +127,7 @@ public final class WorkerCommand implements Callable<Integer> {
                 ProcessHandle.current().parent().ifPresent(p -> LauncherWatch.watch(p, preemption, rank, System.err));
             }
             PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout), heard);
-            for (String line : worker.describeEveryRank(runtime.deployment())) Terminal.printWrapped(System.out, line);
+            for (String line : worker.describePeers(runtime.deployment())) Terminal.printWrapped(System.out, line);
             if (!worker.announcing().isEmpty()) training.peersThroughRank0(runtime.deployment(), worker.announcing());
             if (rank != 0) {
                 preemption.onRequest(r -> runtime.relayPreemption(r.signal(), r.exitCode(), rank));

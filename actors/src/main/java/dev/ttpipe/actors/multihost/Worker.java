@@ -90,13 +90,14 @@ public final class Worker {
     }
 
     /**
-     * Where the ranks found each other through rank 0: one line per rank of {@code everyRank} (the running job's
+     * Where the ranks found each other through rank 0: one line per other rank of {@code everyRank} (the running job's
      * {@link PipelineRuntime#deployment()}), saying which announced its endpoint; none when every host was known.
      */
-    public List<String> describeEveryRank(Deployment everyRank) {
+    public List<String> describePeers(Deployment everyRank) {
         List<String> out = new ArrayList<>();
         if (announcing.isEmpty()) return out;
         for (int r = 0; r < everyRank.ranks(); r++) {
+            if (r == rank) continue;
             out.add(describe(everyRank, r) + (announcing.contains(r) ? ", announced through rank 0"
                     : r == 0 ? " (seed, coordinator)" : ", from " + source));
         }
