@@ -26,7 +26,8 @@ import java.util.TreeMap;
  * same two ports everywhere.
  *
  * <p>Where the launcher names only rank 0's host (torchrun's MASTER_ADDR, or rank_bindings that give
- * rank 0's alone), the ranks without a host are <em>announcing</em>: their bindings have a null host and
+ * rank 0's alone), the ranks without a host (or, where the launcher names rank 0's, with a loopback one)
+ * are <em>announcing</em>: their bindings have a null host and
  * no ports until each picks its own endpoint ({@link #withEndpoint}) and tells rank 0, which sends every
  * rank the whole table ({@link Rendezvous}).
  */
@@ -81,8 +82,10 @@ public record Deployment(List<Binding> bindings, ControlPlaneTls tls) {
         for (int r = 0; r < ranks; r++) {
             TtpipeConfig.RankBinding b = given.get(r);
             String launcher = placement.host(r);
+            // a loopback binding means "this machine": on several, where the launcher names rank 0's host only, the rank announces its own
+            boolean announces = launcher == null && placement.host(0) != null && !placement.complete() && b != null && isLoopback(b.host);
             if (launcher != null && (b == null || isLoopback(b.host))) hosts.add(launcher);
-            else if (b != null && b.host != null) hosts.add(b.host);
+            else if (b != null && b.host != null && !announces) hosts.add(b.host);
             else if (launcher == null && !placement.complete()) {
                 unplaced.add(r);
                 hosts.add(null);
