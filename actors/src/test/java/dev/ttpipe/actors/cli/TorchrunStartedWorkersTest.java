@@ -10,6 +10,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -71,5 +72,63 @@ class TorchrunStartedWorkersTest {
         assertEquals(PreemptionTest.losses(one.resolve("metrics.jsonl")), PreemptionTest.losses(run.resolve("metrics.jsonl")),
                 "the loss of every step");
         CheckpointTest.assertSameTensors(one.resolve("checkpoints/step-000004"), run.resolve("checkpoints/step-000004"));
+    }
+
+    /** Rank 0 alone: the rank that never announces fails the start within --join-timeout, in one line naming it. */
+    @Test
+    void aRankThatNeverAnnouncesFailsTheStartInOneLineNamingIt(@TempDir Path dir) throws Exception {
+        int[] ports = SlurmStartedWorkersTest.freePorts();
+        Path cfg = Files.writeString(dir.resolve("pp2.yaml"), SlurmStartedWorkersTest.config(4, ports[0], ports[1], dir.resolve("runs")));
+        Process alone = startWorker(dir, "alone", cfg, ports, 0, "--join-timeout", "3");
+        int code = exitCode(dir, "alone", alone);
+        String log = TtpipeProcesses.log(dir, "alone");
+        assertEquals(Main.EXIT_FAILURE, code, log);
+        assertTrue(log.contains("ttpipe: rank 1 did not announce its endpoint through rank 0 within 3 s: torchrun (RANK=0,"
+                + " WORLD_SIZE=2, LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, MASTER_ADDR=127.0.0.1, MASTER_PORT=29500) names only rank 0's"
+                + " host, so each other rank joins rank 0 at 127.0.0.1:" + ports[0] + " and announces its own; expected `ttpipe"
+                + " worker CONFIG` running as rank 1, started by the same launcher and reaching 127.0.0.1:" + ports[0]), log);
+    }
+
+    /**
+     * Rank 1 killed (SIGKILL) mid-run and started again by hand with the same variables, as a scheduler's restart
+     * would: it joins rank 0 again, announces the endpoint it had, gets the table, and the job, which waits for it
+     * (max_restarts), rolls back to its checkpoint and ends bit-identical to one process.
+     */
+    @Test
+    void aRestartedRankAnnouncesItselfAgainAndTheJobEndsBitIdentical(@TempDir Path dir) throws Exception {
+        int[] ports = SlurmStartedWorkersTest.freePorts();
+        String text = SlurmStartedWorkersTest.config(30, ports[0], ports[1], dir.resolve("runs"))
+                .replace("model_save_interval: 2", "model_save_interval: 10");
+        Path cfg = Files.writeString(dir.resolve("pp2.yaml"), text.replace("model_save_interval: 10", "model_save_interval: 10,"
+                + " max_restarts: 1"));
+        Path run = dir.resolve("run");
+        List<Process> workers = new ArrayList<>(startWorkers(dir, "rank", cfg, ports, "--run-dir", run.toString()));
+        try {
+            TtpipeProcesses.awaitSteps(run.resolve("metrics.jsonl"), 13, workers.get(0), dir.resolve("rank0.log"), 120);
+            workers.get(1).destroyForcibly().waitFor();
+            workers.add(startWorker(dir, "again1", cfg, ports, 1, "--run-dir", run.toString()));
+        } catch (Throwable t) {
+            workers.forEach(Process::destroyForcibly);
+            throw t;
+        }
+        List<Integer> codes = List.of(exitCode(dir, "rank0", workers.get(0)), exitCode(dir, "again1", workers.get(2)));
+        String rank0 = CliTest.joined(TtpipeProcesses.log(dir, "rank0")), again = CliTest.joined(TtpipeProcesses.log(dir, "again1"));
+        assertEquals(List.of(0, 0), codes, rank0 + again);
+        assertTrue(again.contains("rank 1 of 2: control 127.0.0.1:" + (ports[0] + 1) + ", data 127.0.0.1:" + (ports[1] + 2)
+                + ", announced through rank 0, seed 127.0.0.1:" + ports[0]), again);
+        assertTrue(again.contains("rank 1: job done"), again);
+        assertTrue(rank0.contains("back at the checkpoint of step 10"), rank0);
+        Path one = SlurmStartedWorkersTest.oneProcess(dir, Files.writeString(dir.resolve("one.yaml"), text));
+        CheckpointTest.assertSameTensors(one.resolve("checkpoints/step-000030"), run.resolve("checkpoints/step-000030"));
+    }
+
+    /** {@code p}'s exit code (a hang fails after 240 s, with its log {@code dir/name.log}). */
+    static int exitCode(Path dir, String name, Process p) throws Exception {
+        try {
+            if (!p.waitFor(240, TimeUnit.SECONDS)) throw new AssertionError(name + " did not end:\n" + TtpipeProcesses.log(dir, name));
+            return p.exitValue();
+        } finally {
+            p.destroyForcibly();
+        }
     }
 }
