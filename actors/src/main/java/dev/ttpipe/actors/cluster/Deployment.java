@@ -26,8 +26,8 @@ import java.util.TreeMap;
  * same two ports everywhere.
  *
  * <p>Where the launcher names only rank 0's host (torchrun's MASTER_ADDR, or rank_bindings that give
- * rank 0's alone), the ranks without a host (or, where the launcher names rank 0's, with a loopback one)
- * are <em>announcing</em>: their bindings have a null host and
+ * rank 0's alone), the ranks without a host (or with a loopback one, where rank 0's is named by the
+ * launcher or is not loopback) are <em>announcing</em>: their bindings have a null host and
  * no ports until each picks its own endpoint ({@link #withEndpoint}) and tells rank 0, which sends every
  * rank the whole table ({@link Rendezvous}).
  */
@@ -79,11 +79,13 @@ public record Deployment(List<Binding> bindings, ControlPlaneTls tls) {
         for (TtpipeConfig.RankBinding b : cfg.rankBindings) given.put(b.rank, b);
         List<String> hosts = new ArrayList<>();
         List<Integer> unplaced = new ArrayList<>();
+        TtpipeConfig.RankBinding b0 = given.get(0);
+        boolean rank0Known = placement.host(0) != null || b0 != null && !isLoopback(b0.host);
         for (int r = 0; r < ranks; r++) {
             TtpipeConfig.RankBinding b = given.get(r);
             String launcher = placement.host(r);
-            // a loopback binding means "this machine": on several, where the launcher names rank 0's host only, the rank announces its own
-            boolean announces = launcher == null && placement.host(0) != null && !placement.complete() && b != null && isLoopback(b.host);
+            // a loopback binding means "this machine": on several nodes, where rank 0's host is known, the rank announces its own
+            boolean announces = r > 0 && launcher == null && !placement.complete() && rank0Known && b != null && isLoopback(b.host);
             if (launcher != null && (b == null || isLoopback(b.host))) hosts.add(launcher);
             else if (b != null && b.host != null && !announces) hosts.add(b.host);
             else if (launcher == null && !placement.complete()) {

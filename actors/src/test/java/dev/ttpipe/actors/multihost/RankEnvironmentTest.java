@@ -149,9 +149,13 @@ class RankEnvironmentTest {
         assertTrue(missing.getMessage().contains("rank_bindings: no host for ranks 0..1: Open MPI (OMPI_COMM_WORLD_RANK=1,"
                 + " OMPI_COMM_WORLD_SIZE=2) names no rank's host, expected rank_bindings with the host of rank 0 at least (the"
                 + " others announce theirs through it)"), missing.getMessage());
-        // rank 0's host in rank_bindings is enough
-        Deployment d = Deployment.of(config(2, "rank_bindings:\n  - {rank: 0, host: 10.0.0.1}\n"), spread.placement());
+        // rank 0's host in rank_bindings is enough: rank 1's binding without a host (loopback) announces its own
+        Deployment d = Deployment.of(config(2, "rank_bindings:\n  - {rank: 0, host: 10.0.0.1}\n  - {rank: 1}\n"),
+                spread.placement());
         assertEquals(List.of(1), d.announcing());
+        // bindings for one machine stay there
+        assertEquals(List.of(), Deployment.of(config(2, "rank_bindings:\n  - {rank: 0}\n  - {rank: 1}\n"),
+                spread.placement()).announcing());
     }
 
     // ---- a rank's own endpoint, where it announces it
