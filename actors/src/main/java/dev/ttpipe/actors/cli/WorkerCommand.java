@@ -44,7 +44,10 @@ import java.util.function.Consumer;
                 "The rank comes from --rank or from the launcher that started the worker: SLURM (SLURM_PROCID), torchrun",
                 "(RANK), Open MPI (OMPI_COMM_WORLD_RANK), PMIx (PMIX_RANK) or a Kubernetes Indexed Job (JOB_COMPLETION_INDEX).",
                 "Hosts come from the config's rank_bindings, else from SLURM's node list or the Kubernetes pods' DNS names",
-                "(TTPIPE_K8S_SERVICE), else 127.0.0.1; ports: control 25520 + the rank's index on its host, data 40456 + 2 x it."},
+                "(TTPIPE_K8S_SERVICE), else 127.0.0.1; ports: control 25520 + the rank's index on its host, data 40456 + 2 x it.",
+                "Where only rank 0's host is known (torchrun's MASTER_ADDR), every other rank joins it and announces its own",
+                "endpoint: the address that routes to rank 0 (or TTPIPE_HOST), ports from the local rank (or TTPIPE_CONTROL_PORT,",
+                "TTPIPE_DATA_PORT)."},
         footer = {"", "Examples:",
                 "  host-a$ ttpipe worker --rank 0 configs/multihost-pp2.yaml",
                 "  host-b$ ttpipe worker --rank 1 configs/multihost-pp2.yaml",
@@ -107,7 +110,7 @@ public final class WorkerCommand implements Callable<Integer> {
         } else if (rank == 0 && resume != null) {
             training.resumeFrom(Checkpoints.find(resume, Path.of(cfg.training.runsDir), System.err), allowConfigChange);
         }
-        Worker worker = new Worker(training, rank, launcher.placement());
+        Worker worker = new Worker(training, rank, launcher.placement(), launcher.localRank(), System.getenv());
         Terminal.printWrapped(System.out, launcher.describe());
         Terminal.printWrapped(System.out, worker.describe());
         training.launcher(launcher.engine(), launcher.variables());
@@ -128,6 +131,8 @@ public final class WorkerCommand implements Callable<Integer> {
             }
             PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout), heard,
                     RankEnvironment.LAUNCH.equals(launcher.engine()));
+            for (String line : worker.describePeers(runtime.deployment())) Terminal.printWrapped(System.out, line);
+            if (!worker.announcing().isEmpty()) training.peersThroughRank0(runtime.deployment(), worker.announcing());
             if (rank != 0) {
                 preemption.onRequest(r -> runtime.relayPreemption(r.signal(), r.exitCode(), rank));
                 return serve(cfg, runtime, rank, endedFor);

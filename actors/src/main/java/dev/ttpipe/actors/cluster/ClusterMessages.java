@@ -42,5 +42,9 @@ public final class ClusterMessages {
             "dev.ttpipe.actors.runtime.StageActor$GetProbesSeen",
             "dev.ttpipe.actors.runtime.LinkCheck$Pong",
             "dev.ttpipe.actors.runtime.LinkCheck$Probed",
-            "dev.ttpipe.actors.runtime.LinkCheck$Seen");
+            "dev.ttpipe.actors.runtime.LinkCheck$Seen",
+            "dev.ttpipe.actors.runtime.Rendezvous$Endpoint",
+            "dev.ttpipe.actors.runtime.Rendezvous$Announce",
+            "dev.ttpipe.actors.runtime.Rendezvous$Table",
+            "dev.ttpipe.actors.runtime.Rendezvous$Refused");
 }

@@ -21,8 +21,8 @@ import java.util.Map;
  * <table>
  *   <tr><th>engine</th><th>rank</th><th>world size</th><th>local rank</th><th>hosts</th></tr>
  *   <tr><td>torchrun</td><td>RANK</td><td>WORLD_SIZE</td><td>LOCAL_RANK</td>
- *       <td>rank 0's: MASTER_ADDR (all on one node when LOCAL_WORLD_SIZE = WORLD_SIZE); MASTER_PORT is torchrun's own
- *       store and not used</td></tr>
+ *       <td>rank 0's: MASTER_ADDR (all on one node when LOCAL_WORLD_SIZE = WORLD_SIZE), the others announce theirs through
+ *       it ({@link OwnEndpoint}); MASTER_PORT is torchrun's own store and not used</td></tr>
  *   <tr><td>Open MPI</td><td>OMPI_COMM_WORLD_RANK</td><td>OMPI_COMM_WORLD_SIZE</td><td>OMPI_COMM_WORLD_LOCAL_RANK</td>
  *       <td>none (all on one node when OMPI_COMM_WORLD_LOCAL_SIZE = OMPI_COMM_WORLD_SIZE)</td></tr>
  *   <tr><td>PMIx</td><td>PMIX_RANK</td><td>OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, TTPIPE_WORLD_SIZE or the config</td>

@@ -14,7 +14,9 @@ import dev.ttpipe.transport.AeronTransport;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.function.Consumer;
@@ -28,19 +30,31 @@ public final class Worker {
     private final TrainingJob job;
     private final int rank;
     private final Deployment deployment;
+    /** The ranks whose endpoints come through rank 0 (empty: every rank's host is known). */
+    private final List<Integer> announcing;
+    /** What named rank 0's host, for messages. */
+    private final String source;
 
     /** Rank {@code rank} where the config's rank_bindings put the ranks. */
     public Worker(TrainingJob job, int rank) {
         this(job, rank, Deployment.Placement.NONE);
     }
 
+    /** Rank {@code rank} where the config and the launcher's {@code placement} put the ranks, with no variables for its own endpoint. */
+    public Worker(TrainingJob job, int rank, Deployment.Placement placement) {
+        this(job, rank, placement, -1, Map.of());
+    }
+
     /**
      * Rank {@code rank}, the ranks where the config and the launcher's {@code placement} put them (see {@link Deployment}).
      *
-     * @throws ConfigException when the config's ranks do not run in separate processes (socket_type is not aeron), or a
-     *                         rank has no host
+     * Where only rank 0's host is known, the other ranks announce their endpoints through it ({@link OwnEndpoint}
+     * chooses this rank's, from {@code env} and {@code localRank}, the launcher's local rank or -1).
+     *
+     * @throws ConfigException when the config's ranks do not run in separate processes (socket_type is not aeron), or
+     *                         rank 0 has no host
      */
-    public Worker(TrainingJob job, int rank, Deployment.Placement placement) {
+    public Worker(TrainingJob job, int rank, Deployment.Placement placement, int localRank, Map<String, String> env) {
         TtpipeConfig cfg = job.config();
         if (cfg.multihost.socketType != SocketType.AERON) {
             throw new ConfigException(cfg.origins.where("multihost_config.socket_type") + ": '" + cfg.multihost.socketType
@@ -48,7 +62,16 @@ public final class Worker {
         }
         this.job = job;
         this.rank = rank;
-        this.deployment = Deployment.of(cfg, placement);
+        Deployment d = Deployment.of(cfg, placement);
+        this.announcing = d.announcing();
+        this.source = placement.source() == null ? "rank_bindings" : placement.source();
+        OwnEndpoint own = OwnEndpoint.resolve(env, cfg, d, rank, localRank, source);
+        this.deployment = d.withEndpoint(rank, own.host(), own.controlPort(), own.dataPort());
+    }
+
+    /** The ranks whose endpoints come through rank 0: their hosts are in neither rank_bindings nor the launcher's variables. */
+    public List<Integer> announcing() {
+        return announcing;
     }
 
     public Deployment deployment() {
@@ -57,15 +80,36 @@ public final class Worker {
 
     /** One line: where this rank listens and whom it joins. */
     public String describe() {
-        Deployment.Binding me = deployment.rank(rank);
-        return "rank " + rank + " of " + job.plan().ranks() + ": control " + me.controlAddress() + ", data " + me.host() + ":"
-                + me.dataPort() + (rank == 0 ? " (seed, coordinator)" : ", seed " + deployment.seed().controlAddress())
+        return describe(deployment, rank) + (announcing.contains(rank) ? ", announced through rank 0" : "")
+                + (rank == 0 ? " (seed, coordinator)" : ", seed " + deployment.seed().controlAddress())
                 + (deployment.tls() == null ? "" : "; control over TLS (" + deployment.tls() + ")");
+    }
+
+    private String describe(Deployment d, int r) {
+        Deployment.Binding b = d.rank(r);
+        return "rank " + r + " of " + job.plan().ranks() + ": control " + b.controlAddress() + ", data " + b.dataAddress();
+    }
+
+    /**
+     * Where the ranks found each other through rank 0: one line per other rank of {@code everyRank} (the running job's
+     * {@link PipelineRuntime#deployment()}), saying which announced its endpoint; none when every host was known.
+     */
+    public List<String> describePeers(Deployment everyRank) {
+        List<String> out = new ArrayList<>();
+        if (announcing.isEmpty()) return out;
+        for (int r = 0; r < everyRank.ranks(); r++) {
+            if (r == rank) continue;
+            out.add(describe(everyRank, r) + (announcing.contains(r) ? ", announced through rank 0"
+                    : r == 0 ? " (seed, coordinator)" : ", from " + source));
+        }
+        return out;
     }
 
     /**
      * Starts the transport, the actors and the cluster node, and joins the job: rank 0 waits up to
-     * {@code joinTimeout} for every rank; the others for the seed.
+     * {@code joinTimeout} for every rank; the others for the seed. Where some ranks announce their endpoints
+     * through rank 0, the cluster node starts first, and the transport once every rank's endpoint is known
+     * ({@link PipelineRuntime#startAnnouncing}); rank 0 waits up to {@code joinTimeout} for the announcements.
      */
     public PipelineRuntime start(Duration joinTimeout) {
         return start(joinTimeout, p -> { }, false);
@@ -77,6 +121,10 @@ public final class Worker {
      */
     public PipelineRuntime start(Duration joinTimeout, Consumer<HostGuardian.Preempt> onPreempt, boolean underLaunch) {
         awaitResolvable(deployment.rank(rank).host(), joinTimeout);
+        if (!announcing.isEmpty()) {
+            return PipelineRuntime.startAnnouncing(job.plan(), deployment, rank,
+                    everyRank -> AeronTransport.start(aeronConfig(job.plan(), everyRank, rank)), joinTimeout, onPreempt, source);
+        }
         AeronTransport transport = AeronTransport.start(aeronConfig(job.plan(), deployment, rank));
         try {
             return PipelineRuntime.startWorker(job.plan(), deployment, rank, transport, joinTimeout, onPreempt, underLaunch);

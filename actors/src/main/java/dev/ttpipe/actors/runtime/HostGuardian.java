@@ -97,6 +97,13 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
     private record RankStopped(int rank) implements Command {
     }
 
+    /**
+     * To a worker started with {@link #createDeferredWorker}: the transport and where every rank runs are known now
+     * (after {@link Rendezvous}); what arrived before this waits until it.
+     */
+    public record Begin(Transport transport, Deployment deployment) implements Command {
+    }
+
     private record Listed(Receptionist.Listing listing) implements Command {
     }
 
@@ -181,6 +188,23 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
         ProcessPauses.start();
         return Behaviors.setup(ctx -> new HostGuardian(ctx, plan, submeshes, transport, deployment, hostsCoordinator, ended,
                 Faults.NONE, onPreempt, liveness));
+    }
+
+    /**
+     * {@link #createWorker}, whose transport and deployment come later, in {@link Begin}: a worker whose peers'
+     * endpoints are not known until rank 0 sends them ({@link Rendezvous}). Messages before it are stashed.
+     */
+    public static Behavior<Command> createDeferredWorker(JobPlan plan, Map<Integer, Submesh> submeshes, boolean hostsCoordinator,
+                                                         CompletableFuture<String> ended, Consumer<Preempt> onPreempt,
+                                                         Liveness liveness) {
+        return Behaviors.withStash(1_000, stash -> Behaviors.receive(Command.class)
+                .onMessage(Begin.class, b -> stash.unstashAll(
+                        createWorker(plan, submeshes, b.transport(), b.deployment(), hostsCoordinator, ended, onPreempt, liveness)))
+                .onAnyMessage(m -> {
+                    stash.stash(m);
+                    return Behaviors.same();
+                })
+                .build());
     }
 
     /**

@@ -196,6 +196,47 @@ public final class PipelineRuntime implements AutoCloseable {
         }
     }
 
+    /**
+     * {@link #startWorker(JobPlan, Deployment, int, Transport, Duration, Consumer)} where some ranks' hosts are not known
+     * ({@link Deployment#announcing()}; this rank's own endpoint is set): the cluster node starts first and joins
+     * rank 0, the ranks exchange their endpoints through it ({@link Rendezvous}, up to {@code joinTimeout}), and
+     * only then does {@code transportFor} start the transport with every rank's, and the actors begin.
+     * {@link #deployment()} then holds every rank's endpoint.
+     *
+     * @param source the launcher that named rank 0's host, for messages
+     */
+    public static PipelineRuntime startAnnouncing(JobPlan plan, Deployment deployment, int rank,
+                                                  Function<Deployment, Transport> transportFor, Duration joinTimeout,
+                                                  Consumer<HostGuardian.Preempt> onPreempt, String source) {
+        MeshDevice mesh = Backends.open(plan.backend().id(), plan.rankMesh(), plan.meshOptions());
+        ActorSystem<HostGuardian.Command> system = null;
+        Transport transport = null;
+        try {
+            Map<Integer, Submesh> byRank = Map.of(rank, mesh.createSubmeshes(plan.rankMesh()).get(0));
+            CompletableFuture<String> ended = new CompletableFuture<>();
+            AtomicReference<Consumer<String>> notices = new AtomicReference<>(HostGuardian.Liveness.PRINTED.notices());
+            // never under launch (it names every rank's host): a rank declared dead is not killed here
+            HostGuardian.Liveness liveness = new HostGuardian.Liveness(false, line -> notices.get().accept(line));
+            system = ClusterSettings.startSystem(
+                    HostGuardian.createDeferredWorker(plan, byRank, rank == 0, ended, onPreempt, liveness), deployment, rank);
+            system.getWhenTerminated().thenRun(() -> ended.complete("this worker's cluster node shut down before rank 0 ended"
+                    + " the job (it was removed from the cluster)"));
+            if (rank != 0) ClusterSettings.awaitJoined(system, deployment, joinTimeout, ended::isDone);
+            Deployment everyRank = Rendezvous.exchange(system, deployment, rank, joinTimeout, source);
+            transport = transportFor.apply(everyRank);
+            system.tell(new HostGuardian.Begin(transport, everyRank));
+            PipelineRuntime runtime = new PipelineRuntime(plan, mesh, transport, system, Duration.ofMinutes(30), everyRank,
+                    ended, joinTimeout, rank == 0);
+            runtime.notices = notices;
+            return runtime;
+        } catch (RuntimeException e) {
+            if (system != null) system.terminate();
+            if (transport != null) transport.close();
+            mesh.close();
+            throw e;
+        }
+    }
+
     /** On a worker that is not rank 0: waits until the job ends; returns null when it ended normally, else why. */
     public String awaitEnd() throws InterruptedException {
         try {

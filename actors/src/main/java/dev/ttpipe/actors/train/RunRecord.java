@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.train;
 
+import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.runtime.HostName;
 import dev.ttpipe.actors.telemetry.Json;
 import dev.ttpipe.device.cpu.CpuKernels;
@@ -62,13 +63,27 @@ public final class RunRecord {
                         + ", \"path\": " + Json.str(lib.path().toString()) + "}");
     }
 
-    /** Which launcher started the job's workers (SLURM, torchrun, ...) and the variables rank 0 read it from. */
-    void launcher(String engine, Map<String, String> variables) {
+    /**
+     * Which launcher started the job's workers (SLURM, torchrun, ...) and the variables rank 0 read it from; where the
+     * ranks found each other through rank 0 ({@code peers} not null), {@code "peers": "through rank 0"} and every
+     * rank's endpoint, each marked whether it announced it ({@code announced}) or the config or launcher gave it.
+     */
+    void launcher(String engine, Map<String, String> variables, Deployment peers, List<Integer> announced) {
         StringBuilder v = new StringBuilder("{");
         for (Map.Entry<String, String> e : variables.entrySet()) {
             v.append(v.length() == 1 ? "" : ", ").append(Json.str(e.getKey())).append(": ").append(Json.str(e.getValue()));
         }
-        fixed.put("launcher", "{\"engine\": " + Json.str(engine) + ", \"variables\": " + v.append('}') + "}");
+        StringBuilder p = new StringBuilder();
+        if (peers != null) {
+            p.append(", \"peers\": \"through rank 0\", \"endpoints\": [");
+            for (Deployment.Binding b : peers.bindings()) {
+                p.append(b.rank() == 0 ? "" : ", ").append("{\"rank\": ").append(b.rank()).append(", \"control\": ")
+                        .append(Json.str(b.controlAddress())).append(", \"data\": ").append(Json.str(b.dataAddress()))
+                        .append(", \"announced\": ").append(announced.contains(b.rank())).append('}');
+            }
+            p.append(']');
+        }
+        fixed.put("launcher", "{\"engine\": " + Json.str(engine) + ", \"variables\": " + v.append('}') + p + "}");
     }
 
     /** A run stopped at a step boundary: what stopped it (SIGTERM, ...) and the command that resumes it. */

@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.train;
 
+import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.ConfigDiff;
@@ -336,7 +337,7 @@ public final class TrainingJob {
             this.runDir = runDir;
             this.out = out;
             this.record = runDir == null ? null : new RunRecord(runDir, invocation, cfg.origins.flags(), cfg.training.dataPath);
-            if (record != null && launcherEngine != null) record.launcher(launcherEngine, launcherVariables);
+            if (record != null && launcherEngine != null) record.launcher(launcherEngine, launcherVariables, peers, announced);
             Arrays.fill(losses, Double.NaN);          // steps before a resumed run's first stay NaN
         }
 
@@ -436,6 +437,18 @@ public final class TrainingJob {
     private List<String> invocation = List.of("(Java API)");
     private String launcherEngine;
     private Map<String, String> launcherVariables = Map.of();
+
+    private Deployment peers;
+    private List<Integer> announced = List.of();
+
+    /**
+     * For run.json: the ranks found each other through rank 0; {@code everyRank} holds every rank's endpoint,
+     * {@code announced} the ranks that announced theirs.
+     */
+    public void peersThroughRank0(Deployment everyRank, List<Integer> announced) {
+        this.peers = everyRank;
+        this.announced = List.copyOf(announced);
+    }
 
     /** For run.json: the launcher that started this job's workers and the variables it was read from. */
     public void launcher(String engine, Map<String, String> variables) {

@@ -128,13 +128,85 @@ class RankEnvironmentTest {
         assertEquals(1, e.rank());
         assertEquals(0, e.localRank());
         assertEquals(List.of("10.0.0.1"), e.placement().hosts());
-        // rank 1's host is unknown: rank_bindings must give it, and the error says so
-        ConfigException missing = assertThrows(ConfigException.class, () -> Deployment.of(config(2, ""), e.placement()));
-        assertTrue(missing.getMessage().contains("no host for rank 1: torchrun (RANK=1, WORLD_SIZE=2")
-                && missing.getMessage().contains("names only rank 0's host, expected rank_bindings with the host of every rank"),
-                missing.getMessage());
+        // rank 1's host is unknown: it announces its endpoint through rank 0, whose host is known
+        Deployment d = Deployment.of(config(2, ""), e.placement());
+        assertEquals(List.of(1), d.announcing());
+        assertEquals("10.0.0.1:25520", d.seed().controlAddress());
         Deployment bound = Deployment.of(config(2, "rank_bindings:\n  - {rank: 0}\n  - {rank: 1, host: 10.0.0.2}\n"), e.placement());
+        assertEquals(List.of(), bound.announcing());
         assertEquals(List.of("10.0.0.1:25520", "10.0.0.2:25520"), bound.bindings().stream().map(Deployment.Binding::controlAddress).toList());
+        // bindings written for one machine (loopback): rank 0 takes MASTER_ADDR, rank 1 announces its own, on its binding's ports
+        Deployment oneMachine = Deployment.of(config(2, "rank_bindings:\n  - {rank: 0, host: 127.0.0.1}\n"
+                + "  - {rank: 1, host: 127.0.0.1, control_port: 25600, data_port: 40600}\n"), e.placement());
+        assertEquals(List.of(1), oneMachine.announcing());
+        assertEquals(25600, oneMachine.rank(1).controlPort());
+    }
+
+    @Test
+    void withoutRankZerosHostNoRankCanAnnounceItsOwn() {
+        RankEnvironment spread = resolve(env("OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2"), null, 2);
+        ConfigException missing = assertThrows(ConfigException.class, () -> Deployment.of(config(2, ""), spread.placement()));
+        assertTrue(missing.getMessage().contains("rank_bindings: no host for ranks 0..1: Open MPI (OMPI_COMM_WORLD_RANK=1,"
+                + " OMPI_COMM_WORLD_SIZE=2) names no rank's host, expected rank_bindings with the host of rank 0 at least (the"
+                + " others announce theirs through it)"), missing.getMessage());
+        // rank 0's host in rank_bindings is enough: rank 1's binding without a host (loopback) announces its own
+        Deployment d = Deployment.of(config(2, "rank_bindings:\n  - {rank: 0, host: 10.0.0.1}\n  - {rank: 1}\n"),
+                spread.placement());
+        assertEquals(List.of(1), d.announcing());
+        // bindings for one machine stay there
+        assertEquals(List.of(), Deployment.of(config(2, "rank_bindings:\n  - {rank: 0}\n  - {rank: 1}\n"),
+                spread.placement()).announcing());
+    }
+
+    // ---- a rank's own endpoint, where it announces it
+
+    @Test
+    void anAnnouncingRankTakesTheAddressOfItsRouteToRankZeroAndItsLocalRanksPorts() {
+        RankEnvironment e = resolve(env("RANK", "3", "WORLD_SIZE", "4", "LOCAL_RANK", "1", "LOCAL_WORLD_SIZE", "2",
+                "MASTER_ADDR", "127.0.0.1"), null, 4);
+        TtpipeConfig cfg = config(4, "");
+        Deployment d = Deployment.of(cfg, e.placement());
+        assertEquals(List.of(1, 2, 3), d.announcing());
+        // loopback toward a loopback rank 0; control_port + the local rank, data_port + 2 x it
+        assertEquals(new OwnEndpoint("127.0.0.1", 25521, 40458, "the route to rank 0's host 127.0.0.1"),
+                OwnEndpoint.resolve(Map.of(), cfg, d, 3, e.localRank(), "torchrun"));
+        // no local rank: the first ports; the variables over all of it
+        assertEquals(25520, OwnEndpoint.resolve(Map.of(), cfg, d, 3, -1, "torchrun").controlPort());
+        assertEquals(new OwnEndpoint("10.1.2.3", 31000, 41000, OwnEndpoint.HOST_ENV),
+                OwnEndpoint.resolve(env("TTPIPE_HOST", " 10.1.2.3 ", "TTPIPE_CONTROL_PORT", "31000", "TTPIPE_DATA_PORT", "41000"),
+                        cfg, d, 3, 1, "torchrun"));
+        // rank 0's endpoint is known: the variables may only repeat it
+        assertEquals(new OwnEndpoint("127.0.0.1", 25520, 40456, "known"),
+                OwnEndpoint.resolve(env("TTPIPE_CONTROL_PORT", "25520"), cfg, d, 0, 0, "torchrun"));
+    }
+
+    @Test
+    void theAddressTowardAHostIsOneOfThisMachinesOwn() throws Exception {
+        String own = OwnEndpoint.toward(java.net.InetAddress.getLocalHost().getHostAddress(), 9, "test");
+        assertTrue(java.net.NetworkInterface.getByInetAddress(java.net.InetAddress.getByName(own)) != null, own);
+        assertEquals("127.0.0.1", OwnEndpoint.toward("localhost", 9, "test"));
+        ConfigException unknown = assertThrows(ConfigException.class, () -> OwnEndpoint.toward("no-such-host.invalid", 9,
+                "torchrun (MASTER_ADDR=no-such-host.invalid)"));
+        assertTrue(unknown.getMessage().startsWith("rank_bindings: rank 0's host 'no-such-host.invalid' (torchrun"
+                + " (MASTER_ADDR=no-such-host.invalid)) does not resolve, expected"), unknown.getMessage());
+    }
+
+    @Test
+    void badEndpointVariablesAreOneLineNamingTheVariable() {
+        RankEnvironment e = resolve(env("RANK", "1", "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1"), null, 2);
+        TtpipeConfig cfg = config(2, "");
+        Deployment d = Deployment.of(cfg, e.placement());
+        for (String[] bad : new String[][]{{"TTPIPE_CONTROL_PORT", "70000", "TTPIPE_CONTROL_PORT: '70000' given, expected a port 1..65535"},
+                {"TTPIPE_DATA_PORT", "x", "TTPIPE_DATA_PORT: 'x' given, expected a port 1..65534"},
+                {"TTPIPE_HOST", " ", "TTPIPE_HOST: ' ' given, expected this rank's address"}}) {
+            UserInputException ex = assertThrows(UserInputException.class,
+                    () -> OwnEndpoint.resolve(env(bad[0], bad[1]), cfg, d, 1, -1, "torchrun"));
+            assertTrue(ex.getMessage().startsWith(bad[2]), ex.getMessage());
+        }
+        UserInputException known = assertThrows(UserInputException.class,
+                () -> OwnEndpoint.resolve(env("TTPIPE_HOST", "10.0.0.9"), cfg, d, 0, -1, "torchrun"));
+        assertEquals("TTPIPE_HOST: '10.0.0.9' given, but rank 0's endpoint is known (127.0.0.1 from rank_bindings or the"
+                + " launcher), expected TTPIPE_HOST only on a rank whose peers learn its endpoint through rank 0", known.getMessage());
     }
 
     @Test
