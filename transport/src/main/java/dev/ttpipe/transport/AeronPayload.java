@@ -18,10 +18,14 @@ final class AeronPayload implements TensorPayload {
     private final String channel;
     private final ReceiveBuffers buffers;
     private final AtomicBoolean used = new AtomicBoolean();
+    private final long firstChunkNs, lastChunkNs;
     private ByteBuffer bytes;
 
-    AeronPayload(FrameHeader header, MeshShape senderMesh, String channel, ByteBuffer bytes, ReceiveBuffers buffers) {
+    AeronPayload(FrameHeader header, MeshShape senderMesh, String channel, ByteBuffer bytes, ReceiveBuffers buffers,
+                 long firstChunkNs, long lastChunkNs) {
         this.header = header;
+        this.firstChunkNs = firstChunkNs;
+        this.lastChunkNs = lastChunkNs;
         this.senderMesh = senderMesh;
         this.channel = channel;
         this.bytes = bytes;
@@ -60,6 +64,16 @@ final class AeronPayload implements TensorPayload {
         ByteBuffer b = bytes;
         bytes = null;
         return b;
+    }
+
+    @Override
+    public long firstChunkNs() {
+        return firstChunkNs;
+    }
+
+    @Override
+    public long lastChunkNs() {
+        return lastChunkNs;
     }
 
     @Override

@@ -43,6 +43,10 @@ import java.util.zip.CRC32C;
  * checksums do not hold, or that finds no room on the submesh, is dropped (its tensor closed, its
  * buffer given back) and reported through {@link TensorReceiver#onError} with the channel's name,
  * never delivered. Every frame dropped is counted by {@link DropReason} ({@link #dropped()}).
+ * Each delivered payload says when its first chunk was taken (its place on the submesh or in a
+ * buffer found) and when its last chunk made it whole ({@link TensorPayload#firstChunkNs},
+ * {@link TensorPayload#lastChunkNs}): the time its bytes took on the link, which a SEND that only
+ * queues them cannot see.
  *
  * <p>Fragments arrive in order within a session (Aeron's guarantee); the checks catch corruption,
  * foreign publishers and bugs. Once a frame is dropped, its remaining chunks are skipped silently.
@@ -95,6 +99,7 @@ final class FrameAssembler implements FragmentHandler {
         int chunkEnd;
         int chunkLength;
         int chunkCrc;
+        long firstChunkNs;    // when chunk 0 arrived: the frame's time on the link starts there
 
         Inbound(String channel) {
             this.channel = channel;
@@ -213,6 +218,7 @@ final class FrameAssembler implements FragmentHandler {
                 drop(in, DropReason.NO_ROOM, "frame " + sequence + ": " + problem);
                 return;
             }
+            in.firstChunkNs = System.nanoTime();
             in.resyncing = false;
         } else if (!in.inFrame || sequence != in.sequence) {
             drop(in, DropReason.CORRUPT, "chunk " + index + " of frame " + sequence + " arrived without the frame's first chunk");
@@ -472,16 +478,17 @@ final class FrameAssembler implements FragmentHandler {
     }
 
     private void deliver(Inbound in) {
+        long lastChunkNs = System.nanoTime();
         FrameHeader h = in.header.withPayload(in.payloadLength, (int) in.crc.getValue());
         TensorPayload payload;
         if (in.tensor != null) {
-            payload = new InPlacePayload(h, in.channel, in.tensor);
+            payload = new InPlacePayload(h, in.channel, in.tensor, in.firstChunkNs, lastChunkNs);
             in.tensor = null;
             Arrays.fill(in.views, null);
         } else {
             ByteBuffer bytes = in.bytes;
             bytes.limit(in.payloadLength).position(0);
-            payload = new AeronPayload(h, in.mesh, in.channel, bytes, buffers);
+            payload = new AeronPayload(h, in.mesh, in.channel, bytes, buffers, in.firstChunkNs, lastChunkNs);
             in.bytes = null;
         }
         in.header = null;

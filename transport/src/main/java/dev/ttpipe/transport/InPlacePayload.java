@@ -16,10 +16,13 @@ final class InPlacePayload implements TensorPayload {
     private final FrameHeader header;
     private final String channel;
     private final AtomicBoolean used = new AtomicBoolean();
+    private final long firstChunkNs, lastChunkNs;
     private Tensor tensor;
 
-    InPlacePayload(FrameHeader header, String channel, Tensor tensor) {
+    InPlacePayload(FrameHeader header, String channel, Tensor tensor, long firstChunkNs, long lastChunkNs) {
         this.header = header;
+        this.firstChunkNs = firstChunkNs;
+        this.lastChunkNs = lastChunkNs;
         this.channel = channel;
         this.tensor = tensor;
     }
@@ -66,6 +69,16 @@ final class InPlacePayload implements TensorPayload {
         Tensor t = tensor;
         tensor = null;
         return t;
+    }
+
+    @Override
+    public long firstChunkNs() {
+        return firstChunkNs;
+    }
+
+    @Override
+    public long lastChunkNs() {
+        return lastChunkNs;
     }
 
     @Override

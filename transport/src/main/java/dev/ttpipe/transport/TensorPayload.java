@@ -18,4 +18,19 @@ public interface TensorPayload {
     Tensor materialize(Submesh dst);
 
     void discard();
+
+    /**
+     * When the frame's first chunk arrived at the receiver ({@link System#nanoTime()} of the receiving
+     * process), or -1 where the transport does not time its frames (in-process hand-over, fabric). With
+     * {@link #lastChunkNs} it is the time the frame's bytes took on the link, whatever it waited at the
+     * sender before they were sent.
+     */
+    default long firstChunkNs() {
+        return -1;
+    }
+
+    /** When the frame's last chunk had arrived and the frame was whole ({@link #firstChunkNs}'s clock), or -1. */
+    default long lastChunkNs() {
+        return -1;
+    }
 }

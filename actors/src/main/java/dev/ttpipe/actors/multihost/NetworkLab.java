@@ -17,7 +17,8 @@ import java.util.regex.Pattern;
 /**
  * Two network namespaces on this machine joined by a veth pair, for running two ttpipe workers over a
  * real (if short) network and dropping their packets with nftables: random loss on the data ports
- * ({@code numgen random mod 100 < N drop}), a blocked data port (every packet to it dropped) or a partition (every
+ * ({@code numgen random mod 100 < N drop}), a rate limit on one data port ({@code limit rate over N
+ * kbytes/second drop}), a blocked data port (every packet to it dropped) or a partition (every
  * packet from the other side dropped).
  * This kernel has no {@code netem}; nftables inside each namespace does the dropping.
  *
@@ -168,6 +169,16 @@ public final class NetworkLab implements AutoCloseable {
         int port = rank == 0 ? DATA : DATA + 2;
         require(in(namespace(rank), "nft", "add", "rule", "inet", "ttpipe", "input", "udp", "dport", Integer.toString(port),
                 "counter", "drop"), "the blocking rule");
+    }
+
+    /**
+     * Drops what arrives at rank {@code rank}'s data port (UDP) beyond {@code kbytesPerSecond}, counted:
+     * a slow link into that rank (Aeron retransmits what was dropped, so the tensors arrive, late).
+     */
+    public void limitRate(int rank, int kbytesPerSecond) throws IOException {
+        int port = rank == 0 ? DATA : DATA + 2;
+        require(in(namespace(rank), "nft", "add", "rule", "inet", "ttpipe", "input", "udp", "dport", Integer.toString(port),
+                "limit", "rate", "over", kbytesPerSecond + "", "kbytes/second", "counter", "drop"), "the rate limit");
     }
 
     /** Drops every packet between the two namespaces, both ways. */

@@ -234,7 +234,8 @@ final class RankExecutor {
         if (readyFirst) {
             // No RECV in the row to time here: mark the arrival so telemetry knows when the data came.
             recvEvent.put(directed(key, forward), events.size());
-            record(new Action(h.toStage(), forward ? ActionKind.RECV_F : ActionKind.RECV_B, h.microbatch()), arrivedNs, arrivedNs, 0, 0);
+            record(new Action(h.toStage(), forward ? ActionKind.RECV_F : ActionKind.RECV_B, h.microbatch()), arrivedNs, arrivedNs,
+                    h.payloadBytes(), 0, onLink(payload));
         }
         return advance();
     }
@@ -386,13 +387,14 @@ final class RankExecutor {
                     if (waitStart == NONE) recvWaitStart.put(wait, now);
                     return false;
                 }
+                TensorPayload payload = buffer.get(key);
                 long start = waitStart == NONE ? now : waitStart;
                 recvWaitStart.remove(wait);
                 // Waited from reaching the RECV until the transport delivered the tensor (not until the actor saw it).
                 long arrived = arrivedAt.remove(wait);
                 long end = arrived == NONE ? start : Math.max(start, arrived);
                 recvEvent.put(wait, events.size());
-                record(a, start, end, 0, end - start);
+                record(a, start, end, payload.header().payloadBytes(), end - start, onLink(payload));
                 markDone(index);
                 return true;
             }
@@ -408,7 +410,7 @@ final class RankExecutor {
                 }
                 long start = System.nanoTime();
                 long bytes = send(a.kind() == ActionKind.SEND_F ? TensorKind.ACTIVATION : TensorKind.GRADIENT, s, mb, t);
-                record(a, start, System.nanoTime(), bytes, 0);
+                record(a, start, System.nanoTime(), bytes, 0, -1);
                 markDone(index);
                 return true;
             }
@@ -452,7 +454,7 @@ final class RankExecutor {
             long start = System.nanoTime();
             long bytes = send(kind, from, mb, t);
             record(new Action(from, kind == TensorKind.ACTIVATION ? ActionKind.SEND_F : ActionKind.SEND_B, mb),
-                    start, System.nanoTime(), bytes, 0);
+                    start, System.nanoTime(), bytes, 0, -1);
         } else {
             (kind == TensorKind.ACTIVATION ? forwardOut : backwardOut).put(key(from, mb), t);
         }
@@ -468,8 +470,14 @@ final class RankExecutor {
         return new FrameHeader(jobId, pass, from, to, mb, kind, t.dtype(), t.shape(), t.layout(), 0, 0);
     }
 
-    private void record(Action a, long start, long end, long bytes, long wait) {
-        events.add(new ActionEvent(rank, a, pass, start, end, bytes, wait, buffered(), stashed, port.memoryInUse()));
+    private void record(Action a, long start, long end, long bytes, long wait, long linkNs) {
+        events.add(new ActionEvent(rank, a, pass, start, end, bytes, wait, buffered(), stashed, port.memoryInUse(), linkNs));
+    }
+
+    /** The frame's time on the link, first chunk to last, where the transport timed it; else -1. */
+    private static long onLink(TensorPayload p) {
+        long first = p.firstChunkNs(), last = p.lastChunkNs();
+        return first >= 0 && last >= first ? last - first : -1;
     }
 
     private void markDone(int index) {
@@ -491,7 +499,7 @@ final class RankExecutor {
         ActionEvent e = events.get((int) i);
         long end = Math.max(e.startNs(), readyNs);
         events.set((int) i, new ActionEvent(e.rank(), e.action(), e.pass(), e.startNs(), end, e.bytes(), end - e.startNs(), e.queueDepth(),
-                e.stashed(), e.memory()));
+                e.stashed(), e.memory(), e.linkNs()));
     }
 
     /** After a failure or a rejoin: frees buffered tensors, and every stage's stash (through the port). */

@@ -217,7 +217,8 @@ public final class MetricsServer implements AutoCloseable {
                         .value(v.slowRanks().containsKey(r) ? 1 : 0).build());
             }
             GaugeSnapshot.Builder link = GaugeSnapshot.builder().name("ttpipe_link_slowdown")
-                    .help("The link's SEND time per byte in the last step over the other links' median");
+                    .help("The link's time per byte in the last step (the slower of its SENDs and its frames on the wire,"
+                            + " first chunk to last at the receiver) over the other links' median");
             GaugeSnapshot.Builder slowLink = GaugeSnapshot.builder().name("ttpipe_link_straggler")
                     .help("1 while the link is named a straggler");
             for (Stragglers.LinkTime t : v.links()) {

@@ -31,10 +31,15 @@ import java.util.TreeMap;
  * rank's slowdown is its kinds' measured time over their planned time, each kind counted as often as
  * the rank ran it.
  *
- * <p>A link (rank a to rank b): the time its SENDs of the step took per byte (handing the tensor to
- * the transport, back pressure included), against the median of the other links'. Only a link whose
- * SENDs took at least {@value #LINK_FLOOR_PERCENT}% of the step's passes counts towards a straggler;
- * on the local transport, which hands tensors over in memory, there is no link to measure.
+ * <p>A link (rank a to rank b): the time its tensors of the step took per byte, against the median
+ * of the other links' (in a 2-rank job, the one the other way). That is the larger of two measures:
+ * its SENDs (handing the tensor to the transport, back pressure included), and its frames' time on
+ * the link at rank b, from each frame's first chunk's arrival to its last (where the transport times
+ * its frames: Aeron, on which a SEND only queues the tensor, so that a link slow on the wire shows
+ * only there); what a frame waited at the sender, behind earlier ones, is not in the latter. Only
+ * a link whose time took at least {@value #LINK_FLOOR_PERCENT}% of the step's passes counts towards a
+ * straggler; on the local transport, which hands tensors over in memory, there is no link to measure.
+ * (A rank starved of CPU or stopped also receives slowly: the links into it may be named beside it.)
  *
  * <p>A rank or link whose slowdown stays at or above {@link #margin()} for {@link Thresholds#steps} steps
  * in a row is a straggler, until it stays below for as many steps in a row; each change is one line. The
@@ -73,7 +78,7 @@ public final class Stragglers {
         }
     }
 
-    /** One link's SENDs in the last step: the slowdown, its time per MiB and the other links' median. */
+    /** One link in the last step: the slowdown, its time per MiB and the other links' median. */
     public record LinkTime(int from, int to, double slowdown, double secondsPerMiB, double peersSecondsPerMiB) {
         /** {@code link 1 -> 2 is 2.4x slower than the others: 3.1 ms/MiB vs 1.3 ms/MiB}. */
         public String describe() {
@@ -103,10 +108,7 @@ public final class Stragglers {
 
         /** {@link #suggestion} of {@link #blocksPerRank}; empty while no rank is a straggler. */
         public List<String> suggestion() {
-            if (blocksPerRank == null) return List.of();
-            List<String> entries = new ArrayList<>();
-            for (int r = 0; r < blocksPerRank.length; r++) entries.add(r + ": " + blocksPerRank[r]);
-            return Stragglers.suggestion(entries);
+            return blocksPerRank == null ? List.of() : Stragglers.suggestion(blocksPerRank);
         }
     }
 
@@ -216,6 +218,15 @@ public final class Stragglers {
                         : String.format(Locale.ROOT, "rank %d keeps up again (%.1fx planned)", rank, rankSlowdown[rank]));
             }
         }
+        Map<Integer, Integer> slowRanks = new TreeMap<>();
+        for (int rank = 0; rank < rankStreaks.length; rank++) if (rankStreaks[rank].namedAt != 0) slowRanks.put(rank, rankStreaks[rank].namedAt);
+        double[] pace = new double[rankStreaks.length];                 // the stragglers at their pace, the others as planned
+        for (int rank = 0; rank < pace.length; rank++) pace[rank] = slowRanks.containsKey(rank) ? rankSlowdown[rank] : 1.0;
+        int[] blocks = slowRanks.isEmpty() ? null
+                : Partitioner.rebalanced(numBlocks, schedule.virtualStages(), costs, embedding, head, pace);
+        if (blocks != null && lines.stream().anyMatch(l -> l.contains("slower than planned"))) {
+            lines.addAll(suggestion(blocks));
+        }
         for (LinkTime t : links) {
             List<Integer> key = List.of(t.from(), t.to());
             boolean matters = linkSeconds.get(key) * 1e9 * 100 >= LINK_FLOOR_PERCENT * (double) passWall;
@@ -224,18 +235,11 @@ public final class Stragglers {
                 lines.add(s.namedAt != 0 ? t.describe() : String.format(Locale.ROOT, "link %d -> %d keeps up again", t.from(), t.to()));
             }
         }
-        Map<Integer, Integer> slowRanks = new TreeMap<>();
-        for (int rank = 0; rank < rankStreaks.length; rank++) if (rankStreaks[rank].namedAt != 0) slowRanks.put(rank, rankStreaks[rank].namedAt);
         Map<List<Integer>, Integer> slowLinks = new LinkedHashMap<>();
         linkStreaks.forEach((k, s) -> {
             if (s.namedAt != 0) slowLinks.put(k, s.namedAt);
         });
-        double[] pace = new double[rankStreaks.length];                 // the stragglers at their pace, the others as planned
-        for (int rank = 0; rank < pace.length; rank++) pace[rank] = slowRanks.containsKey(rank) ? rankSlowdown[rank] : 1.0;
-        int[] blocks = slowRanks.isEmpty() ? null
-                : Partitioner.rebalanced(numBlocks, schedule.virtualStages(), costs, embedding, head, pace);
         view = new View(margin, List.copyOf(ranks), List.copyOf(links), Map.copyOf(slowRanks), Map.copyOf(slowLinks), blocks);
-        if (blocks != null && lines.stream().anyMatch(l -> l.contains("slower than planned"))) lines.addAll(view.suggestion());
         return lines;
     }
 
@@ -278,24 +282,35 @@ public final class Stragglers {
         return out;
     }
 
-    /** Each link's time per MiB against the other links' median (into {@code out}); returns each link's seconds. */
+    /**
+     * Each link's time per MiB against the other links' median (into {@code out}); returns each link's
+     * seconds in the step. A link's time is the larger of its SENDs' (handing the tensors to the
+     * transport) and its frames' on the link at the receiver (a RECV's {@link ActionEvent#linkNs}, first
+     * chunk to last: on Aeron, where a SEND only queues, the wire shows there), each over its bytes.
+     */
     private Map<List<Integer>, Double> linkTimes(List<ActionEvent> events, List<LinkTime> out) {
-        Map<List<Integer>, double[]> sums = new TreeMap<>(Stragglers::compareLinks);     // {seconds, bytes}
+        Map<List<Integer>, double[]> sums = new TreeMap<>(Stragglers::compareLinks);     // {send s, send bytes, recv s, recv bytes}
         for (ActionEvent e : events) {
-            if (e.pass() < 0 || e.bytes() <= 0 || (e.kind() != ActionKind.SEND_F && e.kind() != ActionKind.SEND_B)) continue;
-            int to = e.stage() + (e.kind() == ActionKind.SEND_F ? 1 : -1);
-            if (to < 0 || to >= schedule.stages()) continue;
-            int toRank = schedule.rankOfStage(to);
-            if (toRank == e.rank()) continue;
-            double[] s = sums.computeIfAbsent(List.of(e.rank(), toRank), k -> new double[2]);
-            s[0] += e.durationNs() / 1e9;
-            s[1] += e.bytes();
+            if (e.pass() < 0 || e.bytes() <= 0) continue;
+            boolean send = e.kind() == ActionKind.SEND_F || e.kind() == ActionKind.SEND_B;
+            boolean recv = (e.kind() == ActionKind.RECV_F || e.kind() == ActionKind.RECV_B) && e.linkNs() >= 0;
+            if (!send && !recv) continue;
+            boolean forward = e.kind() == ActionKind.SEND_F || e.kind() == ActionKind.RECV_F;
+            int other = e.stage() + (send == forward ? 1 : -1);       // a SEND_F goes to the next stage, a RECV_F comes from the one before
+            if (other < 0 || other >= schedule.stages()) continue;
+            int otherRank = schedule.rankOfStage(other);
+            if (otherRank == e.rank()) continue;
+            double[] s = sums.computeIfAbsent(send ? List.of(e.rank(), otherRank) : List.of(otherRank, e.rank()), k -> new double[4]);
+            int at = send ? 0 : 2;
+            s[at] += (send ? e.durationNs() : e.linkNs()) / 1e9;
+            s[at + 1] += e.bytes();
         }
         Map<List<Integer>, Double> seconds = new LinkedHashMap<>();
         Map<List<Integer>, Double> perMiB = new LinkedHashMap<>();
         sums.forEach((k, s) -> {
-            seconds.put(k, s[0]);
-            perMiB.put(k, s[0] / (s[1] / (1 << 20)));
+            double sendPerMiB = s[1] > 0 ? s[0] / (s[1] / (1 << 20)) : 0, recvPerMiB = s[3] > 0 ? s[2] / (s[3] / (1 << 20)) : 0;
+            seconds.put(k, Math.max(s[0], s[2]));
+            perMiB.put(k, Math.max(sendPerMiB, recvPerMiB));
         });
         perMiB.forEach((k, v) -> {
             double[] others = perMiB.entrySet().stream().filter(e -> !e.getKey().equals(k)).mapToDouble(Map.Entry::getValue).toArray();
@@ -304,6 +319,12 @@ public final class Stragglers {
             if (peer > 0) out.add(new LinkTime(k.get(0), k.get(1), v / peer, v, peer));
         });
         return seconds;
+    }
+
+    private static List<String> suggestion(int[] blocksPerRank) {
+        List<String> entries = new ArrayList<>();
+        for (int r = 0; r < blocksPerRank.length; r++) entries.add(r + ": " + blocksPerRank[r]);
+        return suggestion(entries);
     }
 
     /**

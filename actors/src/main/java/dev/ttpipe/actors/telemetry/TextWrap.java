@@ -14,7 +14,7 @@ import java.util.Set;
 public final class TextWrap {
     /** Units that stay on the line of the number before them. */
     private static final Set<String> UNITS = Set.of("B", "KiB", "MiB", "GiB", "TiB", "kB", "KB", "MB", "GB", "TB", "ns", "us",
-            "ms", "s", "min", "h", "MB/s", "GB/s", "Gb/s", "tok/s", "tokens/s", "GFLOPS", "TFLOPS", "px", "%");
+            "ms", "s", "min", "h", "ms/MiB", "us/MiB", "MB/s", "GB/s", "Gb/s", "tok/s", "tokens/s", "GFLOPS", "TFLOPS", "px", "%");
 
     private TextWrap() {
     }

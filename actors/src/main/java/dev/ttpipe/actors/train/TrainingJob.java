@@ -611,7 +611,9 @@ public final class TrainingJob {
                 }
                 StepAnalysis a = StepAnalysis.of(plan.schedule(), r);
                 st.stepped(step, r, a);
-                for (String line : stragglers.observe(r)) progress.note(line.startsWith(" ") ? line : "step " + (step + 1) + ": " + line);
+                for (String line : stragglers.observe(r)) {
+                    progress.note(line.startsWith(" ") ? line : TextWrap.wrap("step " + (step + 1) + ": " + line, Terminal.columns(), 2));
+                }
                 if (metricsServer != null) metricsServer.stepped(r, a, stragglers.view());
                 Double val = null;
                 if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps) {

@@ -16,6 +16,7 @@ import org.yaml.snakeyaml.Yaml;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.function.UnaryOperator;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
@@ -24,7 +25,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * The straggler rule on measured steps made to order: past the warm-up, a rank or link is named
  * after 3 steps in a row at 1.5x or more, once, and cleared after 3 below; a rank with more blocks (or the head) that runs at
- * its peers' pace is not named; a slow link whose SENDs are a sliver of the step is not named.
+ * its peers' pace is not named; a slow link whose SENDs are a sliver of the step is not named. A
+ * link is measured at its receiver too (each frame's first chunk to its last, where the transport
+ * times its frames: Aeron, whose SENDs only queue), and the slower of the two measures counts.
  */
 class StragglersTest {
     private static final long MIB = 1 << 20;
@@ -41,6 +44,16 @@ class StragglersTest {
      * SEND moves 1 MiB in 1 ms, link 1 -> 2's forward SENDs in {@code link12Ms}.
      */
     private static Coordinator.StepReport step(JobPlan plan, int step, double[] fSlow, double[] bSlow, double link12Ms) {
+        return step(plan, step, fSlow, bSlow, link12Ms, -1);
+    }
+
+    /**
+     * As above, and where {@code wire12Ms} is not negative, every frame is timed on the link at its
+     * receiver too (its RECV's first chunk to last): 1 MiB in 1 ms, link 1 -> 2's forward frames in
+     * {@code wire12Ms}.
+     */
+    private static Coordinator.StepReport step(JobPlan plan, int step, double[] fSlow, double[] bSlow, double link12Ms,
+                                               double wire12Ms) {
         Partitioner.Costs costs = Partitioner.costs(plan.model(), plan.seqLen());
         double nsPerUnit = 10e6 / (2 * costs.block());
         List<ActionEvent> events = new ArrayList<>();
@@ -52,6 +65,9 @@ class StragglersTest {
                 events.add(event(s, ActionKind.B, mb, t, (long) (2 * f * bSlow[s]), 0));
                 if (s < 3) events.add(event(s, ActionKind.SEND_F, mb, t, (long) (s == 1 ? link12Ms * 1e6 : 1e6), MIB));
                 if (s > 0) events.add(event(s, ActionKind.SEND_B, mb, t, 1_000_000L, MIB));
+                if (wire12Ms < 0) continue;
+                if (s > 0) events.add(received(s, ActionKind.RECV_F, mb, t, (long) (s == 2 ? wire12Ms * 1e6 : 1e6)));
+                if (s < 3) events.add(received(s, ActionKind.RECV_B, mb, t, 1_000_000L));
             }
         }
         return new Coordinator.StepReport(step, 1.0, 1.0, 1e-3, 0, 32, 0, PASS_NS, new long[] {0}, new long[] {PASS_NS}, events,
@@ -60,6 +76,11 @@ class StragglersTest {
 
     private static ActionEvent event(int rank, ActionKind kind, int mb, long start, long duration, long bytes) {
         return new ActionEvent(rank, new Action(rank, kind, mb), 0, start, start + duration, bytes, 0, 0, 0, 0);
+    }
+
+    /** A RECV of 1 MiB at {@code rank} that waited no time, whose frame was {@code linkNs} on the link. */
+    private static ActionEvent received(int rank, ActionKind kind, int mb, long start, long linkNs) {
+        return new ActionEvent(rank, new Action(rank, kind, mb), 0, start, start, MIB, 0, 0, 0, 0, linkNs);
     }
 
     private static final double[] EVEN = {1, 1, 1, 1};
@@ -78,8 +99,8 @@ class StragglersTest {
         assertEquals(List.of(), s.observe(step(plan, 6, f, b, 5)));
         List<String> named = s.observe(step(plan, 7, f, b, 5));
         assertEquals(List.of("rank 2 runs F 2.0x slower than planned: 20 ms vs 10 ms",
-                "link 1 -> 2 is 5.0x slower than the others: 5.0 ms/MiB vs 1.0 ms/MiB",
-                "  suggested blocks_per_rank: {0: 2, 1: 3, 2: 1, 3: 2}"), named);
+                "  suggested blocks_per_rank: {0: 2, 1: 3, 2: 1, 3: 2}",
+                "link 1 -> 2 is 5.0x slower than the others: 5.0 ms/MiB vs 1.0 ms/MiB"), named);
         Stragglers.View v = s.view();
         assertEquals(Map.of(2, 8), v.slowRanks());
         assertEquals(Map.of(List.of(1, 2), 8), v.slowLinks());
@@ -112,8 +133,8 @@ class StragglersTest {
 
         Stragglers quick = new Stragglers(plan, false, new Stragglers.Thresholds(1.5, 1, 0));
         assertEquals(List.of("rank 2 runs F 2.0x slower than planned: 20 ms vs 10 ms",
-                "link 1 -> 2 is 5.0x slower than the others: 5.0 ms/MiB vs 1.0 ms/MiB",
-                "  suggested blocks_per_rank: {0: 2, 1: 3, 2: 1, 3: 2}"), quick.observe(step(plan, 0, f, b, 5)),
+                "  suggested blocks_per_rank: {0: 2, 1: 3, 2: 1, 3: 2}",
+                "link 1 -> 2 is 5.0x slower than the others: 5.0 ms/MiB vs 1.0 ms/MiB"), quick.observe(step(plan, 0, f, b, 5)),
                 "no warm-up, named at the first step");
         assertEquals(Map.of(2, 1), quick.view().slowRanks());
         assertEquals(Map.of(List.of(1, 2), 1), quick.view().slowLinks());
@@ -187,6 +208,82 @@ class StragglersTest {
             }
             assertEquals(List.of(), s.observe(new Coordinator.StepReport(step, 1, 1, 1e-3, 0, 32, 0, PASS_NS, new long[] {0},
                     new long[] {PASS_NS}, shrunk, new long[4], null)));
+        }
+        assertEquals(5.0, s.view().link(1, 2).slowdown(), 1e-6);
+        assertEquals(Map.of(), s.view().slowLinks());
+    }
+
+    /** {@code r} with each event through {@code f}. */
+    private static Coordinator.StepReport reshaped(Coordinator.StepReport r, UnaryOperator<ActionEvent> f) {
+        return new Coordinator.StepReport(r.step(), 1, 1, 1e-3, 0, 32, 0, PASS_NS, new long[] {0}, new long[] {PASS_NS},
+                r.events().stream().map(f).toList(), new long[4], null);
+    }
+
+    /** The step's SENDs only queue, as on Aeron: 10 us per MiB, every link. */
+    private static Coordinator.StepReport queued(Coordinator.StepReport r) {
+        return reshaped(r, e -> e.kind() != ActionKind.SEND_F && e.kind() != ActionKind.SEND_B ? e
+                : new ActionEvent(e.rank(), e.action(), e.pass(), e.startNs(), e.startNs() + 10_000, e.bytes(), 0, 0, 0, 0));
+    }
+
+    /** SENDs that only queue: link 1 -> 2, slow on the wire, is named from its receiver's times. */
+    @Test
+    void aLinkSlowOnTheWireIsNamedFromItsFramesTimeAtTheReceiver() {
+        JobPlan plan = plan(2, 2, 2, 2);
+        Stragglers s = new Stragglers(plan, false);
+        for (int step = 0; step < 7; step++) {
+            assertEquals(List.of(), s.observe(queued(step(plan, step, EVEN, EVEN, 1, 5))), "step " + step);
+        }
+        assertEquals(List.of("link 1 -> 2 is 5.0x slower than the others: 5.0 ms/MiB vs 1.0 ms/MiB"),
+                s.observe(queued(step(plan, 7, EVEN, EVEN, 1, 5))));
+        assertEquals(Map.of(List.of(1, 2), 8), s.view().slowLinks());
+        assertEquals(5.0, s.view().link(1, 2).secondsPerMiB() * 1e3, 1e-9, "the receive side's time, not the SENDs' 10 us");
+        for (int step = 8; step < 10; step++) assertEquals(List.of(), s.observe(queued(step(plan, step, EVEN, EVEN, 1, 1))));
+        assertEquals(List.of("link 1 -> 2 keeps up again"), s.observe(queued(step(plan, 10, EVEN, EVEN, 1, 1))));
+        assertEquals(Map.of(), s.view().slowLinks());
+
+        Stragglers sendsOnly = new Stragglers(plan, false);
+        for (int step = 0; step < 10; step++) assertEquals(List.of(), sendsOnly.observe(queued(step(plan, step, EVEN, EVEN, 1))));
+        assertEquals(Map.of(), sendsOnly.view().slowLinks(), "without the receiver's times, SENDs that only queue show nothing");
+    }
+
+    /** Without the receive side's times (the local transport, fabric), the SENDs' alone; with both, the slower. */
+    @Test
+    void theSlowerOfTheSendsAndTheFramesOnTheLinkCounts() {
+        JobPlan plan = plan(2, 2, 2, 2);
+        Stragglers sendsOnly = new Stragglers(plan, false, new Stragglers.Thresholds(1.5, 1, 0));
+        assertEquals(List.of(), sendsOnly.observe(step(plan, 0, EVEN, EVEN, 0.01)), "fast SENDs, frames not timed");
+        assertEquals(0.01, sendsOnly.view().link(1, 2).secondsPerMiB() * 1e3, 1e-9);
+        Stragglers slowSends = new Stragglers(plan, false, new Stragglers.Thresholds(1.5, 1, 0));
+        assertEquals(List.of("link 1 -> 2 is 4.0x slower than the others: 4.0 ms/MiB vs 1.0 ms/MiB"),
+                slowSends.observe(step(plan, 0, EVEN, EVEN, 4, 1)), "SENDs slower than the frames on the link");
+        Stragglers slowWire = new Stragglers(plan, false, new Stragglers.Thresholds(1.5, 1, 0));
+        assertEquals(List.of("link 1 -> 2 is 3.0x slower than the others: 3.0 ms/MiB vs 1.0 ms/MiB"),
+                slowWire.observe(step(plan, 0, EVEN, EVEN, 0.5, 3)), "frames on the link slower than the SENDs");
+    }
+
+    /** A RECV of a tensor handed over in memory (no bytes) or not timed (-1) says nothing of a link. */
+    @Test
+    void receivesWithoutBytesOrATimeOnTheLinkAreLeftOut() {
+        JobPlan plan = plan(2, 2, 2, 2);
+        Stragglers s = new Stragglers(plan, false, new Stragglers.Thresholds(1.5, 1, 0));
+        List<ActionEvent> events = new ArrayList<>(step(plan, 0, EVEN, EVEN, 1).events());
+        for (int mb = 0; mb < 4; mb++) {
+            events.add(new ActionEvent(2, new Action(2, ActionKind.RECV_F, mb), 0, 0, 0, 0, 0, 0, 0, 0, 50_000_000L));
+            events.add(received(2, ActionKind.RECV_F, mb, 0, -1));
+        }
+        assertEquals(List.of(), s.observe(new Coordinator.StepReport(0, 1, 1, 1e-3, 0, 32, 0, PASS_NS, new long[] {0},
+                new long[] {PASS_NS}, events, new long[4], null)));
+        assertEquals(1.0, s.view().link(1, 2).slowdown(), 1e-9);
+    }
+
+    /** Frames slow on the wire, but 4 x 0.5 ms of a 200 ms pass (1%): measured, not named. */
+    @Test
+    void aLinkSlowOnTheWireThatCostsTheStepLittleIsNotNamed() {
+        JobPlan plan = plan(2, 2, 2, 2);
+        Stragglers s = new Stragglers(plan, false);
+        for (int step = 0; step < 10; step++) {
+            assertEquals(List.of(), s.observe(reshaped(queued(step(plan, step, EVEN, EVEN, 1, 5)), e -> e.linkNs() < 0 ? e
+                    : new ActionEvent(e.rank(), e.action(), e.pass(), e.startNs(), e.endNs(), e.bytes(), 0, 0, 0, 0, e.linkNs() / 10))));
         }
         assertEquals(5.0, s.view().link(1, 2).slowdown(), 1e-6);
         assertEquals(Map.of(), s.view().slowLinks());
