@@ -6,6 +6,7 @@ import dev.ttpipe.actors.multihost.LauncherWatch;
 import dev.ttpipe.actors.multihost.RankEnvironment;
 import dev.ttpipe.actors.multihost.Worker;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
+import dev.ttpipe.actors.runtime.Watchdog;
 import dev.ttpipe.actors.telemetry.MetricsServer;
 import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.TrainingJob;
@@ -131,6 +132,7 @@ public final class WorkerCommand implements Callable<Integer> {
             }
             PipelineRuntime runtime = worker.start(Duration.ofSeconds(joinTimeout), heard,
                     RankEnvironment.LAUNCH.equals(launcher.engine()));
+            runtime.notices(line -> Terminal.printWrapped(System.out, Watchdog.PREFIX + line));  // rank 0's job sets its own
             for (String line : worker.describePeers(runtime.deployment())) Terminal.printWrapped(System.out, line);
             if (!worker.announcing().isEmpty()) training.peersThroughRank0(runtime.deployment(), worker.announcing());
             if (rank != 0) {

@@ -3,8 +3,6 @@ package dev.ttpipe.actors.runtime;
 import dev.ttpipe.actors.cluster.ClusterMessage;
 import dev.ttpipe.actors.cluster.ClusterSettings;
 import dev.ttpipe.actors.cluster.Deployment;
-
-import dev.ttpipe.actors.telemetry.Terminal;
 import dev.ttpipe.device.Submesh;
 import dev.ttpipe.transport.TensorPayload;
 import dev.ttpipe.transport.TensorReceiver;
@@ -134,7 +132,7 @@ public final class HostGuardian extends AbstractBehavior<HostGuardian.Command> {
      */
     public record Liveness(boolean killDeclaredDead, Consumer<String> notices) {
         /** Notices on this process's stdout; nothing killed. */
-        public static final Liveness PRINTED = new Liveness(false, line -> Terminal.printWrapped(System.out, Watchdog.PREFIX + line));
+        public static final Liveness PRINTED = new Liveness(false, line -> System.out.println(Watchdog.PREFIX + line));
     }
 
     /** A rank that stopped answering: which process of it, and since when (the failure detector's verdict). */

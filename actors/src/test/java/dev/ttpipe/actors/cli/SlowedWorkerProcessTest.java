@@ -41,17 +41,17 @@ class SlowedWorkerProcessTest {
     void aWorkerProcessHeldToAFifthOfTheCpuIsNamedAStraggler(@TempDir Path dir) throws Exception {
         Assumptions.assumeTrue(Files.isExecutable(Path.of("/usr/bin/perl")), "no /usr/bin/perl to stop and continue the worker");
         Path cfg = MultiProcessTest.write(dir, "pp3.yaml", MultiProcessTest.config(3, BASE_PORT, "{0: 2, 1: 2, 2: 2}")
-                .replace("embedding_dim: 16, num_blocks: 4, max_sequence_length: 16", "embedding_dim: 64, num_blocks: 6,"
-                        + " max_sequence_length: 32")
+                .replace("embedding_dim: 16, num_blocks: 4, max_sequence_length: 16", "embedding_dim: 192, num_blocks: 6,"
+                        + " max_sequence_length: 64")
                 .replace("num_blocks: 4, blocks_per_rank", "num_blocks: 6, blocks_per_rank")
-                .replace("max_steps: 400", "max_steps: 60")
+                .replace("max_steps: 400", "max_steps: 40")
                 .replace("  socket_type: aeron", "  socket_type: aeron\n  link_check_bytes: 256KiB\n  link_check_timeout_s: 20")
                 + "telemetry: {port: " + TELEMETRY_PORT + ", straggler_warmup_steps: 3}\n");
         Path run = dir.resolve("run");
         CompletableFuture<CliTest.Result> job = CompletableFuture.supplyAsync(() -> CliTest.run("launch", cfg.toString(),
                 "--run-dir", run.toString()));
         HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
-        String metrics = "", status = "";
+        String metrics = "", status = "", top = "";
         Pattern named = Pattern.compile("(?m)^ttpipe_rank_straggler\\{[^}]*rank=\"" + SLOW + "\"[^}]*} 1\\.0$");
         long t0 = System.nanoTime();
         long slowedAt = 0, namedAt = 0;
@@ -69,7 +69,19 @@ class SlowedWorkerProcessTest {
                 Thread.sleep(200);
             }
             namedAt = System.nanoTime();
-            if (named.matcher(metrics).find()) status = get(http, "http://127.0.0.1:" + TELEMETRY_PORT + "/status");
+            if (named.matcher(metrics).find()) {
+                status = get(http, "http://127.0.0.1:" + TELEMETRY_PORT + "/status");
+                // ttpipe top in a process of its own (CliTest.run is busy with the launch), while rank 1 is still held; a
+                // snapshot between two namings (noise can clear it for a few steps) is taken again
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                do {
+                    Process once = TtpipeProcesses.start(dir, "top", Map.of(), List.of("top", "--url",
+                            "127.0.0.1:" + TELEMETRY_PORT, "--once"));
+                    assertTrue(once.waitFor(60, TimeUnit.SECONDS), "top --once did not end within 60 s");
+                    top = TtpipeProcesses.log(dir, "top") + top;
+                } while (!CliTest.joined(top).contains("straggler: rank " + SLOW + " runs ") && !job.isDone()
+                        && System.nanoTime() < until);
+            }
         } finally {
             letGo(dutyCycle, worker.pid());
         }
@@ -83,6 +95,10 @@ class SlowedWorkerProcessTest {
         Map<?, ?> stragglers = (Map<?, ?>) ((Map<?, ?>) MiniJson.parse(status)).get("stragglers");
         assertTrue(((List<?>) stragglers.get("ranks")).stream().anyMatch(m -> ((Number) ((Map<?, ?>) m).get("rank")).intValue()
                 == SLOW), "/status names rank " + SLOW + ": " + stragglers);
+        assertTrue(CliTest.joined(top).contains("straggler: rank " + SLOW + " runs "), "top names rank " + SLOW + ":\n" + top
+                + "\nthe job's straggler lines:\n" + String.join("\n", log.lines().filter(l -> l.contains("slower")
+                || l.contains("keeps up") || l.startsWith("step ")).toList()));
+        for (String line : top.split("\n")) assertTrue(line.length() <= 80, "top wider than 80 columns: " + line);
         // the first time it is named (on a machine that other jobs load, a rank can be named for a while later too)
         List<String> lines = log.lines().filter(l -> l.matches("step \\d+: rank " + SLOW + " runs .*")).toList();
         assertTrue(!lines.isEmpty(), "rank " + SLOW + " named in the log:\n" + log);
