@@ -78,9 +78,13 @@ class SlowLinkIsNamedTest {
             assertTrue(String.valueOf(((Map<?, ?>) links.get(0)).get("text")).startsWith("link 0 -> 1 is "), stragglers.toString());
 
             List<String> lines = log0.lines().filter(l -> l.matches("step \\d+: link 0 -> 1 is .*")).toList();
-            assertEquals(1, lines.size(), "named once, not every step:\n" + log0);
+            // named when it became slow, not on every step it stays slow (on a loaded machine noise can name it briefly
+            // again once the limit is lifted: a line or two more, far below the limit's slowdown)
+            assertTrue(!lines.isEmpty() && lines.size() <= 3, "named once while limited, not every step:\n" + log0);
             assertTrue(lines.get(0).matches("step \\d+: link 0 -> 1 is \\d+\\.\\dx slower than the others: \\S+ [mu]s/MiB vs \\S+"
                     + " [mu]s/MiB"), lines.get(0));
+            double slowdown = Double.parseDouble(lines.get(0).replaceAll(".* is (\\d+\\.\\d)x slower.*", "$1"));
+            assertTrue(slowdown >= 10, "the rate limit's slowdown, not noise: " + lines.get(0));
             assertTrue(lines.get(0).length() <= 80, "wider than 80 columns: " + lines.get(0));
             assertTrue(log0.matches("(?s).*\nstep \\d+: link 0 -> 1 keeps up again\n.*"), "the limit lifted, it keeps up:\n" + log0);
             assertEquals(0, code, log0);
