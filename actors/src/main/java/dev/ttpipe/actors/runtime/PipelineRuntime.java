@@ -176,9 +176,7 @@ public final class PipelineRuntime implements AutoCloseable {
             ActorSystem<HostGuardian.Command> system = ClusterSettings.startSystem(
                     HostGuardian.createWorker(plan, byRank, transport, deployment, rank == 0, ended, onPreempt, liveness),
                     deployment, rank);
-            // A node that the others removed from the cluster shuts itself down: the worker ends with it, not waits forever.
-            system.getWhenTerminated().thenRun(() -> ended.complete("this worker's cluster node shut down before rank 0 ended"
-                    + " the job (it was removed from the cluster)"));
+            endWithNode(system, ended);
             try {
                 if (rank != 0) ClusterSettings.awaitJoined(system, deployment, joinTimeout, ended::isDone);
                 PipelineRuntime runtime = new PipelineRuntime(plan, mesh, transport, system, Duration.ofMinutes(30), deployment,
@@ -194,6 +192,12 @@ public final class PipelineRuntime implements AutoCloseable {
             mesh.close();
             throw e;
         }
+    }
+
+    /** A node that the others removed from the cluster shuts itself down: the worker ends with it, not waits forever. */
+    private static void endWithNode(ActorSystem<?> system, CompletableFuture<String> ended) {
+        system.getWhenTerminated().thenRun(() -> ended.complete("this worker's cluster node shut down before rank 0 ended"
+                + " the job (it was removed from the cluster)"));
     }
 
     /**
@@ -219,8 +223,7 @@ public final class PipelineRuntime implements AutoCloseable {
             HostGuardian.Liveness liveness = new HostGuardian.Liveness(false, line -> notices.get().accept(line));
             system = ClusterSettings.startSystem(
                     HostGuardian.createDeferredWorker(plan, byRank, rank == 0, ended, onPreempt, liveness), deployment, rank);
-            system.getWhenTerminated().thenRun(() -> ended.complete("this worker's cluster node shut down before rank 0 ended"
-                    + " the job (it was removed from the cluster)"));
+            endWithNode(system, ended);
             if (rank != 0) ClusterSettings.awaitJoined(system, deployment, joinTimeout, ended::isDone);
             Deployment everyRank = Rendezvous.exchange(system, deployment, rank, joinTimeout, source);
             transport = transportFor.apply(everyRank);
