@@ -8,10 +8,12 @@ import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.TrainingJob;
 import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.actors.telemetry.Terminal;
 import dev.ttpipe.device.Backends;
 import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.cpu.CpuKernels;
 import dev.ttpipe.device.cpu.MachinePeak;
+import dev.ttpipe.device.cpu.MatmulShapes;
 import dev.ttpipe.device.profile.OpProfile;
 import dev.ttpipe.device.profile.ProfiledSubmesh;
 import dev.ttpipe.stages.ReferenceTrainer;
@@ -44,7 +46,9 @@ import java.util.concurrent.Callable;
                 "  ttpipe bench step configs/bench/gpt-s.yaml",
                 "  ttpipe bench step configs/bench/gpt-s.yaml --steps 5 --json",
                 "  ttpipe bench step configs/bench/gpt-s.yaml --profile",
-                "  ttpipe bench step configs/bench/gpt-s.yaml --dtype bf16"})
+                "  ttpipe bench step configs/bench/gpt-s.yaml --dtype bf16",
+                "  ttpipe bench step configs/bench/gpt-s.yaml --write-matmul-table gpt-s.matmul",
+                "  TTPIPE_MATMUL_TABLE=gpt-s.matmul ttpipe bench step configs/bench/gpt-s.yaml"})
 public final class BenchStepCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "CONFIG", description = "A training config YAML (its model, batch and device).")
     Path config;
@@ -62,8 +66,14 @@ public final class BenchStepCommand implements Callable<Integer> {
             + " ms/step, share of the step, calls and GFLOP/s (matmuls, attention) or GB/s.")
     boolean profile;
 
+    @Option(names = "--write-matmul-table", paramLabel = "FILE", description = {"Instead of timing steps: record every"
+            + " fp32 product shape of one step, time each on OpenBLAS and on oneDNN (alternating), and write FILE naming the"
+            + " faster per shape. TTPIPE_MATMUL_TABLE=FILE (or global_env) makes the cpu backend follow it."})
+    Path writeTable;
+
     @Override
     public Integer call() {
+        if (writeTable != null) MatmulTableWriter.checkWritable(writeTable);
         if (steps < 1) throw new UserInputException("--steps: " + steps + " given, expected a positive integer");
         TtpipeConfig cfg = job.resolve(config, null);
         if (cfg.device.backend != Backend.CPU) {
@@ -100,7 +110,12 @@ public final class BenchStepCommand implements Callable<Integer> {
         try (MeshDevice mesh = Backends.open(Backend.CPU.id(), plan.rankMesh(), plan.meshOptions().withThreads(threads));
              ReferenceTrainer t = new ReferenceTrainer(plan.model(), profile ? new ProfiledSubmesh(mesh.asSubmesh(), ops)
                      : mesh.asSubmesh(), plan.parallelism(), plan.seed(), plan.optimizer(), plan.lr(), plan.clipMaxNorm(), 1)) {
+            if (writeTable != null) MatmulShapes.start();
             double loss = t.step(0, training.batches(0)).loss();              // warm-up: JIT, allocator
+            if (writeTable != null) {
+                MatmulTableWriter.write(writeTable, MatmulShapes.stop(), threads, config, cfg.device.dtype);
+                return Main.EXIT_OK;
+            }
             ops.reset();
             for (int s = 0; s < steps; s++) {
                 List<Batch> b = training.batches(s + 1);
@@ -112,7 +127,7 @@ public final class BenchStepCommand implements Callable<Integer> {
             figures.add(new Figure("reference", refName, ref, loss));
         }
         if (!json) {
-            System.out.println("matmul kernels: fp32 " + CpuKernels.matmul()
+            Terminal.printWrapped(System.out, "matmul kernels: fp32 " + CpuKernels.matmul()
                     + (CpuKernels.bf16Matmul() == null ? "" : "; bf16 " + CpuKernels.bf16Matmul()));
         }
         if (profile && !json) {

@@ -1,5 +1,8 @@
 package dev.ttpipe.actors.config;
 
+import dev.ttpipe.device.DeviceException;
+import dev.ttpipe.device.cpu.MatmulTable;
+
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashSet;
@@ -121,6 +124,7 @@ public final class ConfigValidator {
                         + " itself (from rank_bindings and training_config.max_restarts), expected the variable left out");
             }
         }
+        checkMatmulTable(cfg, p);
         String mgd = cfg.meshGraphDescPath;
         if (mgd == null) return;
         if (!Files.isRegularFile(Path.of(mgd))) {
@@ -131,6 +135,36 @@ public final class ConfigValidator {
         if (env != null && !env.equals(mgd)) {
             p.add("global_env." + TtpipeConfig.MESH_GRAPH_DESC_ENV, "'" + env + "' given beside " + cfg.origins.where("mesh_graph_desc_path")
                     + ": '" + mgd + "', expected one of them");
+        }
+    }
+
+    /**
+     * The cpu backend's matmul table ({@code -Dttpipe.matmul.table}, else global_env's or the process's
+     * {@code TTPIPE_MATMUL_TABLE}) reads, and no fixed kernel ({@code TTPIPE_BLAS}) is asked for beside it: checked
+     * here so a bad table is one line before anything runs, not a failure when the first mesh opens.
+     */
+    private static void checkMatmulTable(TtpipeConfig cfg, ConfigProblems p) {
+        if (cfg.device.backend != Backend.CPU) return;
+        String name = "TTPIPE_MATMUL_TABLE", key = "global_env." + name;
+        String file = System.getProperty("ttpipe.matmul.table");
+        String where = "-Dttpipe.matmul.table";
+        if (file == null || file.isBlank()) {
+            file = cfg.globalEnv.get(name);
+            where = file != null ? cfg.origins.where(key) : name + " (the environment)";
+            if (file == null) file = System.getenv(name);
+        }
+        if (file == null || file.isBlank()) return;
+        String kernel = System.getProperty("ttpipe.blas");
+        if (kernel == null || kernel.isBlank()) kernel = cfg.globalEnv.getOrDefault("TTPIPE_BLAS", System.getenv("TTPIPE_BLAS"));
+        if (kernel != null && !kernel.isBlank() && !kernel.trim().equalsIgnoreCase("auto")) {
+            p.addRaw(where + ": '" + file + "' given beside TTPIPE_BLAS=" + kernel.trim() + ", expected one of them (the table"
+                    + " picks the matmul kernel per shape)");
+            return;
+        }
+        try {
+            MatmulTable.read(Path.of(file.trim()));
+        } catch (DeviceException | java.nio.file.InvalidPathException e) {
+            p.addRaw(where + ": " + e.getMessage());
         }
     }
 

@@ -140,7 +140,8 @@ public final class RunRecord {
         }
     }
 
-    private static String cpuModel() {
+    /** The CPU as /proc/cpuinfo names it ("AMD EPYC 9R14 ..."), or the architecture elsewhere. */
+    public static String cpuModel() {
         try {
             for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
                 if (line.startsWith("model name")) return line.substring(line.indexOf(':') + 1).strip();

@@ -122,6 +122,7 @@ final class BlasGemm implements Gemm {
                            NativeBuffer a, int aOff, int lda, NativeBuffer b, int bOff, int ldb,
                            float beta, NativeBuffer c, int cOff, int ldc, TileCall call) {
         if (!Gemm.check(transA, transB, m, n, k, a, aOff, lda, b, bOff, ldb, c, cOff, ldc)) return;
+        MatmulShapes.note(transA, transB, m, n, k);
         if (k == 0) {
             Gemm.scaleC(m, n, beta, c, cOff, ldc);
             return;

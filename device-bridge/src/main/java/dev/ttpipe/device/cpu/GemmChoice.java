@@ -12,8 +12,9 @@ import java.util.function.UnaryOperator;
 /**
  * Picks the fp32 matmul kernel: {@code blas} (OpenBLAS, fails if it does not load), {@code dnnl}
  * (oneDNN's sgemm, fails if it does not load), {@code java} (pure JVM), or {@code auto}: OpenBLAS unless {@code -Dttpipe.blas=java} or
- * {@code TTPIPE_BLAS=java} says otherwise, the JVM kernel if OpenBLAS does not load. Logs the
- * kernel in use once per process and kind (INFO).
+ * {@code TTPIPE_BLAS=java} says otherwise, the JVM kernel if OpenBLAS does not load; under {@code auto}, a
+ * {@link MatmulTable} named by {@code -Dttpipe.matmul.table} or {@code TTPIPE_MATMUL_TABLE} sends the shapes it
+ * lists as {@code dnnl} to oneDNN ({@link PerShapeGemm}). Logs the kernel in use once per process and kind (INFO).
  */
 final class GemmChoice {
     private static final Logger LOG = LoggerFactory.getLogger(GemmChoice.class);
@@ -38,7 +39,16 @@ final class GemmChoice {
 
     static Gemm choose(String kind, int threads, Parallel parallel, UnaryOperator<String> getenv) {
         String k = kind == null ? "auto" : kind.toLowerCase(Locale.ROOT);
-        if (k.equals("auto")) k = requested(getenv);
+        String tableFile = MatmulTable.requested(getenv);
+        if (k.equals("auto")) {
+            k = requested(getenv);
+            if (tableFile != null && !k.equals("auto")) {
+                throw new DeviceException("matmul table " + tableFile + " (ttpipe.matmul.table / TTPIPE_MATMUL_TABLE) and kernel '"
+                        + k + "' (ttpipe.blas / TTPIPE_BLAS) both given, expected one of them: the table picks the kernel per shape");
+            }
+        } else {
+            tableFile = null;                                   // a kernel asked for by name (bench matmul --kernel) runs alone
+        }
         Gemm g;
         switch (k) {
             case "java":
@@ -64,6 +74,7 @@ final class GemmChoice {
                     }
                     g = new JavaGemm(parallel);
                 }
+                if (tableFile != null) g = perShape(g, MatmulTable.read(java.nio.file.Path.of(tableFile)), parallel);
                 break;
             default:
                 throw new DeviceException("matmul kernel '" + kind + "' unknown, expected auto, blas, dnnl or java");
@@ -71,5 +82,12 @@ final class GemmChoice {
         if (LOGGED.add(g.kind())) LOG.info("cpu matmul kernel: {}", g.describe());
         CpuKernels.chose(g.describe());
         return g;
+    }
+
+    /** {@code fallback} for the shapes {@code table} does not send to oneDNN, oneDNN (if it loads) for the others. */
+    private static Gemm perShape(Gemm fallback, MatmulTable table, Parallel parallel) {
+        if (table.dnnlShapes() == 0) return new PerShapeGemm(fallback, null, table, null);
+        DnnlGemm dnnl = DnnlGemm.tryLoad(parallel);
+        return new PerShapeGemm(fallback, dnnl, table, dnnl == null ? "oneDNN does not load: " + Dnnl.failure() : null);
     }
 }

@@ -72,13 +72,9 @@ public final class MatmulBenchmark {
         MachinePeak peak = MachinePeak.measure(t);
         try (Parallel par = new Parallel(t)) {
             Gemm gemm = GemmChoice.choose(kernel, t, par);
-            NativeBuffer a = NativeBuffer.malloc(Math.multiplyExact(Math.multiplyExact(m, k), 4));
-            NativeBuffer b = NativeBuffer.malloc(Math.multiplyExact(Math.multiplyExact(k, n), 4));
-            NativeBuffer c = NativeBuffer.malloc(Math.multiplyExact(Math.multiplyExact(m, n), 4));
+            NativeBuffer[] abc = operands(m, k, n);
+            NativeBuffer a = abc[0], b = abc[1], c = abc[2];
             try {
-                Random rnd = new Random(1);
-                for (int i = 0; i < m * k; i++) a.floats.put(i, rnd.nextFloat() - 0.5f);
-                for (int i = 0; i < k * n; i++) b.floats.put(i, rnd.nextFloat() - 0.5f);
                 double[] s = timeRuns(() -> {
                     long t0 = System.nanoTime();
                     gemm.sgemm(false, false, m, n, k, 1f, a, 0, k, b, 0, n, 0f, c, 0, n);
@@ -88,11 +84,69 @@ public final class MatmulBenchmark {
                 return new Result(m, k, n, t, gemm.kind(), gemm.describe(), flops(m, k, n) / median / 1e9, median, s[0],
                         s.length, peak);
             } finally {
-                a.free();
-                b.free();
-                c.free();
+                for (NativeBuffer x : abc) x.free();
             }
         }
+    }
+
+    /**
+     * Times one product shape on OpenBLAS and on oneDNN's sgemm, both tiled over {@code threads} threads as a cpu mesh
+     * runs them, alternating the two (one product each, in turn) for about {@code seconds} after a warm-up, and
+     * picks oneDNN only where its median is at least {@value #DNNL_MARGIN_PERCENT}% faster: a tie keeps OpenBLAS,
+     * the default. Without oneDNN the row says blas, with a dnnl figure of 0.
+     */
+    public static MatmulTable.Row compare(MatmulShapes.Shape shape, int threads, double seconds) {
+        int t = threads <= 0 ? Runtime.getRuntime().availableProcessors() : threads;
+        int m = shape.m(), k = shape.k(), n = shape.n();
+        try (Parallel par = new Parallel(t)) {
+            Gemm blas = GemmChoice.choose("blas", t, par);
+            Gemm dnnl = DnnlGemm.tryLoad(par);
+            NativeBuffer[] abc = operands(m, k, n);
+            NativeBuffer a = abc[0], b = abc[1], c = abc[2];
+            try {
+                int lda = shape.transA() ? m : k, ldb = shape.transB() ? k : n;
+                Gemm[] engines = dnnl == null ? new Gemm[]{blas} : new Gemm[]{blas, dnnl};
+                java.util.function.ToDoubleFunction<Gemm> once = g -> {
+                    long t0 = System.nanoTime();
+                    g.sgemm(shape.transA(), shape.transB(), m, n, k, 1f, a, 0, lda, b, 0, ldb, 0f, c, 0, n);
+                    return (System.nanoTime() - t0) / 1e9;
+                };
+                double first = 0;
+                for (Gemm g : engines) first = Math.max(first, Math.min(once.applyAsDouble(g), once.applyAsDouble(g)));
+                int pairs = (int) Math.max(7, Math.min(2000, seconds / engines.length / Math.max(first, 1e-7)));
+                double[][] s = new double[engines.length][pairs];
+                for (int i = 0; i < pairs; i++) {
+                    for (int e = 0; e < engines.length; e++) s[e][i] = once.applyAsDouble(engines[e]);
+                }
+                double blasS = medianOf(s[0]);
+                double dnnlS = dnnl == null ? Double.POSITIVE_INFINITY : medianOf(s[1]);
+                boolean pickDnnl = dnnlS * (1 + DNNL_MARGIN_PERCENT / 100.0) <= blasS;
+                double f = flops(m, k, n) / 1e9;
+                return new MatmulTable.Row(shape, pickDnnl ? "dnnl" : "blas", f / blasS, dnnl == null ? 0 : f / dnnlS);
+            } finally {
+                for (NativeBuffer x : abc) x.free();
+            }
+        }
+    }
+
+    /** A [m, k] and B [k, n] filled with uniform values in [-0.5, 0.5) (seed 1), and C [m, n]. */
+    private static NativeBuffer[] operands(int m, int k, int n) {
+        NativeBuffer a = NativeBuffer.malloc(Math.multiplyExact(Math.multiplyExact(m, k), 4));
+        NativeBuffer b = NativeBuffer.malloc(Math.multiplyExact(Math.multiplyExact(k, n), 4));
+        NativeBuffer c = NativeBuffer.malloc(Math.multiplyExact(Math.multiplyExact(m, n), 4));
+        Random rnd = new Random(1);
+        for (int i = 0; i < m * k; i++) a.floats.put(i, rnd.nextFloat() - 0.5f);
+        for (int i = 0; i < k * n; i++) b.floats.put(i, rnd.nextFloat() - 0.5f);
+        return new NativeBuffer[]{a, b, c};
+    }
+
+    /** How much faster oneDNN must be on a shape for a matmul table to send that shape to it. */
+    static final int DNNL_MARGIN_PERCENT = 3;
+
+    private static double medianOf(double[] seconds) {
+        double[] sorted = seconds.clone();
+        Arrays.sort(sorted);
+        return median(sorted);
     }
 
     /** Warmups, then about a second of timed runs (at least 5); the seconds of each, sorted. */
