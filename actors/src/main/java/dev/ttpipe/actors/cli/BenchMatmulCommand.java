@@ -2,6 +2,8 @@ package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.telemetry.Json;
+import dev.ttpipe.actors.telemetry.Terminal;
+import dev.ttpipe.actors.telemetry.TextWrap;
 
 import dev.ttpipe.device.cpu.Bf16MatmulBenchmark;
 import dev.ttpipe.device.cpu.MatmulBenchmark;
@@ -142,21 +144,29 @@ public final class BenchMatmulCommand implements Callable<Integer> {
     private static void table(PrintWriter out, MatmulBenchmark.Result r) {
         out.printf(Locale.ROOT, "matmul %d x %d x %d fp32, %d thread%s%n", r.m(), r.k(), r.n(), r.threads(),
                 r.threads() == 1 ? "" : "s");
-        out.printf(Locale.ROOT, "  kernel      %s: %s%n", r.kernel(), r.kernelDetail());
-        out.printf(Locale.ROOT, "  throughput  %.1f GFLOP/s (median of %d runs, %.3f ms each; best run %.1f GFLOP/s)%n",
-                r.gflops(), r.repetitions(), r.medianSeconds() * 1e3, r.bestGflops());
-        out.printf(Locale.ROOT, "  peak        %.1f GFLOP/s = %s%n", r.peakGflops(), r.peakHow());
-        out.printf(Locale.ROOT, "  fraction    %.1f%% of peak%n", 100 * r.fractionOfPeak());
+        row(out, "kernel", r.kernel() + ": " + r.kernelDetail());
+        row(out, "throughput", throughput(r.gflops(), r.repetitions(), r.medianSeconds(), r.bestGflops()));
+        row(out, "peak", String.format(Locale.ROOT, "%.1f GFLOP/s = %s", r.peakGflops(), r.peakHow()));
+        row(out, "fraction", String.format(Locale.ROOT, "%.1f%% of peak", 100 * r.fractionOfPeak()));
     }
 
     private static void table(PrintWriter out, Bf16MatmulBenchmark.Result r) {
         out.printf(Locale.ROOT, "matmul %d x %d x %d bf16 (fp32 accumulation), %d thread%s%n", r.m(), r.k(), r.n(),
                 r.threads(), r.threads() == 1 ? "" : "s");
-        out.printf(Locale.ROOT, "  kernel      %s%n", r.kernel());
-        out.printf(Locale.ROOT, "  throughput  %.1f GFLOP/s (median of %d runs, %.3f ms each; best run %.1f GFLOP/s)%n",
-                r.gflops(), r.repetitions(), r.medianSeconds() * 1e3, r.bestGflops());
-        out.printf(Locale.ROOT, "  bf16 peak   %.1f GFLOP/s = %s%n", r.peakGflops(), r.peakHow());
-        out.printf(Locale.ROOT, "  fraction    %.1f%% of the bf16 peak%n", 100 * r.fractionOfPeak());
+        row(out, "kernel", r.kernel());
+        row(out, "throughput", throughput(r.gflops(), r.repetitions(), r.medianSeconds(), r.bestGflops()));
+        row(out, "bf16 peak", String.format(Locale.ROOT, "%.1f GFLOP/s = %s", r.peakGflops(), r.peakHow()));
+        row(out, "fraction", String.format(Locale.ROOT, "%.1f%% of the bf16 peak", 100 * r.fractionOfPeak()));
+    }
+
+    private static String throughput(double gflops, int runs, double medianSeconds, double bestGflops) {
+        return String.format(Locale.ROOT, "%.1f GFLOP/s (median of %d runs, %.3f ms each; best run %.1f GFLOP/s)", gflops,
+                runs, medianSeconds * 1e3, bestGflops);
+    }
+
+    /** One row of the table: the label in a column of 12, the value wrapped to the terminal's width under itself. */
+    private static void row(PrintWriter out, String label, String value) {
+        out.println(TextWrap.wrap(String.format(Locale.ROOT, "  %-11s %s", label, value), Terminal.columns(), 12));
     }
 
     static String json(Bf16MatmulBenchmark.Result r) {
