@@ -69,6 +69,8 @@ class InterruptTest {
         }
         List<String> lines = Files.readAllLines(run.resolve("metrics.jsonl"));
         assertTrue(lines.get(0).startsWith("{\"step\":1,\"time\":\"20"), lines.get(0));
+        assertEquals(record.get("validation_loss"), ((Map<?, ?>) MiniJson.parse(lines.get(2))).get("val_loss"),
+                "the last step's metrics line has the final validation loss, for the report's loss chart");
         assertTrue(Files.readString(run.resolve("stdout.log")).contains("validation loss"));
     }
 
