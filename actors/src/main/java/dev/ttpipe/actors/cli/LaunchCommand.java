@@ -6,6 +6,8 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.multihost.Launcher;
+import dev.ttpipe.actors.telemetry.Terminal;
+import dev.ttpipe.actors.telemetry.TextWrap;
 import dev.ttpipe.actors.train.Preemption;
 import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.TrainingJob;
@@ -94,7 +96,7 @@ public final class LaunchCommand implements Callable<Integer> {
         if (exit == ExitCodes.SIGTERM || exit == ExitCodes.SIGINT) {
             List<String> again = new ArrayList<>(List.of("ttpipe"));
             again.addAll(spec.commandLine().getParseResult().originalArgs());
-            System.out.println("resume with: " + Preemption.resumeCommand(again, runDir));
+            System.out.println(TextWrap.wrapCommand("resume with: " + Preemption.resumeCommand(again, runDir), Terminal.columns(), 4));
         }
         return exit;
     }
