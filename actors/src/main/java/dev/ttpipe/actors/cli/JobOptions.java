@@ -7,6 +7,7 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.PipelineMode;
 import dev.ttpipe.actors.config.YamlSection;
+import dev.ttpipe.actors.telemetry.Terminal;
 import dev.ttpipe.stages.data.TokenFiles;
 import picocli.CommandLine.Option;
 
@@ -81,7 +82,7 @@ public final class JobOptions {
         TtpipeConfig cfg = file == null ? ConfigLoader.readResource(defaultResource, sets) : ConfigLoader.read(file, sets);
         apply(cfg);
         ConfigValidator.validate(cfg);
-        for (String note : cfg.origins.notes()) System.err.println("ttpipe: " + note);
+        for (String note : cfg.origins.notes()) Terminal.printWrapped(System.err, "ttpipe: " + note);
         return cfg;
     }
 

@@ -6,6 +6,8 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.config.SocketType;
 import dev.ttpipe.actors.cluster.Deployment;
 import dev.ttpipe.actors.multihost.Launcher;
+import dev.ttpipe.actors.telemetry.Terminal;
+import dev.ttpipe.actors.telemetry.TextWrap;
 import dev.ttpipe.actors.train.Preemption;
 import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.TrainingJob;
@@ -76,13 +78,15 @@ public final class LaunchCommand implements Callable<Integer> {
         // One run directory for the whole launch (a resumed run's own by default), so a restarted job resumes from, and goes on
         // writing, the same one.
         List<String> args = new ArrayList<>(passThrough);
-        Checkpoints.Found resumed = check.resume == null ? null : Checkpoints.find(check.resume, Path.of(cfg.training.runsDir), System.err);
-        Path runDir = TrainingJob.runDirectory(cfg, check.runDir, resumed);
+        boolean auto = TrainCommand.AUTO.equals(check.resume);          // the workers look in --run-dir (rank 0 decides)
+        if (auto) TrainCommand.requireRunDir(check.runDir);
+        Checkpoints.Found resumed = check.resume == null || auto ? null
+                : Checkpoints.find(check.resume, Path.of(cfg.training.runsDir), System.err);
+        Path runDir = auto ? check.runDir : TrainingJob.runDirectory(cfg, check.runDir, resumed);   // auto: rank 0 checks it
         if (check.runDir == null) {
             args.add("--run-dir");
             args.add(runDir.toString());
         }
-        if (TrainCommand.AUTO.equals(check.resume)) TrainCommand.requireRunDir(check.runDir);
         Launcher launcher = new Launcher(config, args, deployment, System.out, System.err);
         int exit;
         try (Preemption preemption = Preemption.onSignals(System.err)) {
@@ -94,7 +98,7 @@ public final class LaunchCommand implements Callable<Integer> {
         if (exit == ExitCodes.SIGTERM || exit == ExitCodes.SIGINT) {
             List<String> again = new ArrayList<>(List.of("ttpipe"));
             again.addAll(spec.commandLine().getParseResult().originalArgs());
-            System.out.println("resume with: " + Preemption.resumeCommand(again, runDir));
+            System.out.println(TextWrap.wrapCommand("resume with: " + Preemption.resumeCommand(again, runDir), Terminal.columns(), 4));
         }
         return exit;
     }

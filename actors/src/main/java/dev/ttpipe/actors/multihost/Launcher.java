@@ -160,7 +160,8 @@ public final class Launcher {
                 if (dead != 0) {
                     cleanAeronDirectories(List.of(children.get(lastDead)));
                     children.set(lastDead, spawn(dead));
-                    err.println("ttpipe launch: restarting rank " + dead + " alone (restart " + (restarts + 1) + " of " + maxRestarts
+                    Terminal.printWrapped(err, "ttpipe launch: restarting rank " + dead + " alone (restart " + (restarts + 1) + " of "
+                            + maxRestarts
                             + "); the other workers keep running and roll back to " + (recovery.checkpointStep() < 0
                             ? "the initial weights (no checkpoint yet)" : "the checkpoint of step " + recovery.checkpointStep()));
                     recovery.watch(diedNs, err).start();
@@ -171,7 +172,7 @@ public final class Launcher {
                 children.clear();
                 childRanks.clear();
                 extraArgs = recovery.checkpointStep() < 0 ? base : withResume(base, runDir);
-                err.println("ttpipe launch: restarting every worker " + (recovery.checkpointStep() < 0
+                Terminal.printWrapped(err, "ttpipe launch: restarting every worker " + (recovery.checkpointStep() < 0
                         ? "from the beginning (no checkpoint yet)" : "from the checkpoint of step " + recovery.checkpointStep())
                         + " (restart " + (restarts + 1) + " of " + maxRestarts + ")");
                 Thread watcher = recovery.watch(diedNs, err);
@@ -231,9 +232,10 @@ public final class Launcher {
                     if (readLines(metrics).size() > linesBefore) {
                         double seconds = (System.nanoTime() - diedNs) / 1e9;
                         int from = Math.max(0, checkpointStep);
-                        err.printf(Locale.ROOT, "ttpipe launch: recovered in %.1f s (from the death to the first step after"
-                                + " the restart); %d step%s redone (steps %d..%d, back to the checkpoint of step %d)%n", seconds,
-                                Math.max(0, stepsDone - from), stepsDone - from == 1 ? "" : "s", from + 1, stepsDone, from);
+                        Terminal.printWrapped(err, String.format(Locale.ROOT, "ttpipe launch: recovered in %.1f s (from the death"
+                                + " to the first step after the restart); %d step%s redone (steps %d..%d, back to the checkpoint of"
+                                + " step %d)", seconds, Math.max(0, stepsDone - from), stepsDone - from == 1 ? "" : "s", from + 1,
+                                stepsDone, from));
                         return;
                     }
                     try {
@@ -282,18 +284,19 @@ public final class Launcher {
                 }
                 if (p.exitValue() != 0) {
                     if (preempted(p.exitValue())) {
-                        err.println("ttpipe launch: rank " + r + " stopped for a preemption (exit code " + p.exitValue()
+                        Terminal.printWrapped(err, "ttpipe launch: rank " + r + " stopped for a preemption (exit code " + p.exitValue()
                                 + "); waiting up to " + PREEMPTED_GRACE_SECONDS + " s for the others");
                         finish(PREEMPTED_GRACE_SECONDS);
                         return p.exitValue();
                     }
                     if (restart && !signalled && died(p.exitValue())) {
-                        err.println("ttpipe launch: rank " + r + " (" + deployment.rank(r).controlAddress() + ") died (exit code "
+                        Terminal.printWrapped(err, "ttpipe launch: rank " + r + " (" + deployment.rank(r).controlAddress()
+                                + ") died (exit code "
                                 + p.exitValue() + (p.exitValue() > 128 ? ", signal " + (p.exitValue() - 128) : "") + ")");
                         lastDead = i;
                         return RESTART;
                     }
-                    err.println("ttpipe launch: rank " + r + " (" + deployment.rank(r).controlAddress() + ") exited with code "
+                    Terminal.printWrapped(err, "ttpipe launch: rank " + r + " (" + deployment.rank(r).controlAddress() + ") exited with code "
                             + p.exitValue() + "; giving the other workers " + GRACE_SECONDS + " s to stop, then stopping them");
                     int code = p.exitValue() == ExitCodes.BAD_INPUT ? ExitCodes.BAD_INPUT : ExitCodes.FAILURE;
                     finish(GRACE_SECONDS);   // rank 0 notices through the cluster and ends the job with its error

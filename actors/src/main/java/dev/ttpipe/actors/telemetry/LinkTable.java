@@ -28,9 +28,10 @@ public final class LinkTable {
             rows.add(new String[]{m.kind(), m.from() + (control ? " <> " : " -> ") + m.to(), shorten(m.toAddress()),
                     latency(m.latencyUs()), String.format(Locale.ROOT, "%.2f GB/s", m.gbps())});
         }
-        return String.format(Locale.ROOT, "link check: %d link%s in %.2f s, each way a %s and a %s frame, %s each%n",
+        return TextWrap.wrap(String.format(Locale.ROOT, "link check: %d link%s in %.2f s, each way a %s and a %s frame, %s each",
                 r.links().size(), r.links().size() == 1 ? "" : "s", r.seconds(), Sizes.format(LinkCheck.SMALL_BYTES),
-                Sizes.format(r.largeBytes()), seconds(r.deadline().toMillis())) + TextTable.render(header, rows);
+                Sizes.format(r.largeBytes()), seconds(r.deadline().toMillis())), Terminal.columns(), 2) + "\n"
+                + TextTable.render(header, rows);
     }
 
     /** One line: how many links, the slowest latency and bandwidth (after a recovery's check). */

@@ -1,6 +1,7 @@
 package dev.ttpipe.actors.train;
 
 import dev.ttpipe.actors.ExitCodes;
+import dev.ttpipe.actors.telemetry.Terminal;
 import sun.misc.Signal;
 import sun.misc.SignalHandler;
 
@@ -62,8 +63,8 @@ public final class Preemption implements AutoCloseable {
         if (secondStopsAtOnce) restoreHandlers();                     // a second signal: stop at once
         if (request(r)) {
             err.println();
-            err.println("ttpipe: " + r.signal() + ": finishing the current step, then saving a checkpoint and exiting with code "
-                    + r.exitCode() + (secondStopsAtOnce ? " (" + r.signal() + " again: stop at once)" : ""));
+            Terminal.printWrapped(err, "ttpipe: " + r.signal() + ": finishing the current step, then saving a checkpoint and exiting"
+                    + " with code " + r.exitCode() + (secondStopsAtOnce ? " (" + r.signal() + " again: stop at once)" : ""));
             err.flush();
         }
     }

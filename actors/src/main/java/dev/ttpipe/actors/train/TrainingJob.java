@@ -569,6 +569,8 @@ public final class TrainingJob {
         int optimizerSteps = resumeFrom != null ? resumeFrom.optimizerSteps() : 0;   // steps applied: not the non-finite ones
         int stoppedAt = -1;
         List<Checkpoints.Saved> saves = List.of();
+        Double endVal = null;                                       // measured after the last step, before its metrics line
+        boolean endMeasured = false;
         try {
             Progress progress = new Progress(out, steps, first, logEvery);
             Stragglers stragglers = new Stragglers(plan, allLocal(runtime), Stragglers.Thresholds.of(cfg.telemetry));
@@ -616,8 +618,14 @@ public final class TrainingJob {
                 }
                 if (metricsServer != null) metricsServer.stepped(r, a, stragglers.view());
                 Double val = null;
-                if (cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0 && step + 1 < steps) {
-                    val = validationLoss(runtime, "after step " + (step + 1), out);
+                boolean end = step + 1 == steps;
+                if (end ? plan.backend() != Backend.SIM : cfg.training.evalEvery > 0 && (step + 1) % cfg.training.evalEvery == 0) {
+                    val = validationLoss(runtime, end ? "at the end" : "after step " + (step + 1), out);
+                    if (end) {
+                        endVal = val;
+                        endMeasured = true;
+                    }
+                    if (val != null && Double.isNaN(val)) val = null;              // no validation data
                     if (val != null) {
                         lastVal = val;
                         lastValStep = step + 1;
@@ -694,7 +702,7 @@ public final class TrainingJob {
         if (plan.backend() == Backend.SIM) {
             Terminal.printWrapped(out, "(sim backend: no values, so no validation loss, samples or checkpoints)");
         } else {
-            Double v = validationLoss(runtime, "at the end", out);
+            Double v = endMeasured ? endVal : validationLoss(runtime, "at the end", out);
             if (v != null) {
                 val = v;
                 out.printf(Locale.ROOT, "validation loss: %s nats/%s%n", lossText(val), data.dataset().tokenizer().name().equals("char") ? "char" : "token");

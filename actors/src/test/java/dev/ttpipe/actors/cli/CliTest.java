@@ -56,7 +56,7 @@ public class CliTest {
 
     static void assertOneLineBadInput(Result r, String... fragments) {
         assertEquals(Main.EXIT_BAD_INPUT, r.code(), r.err());
-        String[] lines = r.err().strip().split("\n");
+        String[] lines = joined(r.err()).strip().split("\n");             // a note before it, wrapped, reads as one line
         assertTrue(lines.length <= 2, "expected one line (plus a usage hint), got:\n" + r.err());
         assertFalse(r.err().contains("\tat "), "a stack trace without --verbose:\n" + r.err());
         for (String f : fragments) assertTrue(r.err().contains(f), "'" + f + "' not in: " + r.err());

@@ -40,7 +40,7 @@ class ConfigWorkflowTest {
         CliTest.Result val = run("train", cfg.toString(), "--set", "training_config.eval_every=1", "--max-steps", "3", "--log-every", "1",
                 "--run-dir", dir.resolve("runs/val").toString());
         assertEquals(0, val.code(), val.err());
-        assertTrue(val.joined().matches("(?s).*step 3/3, .*loss \\d\\.\\d{4}, val \\d\\.\\d{4} @2, .*"), "the validation loss on the progress line: " + val.out());
+        assertTrue(val.joined().matches("(?s).*step 3/3, .*loss \\d\\.\\d{4}, val \\d\\.\\d{4} @3, .*"), "the validation loss on the progress line: " + val.out());
 
         CliTest.Result set = run("train", cfg.toString(), "--set", "training_config.max_steps=1", "--set",
                 "transformer_config.runner_type=memory_efficient", "--set", "training_config.gradient_accumulation_steps=2",

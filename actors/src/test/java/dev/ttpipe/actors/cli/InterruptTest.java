@@ -52,6 +52,45 @@ class InterruptTest {
         assertTrue(Files.readString(run.resolve("stdout.log")).contains("preempted (SIGINT) at step"), "stdout.log has it too");
     }
 
+    /**
+     * Ctrl-C on {@code ttpipe launch}: the launcher passes the signal on, rank 0 stops at a step boundary with a
+     * checkpoint, the summary, trace.json and run.json ("preempted"), rank 1 says why it stopped, every line fits 80
+     * columns with its {@code [rank N] }, and the printed command resumes to the weights of a run never stopped, bit for bit.
+     */
+    @Test
+    void sigintToLaunchStopsEveryRankWithItsRecordsAndThePrintedResumeEndsBitIdentical(@TempDir Path dir) throws Exception {
+        Path cfg = MultiProcessTest.write(dir, "pp2.yaml", MultiProcessTest.config(2, 29300, "{0: 2, 1: 2}")
+                .replace("max_steps: 400", "max_steps: 200") + "telemetry: {port: 0}\n");
+        Path run = dir.resolve("run");
+        Process p = TtpipeProcesses.signalledAfter(dir, "launch", List.of("launch", cfg.toString(), "--run-dir", run.toString()),
+                run.resolve("metrics.jsonl"), 5, "INT");
+        String out = TtpipeProcesses.log(dir, "launch"), joined = CliTest.joined(out);
+        assertEquals(ExitCodes.SIGINT, p.exitValue(), out);
+        List<String> wide = EightyColumnsTest.wider(out);
+        assertTrue(wide.isEmpty(), wide.size() + " lines wider than 80 columns:\n" + String.join("\n", wide));
+        Map<?, ?> record = (Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("run.json")));
+        assertEquals("preempted", record.get("status"), record.toString());
+        int step = ((Number) record.get("steps_done")).intValue();
+        assertTrue(step >= 5 && step < 200, record.toString());
+        assertTrue(joined.matches("(?s).*preempted \\(SIG[A-Z]+\\) at step " + step + " of 200: the checkpoint of step " + step
+                + " is saved.*"), out);
+        assertTrue(out.contains("sim bubble") && joined.contains("rank 1: the job stopped for SIG"), "both ranks' summaries:\n" + out);
+        assertTrue(((List<?>) ((Map<?, ?>) MiniJson.parse(Files.readString(run.resolve("trace.json")))).get("traceEvents")).size() > 100,
+                "the trace holds the steps so far");
+        String resume = "ttpipe launch " + cfg + " --run-dir " + run + " --resume auto";
+        assertTrue(joined.contains("resume with: " + resume), out);
+        MultiProcessTest.assertNoLeftovers();
+
+        CliTest.Result again = CliTest.run(resume.substring("ttpipe ".length()).split(" "));
+        assertEquals(0, again.code(), again.out() + again.err());
+        assertTrue(again.joined().contains("resumed from " + run.resolve(String.format("checkpoints/step-%06d", step)) + " at step "
+                + step), again.out());
+        CliTest.Result whole = CliTest.run("train", cfg.toString(), "--run-dir", dir.resolve("whole").toString());
+        assertEquals(0, whole.code(), whole.out() + whole.err());
+        CheckpointTest.assertSameTensors(dir.resolve("whole/checkpoints/step-000200"), run.resolve("checkpoints/step-000200"));
+        MultiProcessTest.assertNoLeftovers();
+    }
+
     @Test
     void aFinishedRunRecordsWhatRanAndItsValidationLoss(@TempDir Path dir) throws Exception {
         Path cfg = Files.writeString(dir.resolve("job.yaml"), CONFIG);
@@ -69,6 +108,8 @@ class InterruptTest {
         }
         List<String> lines = Files.readAllLines(run.resolve("metrics.jsonl"));
         assertTrue(lines.get(0).startsWith("{\"step\":1,\"time\":\"20"), lines.get(0));
+        assertEquals(record.get("validation_loss"), ((Map<?, ?>) MiniJson.parse(lines.get(2))).get("val_loss"),
+                "the last step's metrics line has the final validation loss, for the report's loss chart");
         assertTrue(Files.readString(run.resolve("stdout.log")).contains("validation loss"));
     }
 

@@ -40,15 +40,14 @@ class LinkCheckTest {
         Path run = dir.resolve("run");
         CliTest.Result r = CliTest.run("launch", cfg.toString(), "--run-dir", run.toString());
         assertEquals(0, r.code(), r.out() + r.err());
-        List<String> table = r.out().lines().map(l -> l.replaceFirst("^\\[rank 0\\] ", ""))
-                .dropWhile(l -> !l.startsWith("link check: ")).limit(5).toList();
+        List<String> table = CliTest.joined(r.out()).lines().dropWhile(l -> !l.startsWith("link check: ")).limit(5).toList();
         System.out.println(String.join("\n", table));
         assertTrue(table.get(0).startsWith("link check: 3 links in "), r.out());
         assertTrue(table.get(0).endsWith(", each way a 1.0 KiB and a 4.0 MiB frame, 2 s each"), table.get(0));
         assertTrue(table.get(2).startsWith("control  0 <> 1  127.0.0.1:28101  "), table.toString());
         assertTrue(table.get(3).startsWith("data     0 -> 1  127.0.0.1:28202  "), table.toString());
         assertTrue(table.get(4).startsWith("data     1 -> 0  127.0.0.1:28200  "), table.toString());
-        for (String line : table) assertTrue(line.length() <= 80, "wider than 80 columns: " + line);
+        assertEquals(List.of(), EightyColumnsTest.wider(r.out()), "lines wider than 80 columns, [rank N] included");
         assertTrue(r.out().indexOf("link check: ") < r.out().indexOf("step 1/2"), "the check runs before step 1:\n" + r.out());
 
         Map<?, ?> record = (Map<?, ?>) MiniJson.read(run.resolve("run.json"));

@@ -140,14 +140,14 @@ class MultiProcessTest {
         victim.destroyForcibly();                                    // SIGKILL, between checkpoints 20 and 30
         CliTest.Result r = job.get(240, TimeUnit.SECONDS);
         assertEquals(0, r.code(), r.out() + r.err());
-        assertTrue(r.err().contains("rank " + victimRank + " (127.0.0.1:" + (basePort + victimRank)
+        assertTrue(CliTest.joined(r.err()).contains("rank " + victimRank + " (127.0.0.1:" + (basePort + victimRank)
                 + ") died (exit code 137, signal 9)"), r.err());
-        assertTrue(r.err().contains("recovered in"), r.err());
+        assertTrue(CliTest.joined(r.err()).contains("recovered in"), r.err());
         if (victimRank == 0) {
-            assertTrue(r.err().contains("restarting every worker from the checkpoint of step 20"), r.err());
+            assertTrue(CliTest.joined(r.err()).contains("restarting every worker from the checkpoint of step 20"), r.err());
             assertTrue(r.joined().contains("resumed from "), r.out());
         } else {
-            assertTrue(r.err().contains("restarting rank " + victimRank + " alone"), r.err());
+            assertTrue(CliTest.joined(r.err()).contains("restarting rank " + victimRank + " alone"), r.err());
             assertTrue(r.joined().contains("back at the checkpoint of step 20"), r.out());
             // the survivors roll back from their host copy of step 20's checkpoint, the restarted worker from the disk
             assertTrue(r.joined().contains((ranks - 1) + " of " + ranks + " ranks restored from their copy in memory, the others"
@@ -184,7 +184,8 @@ class MultiProcessTest {
         victim.destroyForcibly();
         CliTest.Result r = job.get(60, TimeUnit.SECONDS);
         assertEquals(Main.EXIT_FAILURE, r.code(), r.out() + r.err());
-        assertTrue(r.err().contains("ttpipe launch: rank 2 (127.0.0.1:26302) exited with code 137"), r.out() + r.err());
+        assertTrue(CliTest.joined(r.err()).contains("ttpipe launch: rank 2 (127.0.0.1:26302) exited with code 137"),
+                r.out() + r.err());
         assertNoLeftovers();
     }
 

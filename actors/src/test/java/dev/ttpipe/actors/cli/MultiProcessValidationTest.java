@@ -17,8 +17,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * {@code eval_every} in a job of worker processes ({@code ttpipe launch}: two workers, tensors over Aeron UDP):
- * rank 0's metrics.jsonl has the validation loss after every eval_every-th step, the summary and run.json the
- * final one, and they are the numbers a one-process {@code ttpipe train} of the same config gives, bit for bit.
+ * rank 0's metrics.jsonl has the validation loss after every eval_every-th step and after the last, the summary
+ * and run.json the final one, and they are the numbers a one-process {@code ttpipe train} of the same config gives,
+ * bit for bit.
  */
 class MultiProcessValidationTest {
     static final Pattern SUMMARY = Pattern.compile("validation loss: (\\S+) nats/char");
@@ -38,7 +39,7 @@ class MultiProcessValidationTest {
         for (int k = 0; k < multi.size(); k++) {
             Map<?, ?> m = (Map<?, ?>) MiniJson.parse(multi.get(k)), s = (Map<?, ?>) MiniJson.parse(single.get(k));
             int step = k + 1;
-            assertEquals(step == 2 || step == 4, m.containsKey("val_loss"), "step " + step + ": " + multi.get(k));
+            assertEquals(step == 2 || step == 4 || step == 5, m.containsKey("val_loss"), "step " + step + ": " + multi.get(k));
             assertEquals(s.get("loss"), m.get("loss"), "step " + step + "'s loss");
             assertEquals(s.get("val_loss"), m.get("val_loss"), "step " + step + "'s validation loss");
         }
@@ -48,11 +49,13 @@ class MultiProcessValidationTest {
         assertTrue(m.find(), text);
         assertTrue(s.find(), one.out());
         assertEquals(s.group(1), m.group(1));
-        assertTrue(text.contains(", val " + ((Map<?, ?>) MiniJson.parse(multi.get(3))).get("val_loss").toString().substring(0, 4)),
+        assertTrue(text.contains(", val " + ((Map<?, ?>) MiniJson.parse(multi.get(4))).get("val_loss").toString().substring(0, 4)),
                 "the progress line shows the last validation loss: " + text);
         assertTrue(text.contains("(multi-process job: samples need every stage in one process;"), text);
         assertFalse(text.contains("validation loss and samples need"), text);
         assertEquals(runJsonValidation(dir.resolve("one")), runJsonValidation(dir.resolve("launched")));
+        assertEquals(runJsonValidation(dir.resolve("launched")), ((Map<?, ?>) MiniJson.parse(multi.get(4))).get("val_loss"),
+                "the last step's line has the final validation loss");
         MultiProcessTest.assertNoLeftovers();
     }
 

@@ -7,6 +7,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 
 import static dev.ttpipe.actors.cli.CliTest.run;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -69,6 +70,8 @@ class TtmlConfigTest {
         CliTest.Result r = run("train", cfg.toString(), "--run-dir", runDir.toString());
         assertEquals(0, r.code(), r.out() + r.err());
         assertTrue(r.out().contains("vocab 96") && r.out().contains("samples ("), r.out());
+        assertTrue(CliTest.joined(r.err()).contains("use_moreh_adamw: true read as ttpipe's AdamW"), r.err());
+        assertEquals(List.of(), EightyColumnsTest.wider(r.err()), "the note on use_moreh_adamw wraps at 80 columns");
         assertTrue(Files.readString(runDir.resolve("run.json")).contains("\"status\": \"finished\""));
 
         CliTest.Result g = run("generate", runDir.toString(), "--prompt", "The sum", "--max-new-tokens", "8", "--temperature", "1.5",
