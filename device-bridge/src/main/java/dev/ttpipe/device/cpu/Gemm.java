@@ -5,12 +5,13 @@ import dev.ttpipe.device.DeviceException;
 /**
  * Single-precision matrix multiply on native buffers, row-major:
  * {@code C = alpha * op(A) @ op(B) + beta * C} with op(A) [m, k], op(B) [k, n], C [m, n]; offsets
- * and leading dimensions in elements. Two implementations: {@link BlasGemm} (OpenBLAS through
- * JNA) and {@link JavaGemm} (blocked, multi-threaded, pure JVM), chosen by {@link GemmChoice}.
- * Both check every bound before touching memory. Thread-safe.
+ * and leading dimensions in elements. Implementations: {@link BlasGemm} (OpenBLAS through JNA),
+ * {@link DnnlGemm} (oneDNN's sgemm), {@link JavaGemm} (blocked, multi-threaded, pure JVM) and
+ * {@link PerShapeGemm} (one of the first two per shape, from a {@link MatmulTable}), chosen by
+ * {@link GemmChoice}. Each checks every bound before touching memory. Thread-safe.
  */
 interface Gemm {
-    /** {@code blas} or {@code java}. */
+    /** {@code blas}, {@code dnnl}, {@code java} or {@code table}. */
     String kind();
 
     /** A one-line description for logs and benchmarks (library, version, threads). */

@@ -42,9 +42,4 @@ final class PerShapeGemm implements Gemm {
         Gemm g = dnnl != null && table.dnnl(transA, transB, m, n, k) ? dnnl : fallback;
         g.sgemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc);
     }
-
-    /** The engine this product runs on: {@code dnnl}, or the fallback's kind. */
-    String engineFor(boolean transA, boolean transB, int m, int n, int k) {
-        return dnnl != null && table.dnnl(transA, transB, m, n, k) ? dnnl.kind() : fallback.kind();
-    }
 }
