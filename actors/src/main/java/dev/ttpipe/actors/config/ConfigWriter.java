@@ -1,5 +1,12 @@
 package dev.ttpipe.actors.config;
 
+import dev.ttpipe.actors.telemetry.TextWrap;
+
+import java.io.File;
+import java.nio.file.InvalidPathException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.stream.Collectors;
 
@@ -166,10 +173,37 @@ public final class ConfigWriter {
     /**
      * {@link #toYaml} with where each value came from after it: {@code # default}, {@code # job.yaml:12} (the file, or
      * the model_config file, and line) or the flag ({@code # --max-steps}, {@code # --set}). {@code --print-config}.
+     * Fitted to {@code width} columns: when a value and its origin would not fit, the files in the config's folder are
+     * named without it (the first lines name the folder), and an origin still too long goes on a line of its own above
+     * its value. Only a value itself wider than the width passes it.
      */
-    public static String withOrigins(TtpipeConfig c) {
-        StringBuilder out = new StringBuilder("# the config as it would run, from ").append(c.source)
-                .append("\n# after each value where it came from: default, FILE:LINE or the flag\n");
+    public static String withOrigins(TtpipeConfig c, int width) {
+        String folder = folderOf(c.source);
+        List<String[]> lines = originLines(c);                                 // {the YAML line, its origin or null}
+        boolean relative = folder != null && lines.stream().anyMatch(l -> l[1] != null && commented(l[0], l[1]).length() > width);
+        StringBuilder out = new StringBuilder();
+        String header = "the config as it would run, from " + c.source + "\nafter each value where it came from: default,"
+                + (relative ? " FILE:LINE (a FILE without a folder is in " + folder + ")" : " FILE:LINE") + " or the flag";
+        comment(out, "", header, width);
+        for (String[] l : lines) {
+            if (l[1] == null) {
+                out.append(l[0]).append('\n');
+                continue;
+            }
+            String origin = relative && l[1].startsWith(folder + File.separator) ? l[1].substring(folder.length() + 1) : l[1];
+            String line = commented(l[0], origin);
+            if (line.length() > width) {
+                comment(out, l[0].substring(0, l[0].length() - l[0].stripLeading().length()), origin, width);
+                line = l[0];
+            }
+            out.append(line).append('\n');
+        }
+        return out.toString();
+    }
+
+    /** The lines of {@link #toYaml} (its own header left out), each a value's with the origin of its key. */
+    private static List<String[]> originLines(TtpipeConfig c) {
+        List<String[]> out = new ArrayList<>();
         String[] section = new String[8];
         for (String line : toYaml(c).split("\n")) {
             String text = line.strip();
@@ -177,21 +211,52 @@ public final class ConfigWriter {
             int colon = text.indexOf(": ");
             if (text.startsWith("#") && level == 0) continue;                         // toYaml's own header
             if (text.startsWith("#") || text.startsWith("- ") || level >= section.length) {
-                out.append(line).append('\n');
+                out.add(new String[]{line, null});
                 continue;
             }
             if (text.endsWith(":")) {
                 section[level] = text.substring(0, text.length() - 1);
-                out.append(line).append('\n');
+                out.add(new String[]{line, null});
                 continue;
             }
             StringBuilder key = new StringBuilder();
             for (int i = 0; i < level; i++) key.append(section[i]).append('.');
             key.append(colon < 0 ? text : text.substring(0, colon));
-            out.append(line).append(" ".repeat(Math.max(2, ORIGIN_COLUMN - line.length()))).append("# ")
-                    .append(originOf(c, key.toString())).append('\n');
+            out.add(new String[]{line, originOf(c, key.toString())});
         }
-        return out.toString();
+        return out;
+    }
+
+    private static String commented(String line, String origin) {
+        return line + " ".repeat(Math.max(2, ORIGIN_COLUMN - line.length())) + "# " + origin;
+    }
+
+    /** {@code source}'s folder, when it is a file in one. */
+    private static String folderOf(String source) {
+        try {
+            Path parent = Path.of(source).getParent();
+            return parent == null ? null : parent.toString();
+        } catch (InvalidPathException e) {
+            return null;
+        }
+    }
+
+    /**
+     * {@code text} as YAML comment lines at {@code indent}, wrapped at spaces to {@code width}; a word still too long
+     * (a path) is broken after a {@code /} and goes on on the next line.
+     */
+    private static void comment(StringBuilder out, String indent, String text, int width) {
+        String prefix = indent + "# ";
+        int room = Math.max(20, width - prefix.length());
+        for (String line : TextWrap.lines(text, room, 2)) {
+            while (line.length() > room) {
+                int cut = line.lastIndexOf('/', room - 1) + 1;
+                if (cut <= line.length() - line.stripLeading().length()) cut = room;
+                out.append(prefix).append(line, 0, cut).append('\n');
+                line = "  " + line.substring(cut);
+            }
+            out.append(prefix).append(line).append('\n');
+        }
     }
 
     /** Where {@code keyPath} (as toYaml writes it) came from; transformer keys may have come from TTML's other places. */
