@@ -1,7 +1,5 @@
 package dev.ttpipe.actors.config;
 
-import dev.ttpipe.actors.telemetry.TextWrap;
-
 import java.io.File;
 import java.nio.file.InvalidPathException;
 import java.nio.file.Path;
@@ -182,9 +180,9 @@ public final class ConfigWriter {
         List<String[]> lines = originLines(c);                                 // {the YAML line, its origin or null}
         boolean relative = folder != null && lines.stream().anyMatch(l -> l[1] != null && commented(l[0], l[1]).length() > width);
         StringBuilder out = new StringBuilder();
-        String header = "the config as it would run, from " + c.source + "\nafter each value where it came from: default,"
-                + (relative ? " FILE:LINE (a FILE without a folder is in " + folder + ")" : " FILE:LINE") + " or the flag";
-        comment(out, "", header, width);
+        comment(out, "", "the config as it would run, from ", c.source, width);
+        out.append("# after each value where it came from: default, FILE:LINE or the flag\n");
+        if (relative) comment(out, "", "a FILE without a folder is in ", folder, width);
         for (String[] l : lines) {
             if (l[1] == null) {
                 out.append(l[0]).append('\n');
@@ -193,7 +191,7 @@ public final class ConfigWriter {
             String origin = relative && l[1].startsWith(folder + File.separator) ? l[1].substring(folder.length() + 1) : l[1];
             String line = commented(l[0], origin);
             if (line.length() > width) {
-                comment(out, l[0].substring(0, l[0].length() - l[0].stripLeading().length()), origin, width);
+                comment(out, l[0].substring(0, l[0].length() - l[0].stripLeading().length()), "", origin, width);
                 line = l[0];
             }
             out.append(line).append('\n');
@@ -242,21 +240,28 @@ public final class ConfigWriter {
     }
 
     /**
-     * {@code text} as YAML comment lines at {@code indent}, wrapped at spaces to {@code width}; a word still too long
-     * (a path) is broken after a {@code /} and goes on on the next line.
+     * {@code label} and {@code path} as a YAML comment at {@code indent}: one line when it fits {@code width}, else the
+     * path on lines of its own below the label, broken after a {@code /} where a line would pass the width.
      */
-    private static void comment(StringBuilder out, String indent, String text, int width) {
+    private static void comment(StringBuilder out, String indent, String label, String path, int width) {
         String prefix = indent + "# ";
-        int room = Math.max(20, width - prefix.length());
-        for (String line : TextWrap.lines(text, room, 2)) {
-            while (line.length() > room) {
-                int cut = line.lastIndexOf('/', room - 1) + 1;
-                if (cut <= line.length() - line.stripLeading().length()) cut = room;
-                out.append(prefix).append(line, 0, cut).append('\n');
-                line = "  " + line.substring(cut);
-            }
-            out.append(prefix).append(line).append('\n');
+        if (prefix.length() + label.length() + path.length() <= width) {
+            out.append(prefix).append(label).append(path).append('\n');
+            return;
         }
+        if (!label.isEmpty()) out.append(prefix).append(label.strip()).append('\n');
+        String hang = label.isEmpty() ? prefix : prefix + "  ";
+        int room = Math.max(20, width - hang.length());
+        String rest = path;
+        while (rest.length() > room) {
+            int cut = rest.lastIndexOf('/', room - 1) + 1;
+            if (cut <= 0) cut = room;
+            out.append(hang).append(rest, 0, cut).append('\n');
+            rest = rest.substring(cut);
+            hang = prefix + "  ";
+            room = Math.max(20, width - hang.length());
+        }
+        out.append(hang).append(rest).append('\n');
     }
 
     /** Where {@code keyPath} (as toYaml writes it) came from; transformer keys may have come from TTML's other places. */
