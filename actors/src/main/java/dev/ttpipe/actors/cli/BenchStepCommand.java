@@ -47,6 +47,7 @@ import java.util.concurrent.Callable;
                 "  ttpipe bench step configs/bench/gpt-s.yaml --steps 5 --json",
                 "  ttpipe bench step configs/bench/gpt-s.yaml --profile",
                 "  ttpipe bench step configs/bench/gpt-s.yaml --dtype bf16",
+                "  ttpipe bench step configs/bench/gpt-s.yaml --set training_config.batch_size=4 --dry-run",
                 "  ttpipe bench step configs/bench/gpt-s.yaml --write-matmul-table gpt-s.matmul",
                 "  TTPIPE_MATMUL_TABLE=gpt-s.matmul ttpipe bench step configs/bench/gpt-s.yaml"})
 public final class BenchStepCommand implements Callable<Integer> {
@@ -55,6 +56,9 @@ public final class BenchStepCommand implements Callable<Integer> {
 
     @Mixin
     JobOptions job = new JobOptions();
+
+    @Mixin
+    DryRunOptions preview = new DryRunOptions();
 
     @Option(names = "--steps", paramLabel = "N", defaultValue = "6", description = "Timed steps after one warm-up step (default ${DEFAULT-VALUE}).")
     int steps;
@@ -79,6 +83,12 @@ public final class BenchStepCommand implements Callable<Integer> {
         if (cfg.device.backend != Backend.CPU) {
             throw new UserInputException(cfg.origins.where("device_config.backend") + ": '" + cfg.device.backend
                     + "' given, expected cpu (bench step measures real math on this machine)");
+        }
+        if (preview.preview(cfg, System.out, true, () -> writeTable != null
+                ? "bench step would time every product shape of one step on OpenBLAS and oneDNN and write " + writeTable
+                : "bench step would time one warm-up and " + steps + " steps of the reference trainer"
+                + (cfg.pipeline().ranks() > 1 ? ", then of the pipeline" : ""))) {
+            return Main.EXIT_OK;
         }
         TrainingJob training = TrainingJob.fromConfig(cfg);
         JobPlan plan = training.plan();

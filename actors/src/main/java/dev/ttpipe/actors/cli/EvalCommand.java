@@ -16,6 +16,7 @@ import dev.ttpipe.stages.data.Batch;
 import dev.ttpipe.stages.data.TextDataset;
 import dev.ttpipe.stages.data.TokenFiles;
 import dev.ttpipe.stages.data.TokenSource;
+import dev.ttpipe.actors.telemetry.Terminal;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
@@ -104,9 +105,10 @@ public final class EvalCommand implements Callable<Integer> {
                     + ",\"loss\":" + Json.num(loss) + ",\"perplexity\":" + Json.num(Math.exp(loss)) + ",\"seconds\":" + Json.num(s)
                     + ",\"tokens_per_second\":" + Json.num(count / s) + "}");
         } else {
-            System.out.printf(Locale.ROOT, "eval: %s on %s: %d batches of %d x %d tokens (%s, %s)%n", src.description(), data,
-                    n, batchSize, t, model.how(), backend);
-            System.out.printf(Locale.ROOT, "loss %.4f nats/token, perplexity %.2f, %.0f tokens/s%n", loss, Math.exp(loss), count / s);
+            Terminal.printWrapped(System.out, String.format(Locale.ROOT, "eval: %s on %s: %d batches of %d x %d tokens (%s, %s)",
+                    src.description(), data, n, batchSize, t, model.how(), backend));
+            Terminal.printWrapped(System.out, String.format(Locale.ROOT, "loss %.4f nats/token, perplexity %.2f, %.0f tokens/s", loss,
+                    Math.exp(loss), count / s));
         }
         return Main.EXIT_OK;
     }

@@ -9,6 +9,7 @@ import dev.ttpipe.actors.train.ModelSource;
 import dev.ttpipe.stages.ModelSpec;
 import dev.ttpipe.stages.checkpoint.HfExport;
 import dev.ttpipe.stages.data.Gpt2Tokenizer;
+import dev.ttpipe.actors.telemetry.Terminal;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
@@ -59,9 +60,9 @@ public final class ExportCommand implements Callable<Integer> {
             Gpt2Tokenizer.get().writeHuggingFaceFiles(out);
             tokenizer = "GPT-2's tokenizer files (tokenizer.json, vocab.json, merges.txt, tokenizer_config.json)";
         }
-        System.out.printf(Locale.ROOT, "%s: %s model, %d tensors (%.1f MB) -> %s, config.json, %s (%.1f s)%n", found.dir(),
-                spec.type().name().toLowerCase(Locale.ROOT), w.tensors(), w.bytes() / 1e6, w.weights(), tokenizer,
-                (System.nanoTime() - t0) / 1e9);
+        Terminal.printWrapped(System.out, String.format(Locale.ROOT, "%s: %s model, %d tensors (%.1f MB) -> %s, config.json, %s (%.1f s)",
+                found.dir(), spec.type().name().toLowerCase(Locale.ROOT), w.tensors(), w.bytes() / 1e6, w.weights(), tokenizer,
+                (System.nanoTime() - t0) / 1e9));
         return Main.EXIT_OK;
     }
 }

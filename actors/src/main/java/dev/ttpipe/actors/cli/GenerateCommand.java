@@ -13,6 +13,7 @@ import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.stages.Evaluation;
 import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.data.Tokenizer;
+import dev.ttpipe.actors.telemetry.Terminal;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
@@ -97,8 +98,8 @@ public final class GenerateCommand implements Callable<Integer> {
         } else {
             if (noCache) out.print(streamer.text(all));
             out.println();
-            System.err.printf(Locale.ROOT, "generate: %d new tokens in %.2f s, %.1f tokens/s (%s, %s)%n", made, sec, made / sec, how,
-                    src.description());
+            Terminal.printWrapped(System.err, String.format(Locale.ROOT, "generate: %d new tokens in %.2f s, %.1f tokens/s (%s, %s)",
+                    made, sec, made / sec, how, src.description()));
         }
         return Main.EXIT_OK;
     }

@@ -3,6 +3,7 @@ package dev.ttpipe.actors.cli;
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.ConfigWriter;
+import dev.ttpipe.actors.telemetry.Terminal;
 import dev.ttpipe.actors.tune.SimulateRun;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -105,7 +106,7 @@ public final class SimulateCommand implements Callable<Integer> {
     public Integer call() {
         if (printConfig) {
             if (config == null) throw new UserInputException("--print-config: no CONFIG given, expected a config to print");
-            System.out.print(ConfigWriter.withOrigins(ConfigLoader.load(config, sets)));
+            System.out.print(ConfigWriter.withOrigins(ConfigLoader.load(config, sets), Terminal.columns()));
             return Main.EXIT_OK;
         }
         SimulateRun.run(new SimulateRun.Settings(config, ranks, microbatches, schedule, virtualStages, costsFrom, costs, memoryLimit,

@@ -1,8 +1,10 @@
 package dev.ttpipe.actors.cli;
 
+import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.tune.Trial;
 import dev.ttpipe.actors.tune.TuneRun;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
@@ -28,10 +30,17 @@ import java.util.concurrent.Callable;
                 "  ttpipe tune configs/nanogpt-pp4-1f1b.yaml --verify-top 3",
                 "  ttpipe tune configs/nanogpt-pp4-1f1b.yaml --out tuned.yaml && ttpipe train tuned.yaml",
                 "  ttpipe tune configs/sim-pp16.yaml --profile galaxy --budget 30",
-                "  ttpipe tune configs/nanogpt-pp4-1f1b.yaml --costs-from runs/a --costs-from runs/b --fix split"})
+                "  ttpipe tune configs/nanogpt-pp4-1f1b.yaml --costs-from runs/a --costs-from runs/b --fix split",
+                "  ttpipe tune configs/sim-pp16.yaml --profile galaxy --set training_config.batch_size=128 --dry-run"})
 public final class TuneCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "CONFIG", description = "A training config YAML.")
     Path config;
+
+    @Mixin
+    JobOptions job = new JobOptions();
+
+    @Mixin
+    DryRunOptions preview = new DryRunOptions();
 
     @Option(names = "--budget", paramLabel = "SECONDS", defaultValue = "60",
             description = "Seconds for calibration and search (calibration runs are not cut short; the search gets what is"
@@ -86,8 +95,12 @@ public final class TuneCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException {
-        TuneRun.run(new TuneRun.Settings(config, budget, memoryPerDevice, top, out, json, verifyTop, verifySteps, calibrationSteps,
-                costsFrom, profile, measure, ranks, fix), System.out);
+        TtpipeConfig cfg = job.resolve(config, null);
+        TuneRun tune = TuneRun.prepare(new TuneRun.Settings(config, budget, memoryPerDevice, top, out, json, verifyTop, verifySteps,
+                calibrationSteps, costsFrom, profile, measure, ranks, fix), cfg, System.out);
+        // the config as it is need not fit: tune looks for a candidate that does
+        if (preview.preview(cfg, System.out, false, tune::plan)) return Main.EXIT_OK;
+        tune.run();
         return Main.EXIT_OK;
     }
 }

@@ -1,5 +1,10 @@
 package dev.ttpipe.actors.config;
 
+import java.io.File;
+import java.nio.file.InvalidPathException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Locale;
 import java.util.stream.Collectors;
 
@@ -166,10 +171,37 @@ public final class ConfigWriter {
     /**
      * {@link #toYaml} with where each value came from after it: {@code # default}, {@code # job.yaml:12} (the file, or
      * the model_config file, and line) or the flag ({@code # --max-steps}, {@code # --set}). {@code --print-config}.
+     * Fitted to {@code width} columns: when a value and its origin would not fit, the files in the config's folder are
+     * named without it (the first lines name the folder), and an origin still too long goes on a line of its own above
+     * its value. Only a value itself wider than the width passes it.
      */
-    public static String withOrigins(TtpipeConfig c) {
-        StringBuilder out = new StringBuilder("# the config as it would run, from ").append(c.source)
-                .append("\n# after each value where it came from: default, FILE:LINE or the flag\n");
+    public static String withOrigins(TtpipeConfig c, int width) {
+        String folder = folderOf(c.source);
+        List<String[]> lines = originLines(c);                                 // {the YAML line, its origin or null}
+        boolean relative = folder != null && lines.stream().anyMatch(l -> l[1] != null && commented(l[0], l[1]).length() > width);
+        StringBuilder out = new StringBuilder();
+        comment(out, "", "the config as it would run, from ", c.source, width);
+        out.append("# after each value where it came from: default, FILE:LINE or the flag\n");
+        if (relative) comment(out, "", "a FILE without a folder is in ", folder, width);
+        for (String[] l : lines) {
+            if (l[1] == null) {
+                out.append(l[0]).append('\n');
+                continue;
+            }
+            String origin = relative && l[1].startsWith(folder + File.separator) ? l[1].substring(folder.length() + 1) : l[1];
+            String line = commented(l[0], origin);
+            if (line.length() > width) {
+                comment(out, l[0].substring(0, l[0].length() - l[0].stripLeading().length()), "", origin, width);
+                line = l[0];
+            }
+            out.append(line).append('\n');
+        }
+        return out.toString();
+    }
+
+    /** The lines of {@link #toYaml} (its own header left out), each a value's with the origin of its key. */
+    private static List<String[]> originLines(TtpipeConfig c) {
+        List<String[]> out = new ArrayList<>();
         String[] section = new String[8];
         for (String line : toYaml(c).split("\n")) {
             String text = line.strip();
@@ -177,21 +209,59 @@ public final class ConfigWriter {
             int colon = text.indexOf(": ");
             if (text.startsWith("#") && level == 0) continue;                         // toYaml's own header
             if (text.startsWith("#") || text.startsWith("- ") || level >= section.length) {
-                out.append(line).append('\n');
+                out.add(new String[]{line, null});
                 continue;
             }
             if (text.endsWith(":")) {
                 section[level] = text.substring(0, text.length() - 1);
-                out.append(line).append('\n');
+                out.add(new String[]{line, null});
                 continue;
             }
             StringBuilder key = new StringBuilder();
             for (int i = 0; i < level; i++) key.append(section[i]).append('.');
             key.append(colon < 0 ? text : text.substring(0, colon));
-            out.append(line).append(" ".repeat(Math.max(2, ORIGIN_COLUMN - line.length()))).append("# ")
-                    .append(originOf(c, key.toString())).append('\n');
+            out.add(new String[]{line, originOf(c, key.toString())});
         }
-        return out.toString();
+        return out;
+    }
+
+    private static String commented(String line, String origin) {
+        return line + " ".repeat(Math.max(2, ORIGIN_COLUMN - line.length())) + "# " + origin;
+    }
+
+    /** {@code source}'s folder, when it is a file in one. */
+    private static String folderOf(String source) {
+        try {
+            Path parent = Path.of(source).getParent();
+            return parent == null ? null : parent.toString();
+        } catch (InvalidPathException e) {
+            return null;
+        }
+    }
+
+    /**
+     * {@code label} and {@code path} as a YAML comment at {@code indent}: one line when it fits {@code width}, else the
+     * path on lines of its own below the label, broken after a {@code /} where a line would pass the width.
+     */
+    private static void comment(StringBuilder out, String indent, String label, String path, int width) {
+        String prefix = indent + "# ";
+        if (prefix.length() + label.length() + path.length() <= width) {
+            out.append(prefix).append(label).append(path).append('\n');
+            return;
+        }
+        if (!label.isEmpty()) out.append(prefix).append(label.strip()).append('\n');
+        String hang = label.isEmpty() ? prefix : prefix + "  ";
+        int room = Math.max(20, width - hang.length());
+        String rest = path;
+        while (rest.length() > room) {
+            int cut = rest.lastIndexOf('/', room - 1) + 1;
+            if (cut <= 0) cut = room;
+            out.append(hang).append(rest, 0, cut).append('\n');
+            rest = rest.substring(cut);
+            hang = prefix + "  ";
+            room = Math.max(20, width - hang.length());
+        }
+        out.append(hang).append(rest).append('\n');
     }
 
     /** Where {@code keyPath} (as toYaml writes it) came from; transformer keys may have come from TTML's other places. */

@@ -12,6 +12,7 @@ import dev.ttpipe.stages.checkpoint.ListedFile;
 import dev.ttpipe.stages.checkpoint.MiniJson;
 import dev.ttpipe.stages.checkpoint.SafeTensors;
 import dev.ttpipe.stages.checkpoint.WriteFailure;
+import dev.ttpipe.actors.telemetry.Terminal;
 
 import java.io.IOException;
 import java.io.PrintStream;
@@ -419,7 +420,7 @@ public final class Checkpoints implements AutoCloseable {
      */
     public static Found find(String where, Path runsDir, PrintStream notes) {
         Found found = find(where, runsDir);
-        if (found.choice() != null) notes.println("ttpipe: " + found.choice());
+        if (found.choice() != null) Terminal.printWrapped(notes, "ttpipe: " + found.choice());
         return found;
     }
 

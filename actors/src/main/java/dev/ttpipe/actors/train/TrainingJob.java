@@ -96,10 +96,19 @@ public final class TrainingJob {
      * @throws dev.ttpipe.actors.config.ConfigException also when a device would run out of memory
      */
     public static TrainingJob fromConfig(TtpipeConfig cfg) {
+        TrainingJob job = planned(cfg);
+        job.memory.check(cfg.origins.where("device_config.memory_per_device"));
+        return job;
+    }
+
+    /**
+     * {@link #fromConfig} without comparing the memory plan with the devices' memory: the plan of a config that
+     * {@code ttpipe tune} may change until it fits.
+     */
+    public static TrainingJob planned(TtpipeConfig cfg) {
         TrainingData data = TrainingData.load(cfg);
         TrainingJob job = new TrainingJob(cfg, true, data, JobPlan.from(cfg, data.dataset().tokenizer().vocabSize()));
         job.memory = MemoryPlan.of(job.plan, cfg.origins.where("multihost_config.pipeline_parallel_config.num_microbatches"));
-        job.memory.check(cfg.origins.where("device_config.memory_per_device"));
         return job;
     }
 
@@ -1002,7 +1011,7 @@ public final class TrainingJob {
             int[] ids = runtime.onDevice(0, ignored -> Evaluation.generate(stages, tok.encode(prompt), n, temperature,
                     cfg.eval.topK, cfg.training.seed, tok.vocabSize()));
             out.println("---");
-            out.println(tok.decode(ids));
+            out.println(TextWrap.wrap(tok.decode(ids), Terminal.columns(), 0));      // each line of the text at the width
             out.println("---");
         }
     }

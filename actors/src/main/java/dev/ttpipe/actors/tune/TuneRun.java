@@ -2,7 +2,6 @@ package dev.ttpipe.actors.tune;
 
 import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.Backend;
-import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.ConfigWriter;
 import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.config.TtpipeConfig;
@@ -63,39 +62,71 @@ public final class TuneRun {
 
     private final Settings s;
     private final PrintStream out;
+    private final TtpipeConfig cfg;
+    private final SimProfile prof;
+    private final Tuning tuning;
+    private final Search.Space space;
+    private final CostSource costSource;
 
-    private TuneRun(Settings s, PrintStream out) {
+    /** Where the per-block costs come from: earlier runs, a device model, or short measured runs. */
+    private enum CostSource { RUNS, MODEL, MEASURED }
+
+    private TuneRun(Settings s, TtpipeConfig cfg, PrintStream out) {
         this.s = s;
         this.out = out;
-    }
-
-    /** Tunes as {@code settings} say, printing progress and the result to {@code out}. */
-    public static void run(Settings settings, PrintStream out) throws IOException {
-        new TuneRun(settings, out).run();
-    }
-
-    private void run() throws IOException {
+        this.cfg = cfg;
         Set<String> fixed = checkFlags();
-        TtpipeConfig cfg = ConfigLoader.load(s.config());
-        SimProfile prof = devices(cfg);
+        prof = devices(cfg);
         List<Integer> rankCounts = s.ranks() == null ? null : rankCounts(s.ranks(), cfg, fixed);
         if (rankCounts != null && cfg.device.backend == Backend.CPU && cfg.device.threads == 0) {
             // Every candidate runs with the threads per rank its costs were measured with, whatever its rank count.
             cfg.device.threads = Math.max(1, Runtime.getRuntime().availableProcessors() / cfg.pipeline().ranks());
         }
-        Tuning tuning = new Tuning(cfg, fixed, rankCounts);
+        tuning = new Tuning(cfg, fixed, rankCounts);
         tuning.checkMemory(s.memoryPerDevice() != null ? "--memory-per-device " + s.memoryPerDevice()
                 : cfg.origins.where("device_config.memory_per_device") + " " + Sizes.format(cfg.device.memoryPerDevice));
-        Search.Space space = tuning.space();
+        space = tuning.space();
         if (tuning.size(space) <= 1) {
             throw new UserInputException(s.config() + ": nothing to tune: " + tuning.whyFixed() + "; expected at least one of schedule,"
                     + " microbatches, split, recompute left free (drop it from --fix, or raise batch_size / num_blocks)");
         }
+        costSource = costSource();
+    }
 
+    /**
+     * A tune of {@code cfg} (the config {@code settings.config()} names, its flags and --set applied) as {@code settings}
+     * say, checked and ready: the flags are valid, --profile and --memory-per-device are applied to {@code cfg}, and
+     * something is left to search. Nothing has run yet.
+     */
+    public static TuneRun prepare(Settings settings, TtpipeConfig cfg, PrintStream out) {
+        return new TuneRun(settings, cfg, out);
+    }
+
+    /** What {@link #run()} would do, in one paragraph: the candidates it would search, where the costs would come from. */
+    public String plan() {
+        StringBuilder t = new StringBuilder(String.format(Locale.ROOT, "tune would search up to %,d candidates (schedules %s;"
+                        + " microbatches %s; pipeline ranks %s; recompute %s) in a budget of %s s, with costs %s",
+                tuning.size(space), String.join(", ", space.schedules()), join(space.microbatches()), join(space.ranks()),
+                space.recompute().size() == 2 ? "off and on" : space.recompute().get(0) ? "on" : "off", TextTable.num(s.budget()),
+                how(costSource)));
+        if (s.verifyTop() > 0) {
+            t.append(String.format(Locale.ROOT, ", then run the %d best and the config as it is, %d steps each", s.verifyTop(),
+                    s.verifySteps()));
+        }
+        if (s.out() != null) t.append("; the best would be written to ").append(s.out());
+        return t.toString();
+    }
+
+    private static String join(List<Integer> values) {
+        return String.join(", ", values.stream().map(String::valueOf).toList());
+    }
+
+    /** Tunes: calibrates, searches, (--verify-top) runs the best, and prints the result. */
+    public void run() throws IOException {
         double loadBefore = loadAverage();
         long t0 = System.nanoTime();
         PrintStream progress = s.json() ? null : out;
-        Calibrated calibrated = calibrate(cfg, prof, progress);
+        Calibrated calibrated = calibrate(progress);
         LayerCosts costs = calibrated.costs();
         String how = calibrated.how();
         double calibrationSeconds = (System.nanoTime() - t0) / 1e9;
@@ -173,6 +204,10 @@ public final class TuneRun {
             cfg.device.sim.memoryGbps = c.memoryGbps();
             cfg.device.sim.opLatencyUs = c.opLatencyUs();
             cfg.device.sim.linkGbps = c.linkGbps();
+            for (String key : List.of("profile", "gflops", "memory_gbps", "op_latency_us", "link_gbps")) {
+                cfg.origins.recordFlag("device_config.sim." + key, "--profile");
+            }
+            if (s.memoryPerDevice() == null) cfg.origins.recordFlag("device_config.memory_per_device", "--profile");
         } else if (cfg.device.sim.profile != null && cfg.device.backend == Backend.SIM) {
             prof = SimProfile.named(cfg.device.sim.profile);
         }
@@ -185,6 +220,7 @@ public final class TuneRun {
             }
             if (bytes <= 0) throw new UserInputException("--memory-per-device: '" + s.memoryPerDevice() + "' given, expected a size > 0");
             cfg.device.memoryPerDevice = bytes;
+            cfg.origins.recordFlag("device_config.memory_per_device", "--memory-per-device");
         }
         return prof;
     }
@@ -193,8 +229,11 @@ public final class TuneRun {
         return s.costsFrom() != null && !s.costsFrom().isEmpty();
     }
 
-    /** The costs: fitted from earlier runs, modelled (a profile or the sim backend), or measured by short runs. */
-    private Calibrated calibrate(TtpipeConfig cfg, SimProfile prof, PrintStream progress) {
+    /**
+     * Which costs the flags and the config ask for, checked (conflicting flags, --costs-from's directories) before
+     * anything runs.
+     */
+    private CostSource costSource() {
         if (costsFromRuns()) {
             List<Path> runs = s.costsFrom();
             if (prof != null) throw new UserInputException("--costs-from and --profile given, expected one of them");
@@ -208,18 +247,32 @@ public final class TuneRun {
                             + ", expected the run directory of a `ttpipe train` run");
                 }
             }
-            return new Calibrated(Calibration.fromRuns(cfg, runs, progress), "fitted from " + runs.size() + " run(s)", false);
+            return CostSource.RUNS;
         }
-        if (!s.measure() && (prof != null || cfg.device.backend == Backend.SIM)) {
-            return new Calibrated(Calibration.model(cfg, prof, progress),
-                    prof != null ? "modelled, profile " + prof.name() : "modelled, device_config.sim", false);
-        }
+        if (!s.measure() && (prof != null || cfg.device.backend == Backend.SIM)) return CostSource.MODEL;
         if (s.measure() && prof != null && cfg.device.backend != Backend.SIM) {
             throw new UserInputException("--measure with --profile " + prof.name() + " on the " + cfg.device.backend
                     + " backend: the profile models devices this host does not have, expected device_config.backend: sim");
         }
-        return new Calibrated(Calibration.measure(cfg, s.calibrationSteps(), progress),
-                "measured on the " + cfg.device.backend + " backend", true);
+        return CostSource.MEASURED;
+    }
+
+    /** How the costs were (or would be) found, for the report. */
+    private String how(CostSource source) {
+        return switch (source) {
+            case RUNS -> "fitted from " + s.costsFrom().size() + " run(s)";
+            case MODEL -> prof != null ? "modelled, profile " + prof.name() : "modelled, device_config.sim";
+            case MEASURED -> "measured on the " + cfg.device.backend + " backend";
+        };
+    }
+
+    /** The costs: fitted from earlier runs, modelled (a profile or the sim backend), or measured by short runs. */
+    private Calibrated calibrate(PrintStream progress) {
+        return switch (costSource) {
+            case RUNS -> new Calibrated(Calibration.fromRuns(cfg, s.costsFrom(), progress), how(costSource), false);
+            case MODEL -> new Calibrated(Calibration.model(cfg, prof, progress), how(costSource), false);
+            case MEASURED -> new Calibrated(Calibration.measure(cfg, s.calibrationSteps(), progress), how(costSource), true);
+        };
     }
 
     private UserInputException noneFits(TtpipeConfig cfg, Search.Outcome outcome) {

@@ -32,8 +32,8 @@ class ConfigWorkflowTest {
         assertTrue(r.out().matches("(?s).*\n  learning_rate: 0\\.01 +# --set\n.*"), r.out());
         assertTrue(r.out().matches("(?s).*\n  eval_every: 1 +# --set\n.*"), r.out());
         assertTrue(r.out().matches("(?s).*\n  max_steps: 7 +# --max-steps\n.*"), r.out());
-        assertTrue(r.out().matches("(?s).*\n  batch_size: 8 +# " + java.util.regex.Pattern.quote(cfg.toString()) + ":1\n.*"), r.out());
-        assertTrue(r.out().matches("(?s).*\n  num_heads: 2 +# " + java.util.regex.Pattern.quote(cfg.toString()) + ":2\n.*"), r.out());
+        assertTrue(r.out().matches("(?s).*\n  batch_size: 8 +# job\\.yaml:1\n.*"), r.out());
+        assertTrue(r.out().matches("(?s).*\n  num_heads: 2 +# job\\.yaml:2\n.*"), r.out());
         assertTrue(r.out().matches("(?s).*\n  dropout_prob: 0\\.0 +# default\n.*"), r.out());
         assertTrue(noRunDirectory(dir), "--print-config runs nothing");
 
@@ -111,5 +111,43 @@ class ConfigWorkflowTest {
         assertOneLineBadInput(run("simulate", bare.toString(), "--set", "multihost_config.pipeline_parallel_config.num_microbatches=0"),
                 "--set multihost_config.pipeline_parallel_config.num_microbatches: '0' given, expected in [1, 1048576]");
         assertOneLineBadInput(run("simulate", "--set", "training_config.seed=1"), "--set: training_config.seed=1 given without a CONFIG");
+    }
+
+    /** tune and bench step take a config as train does: --set, --print-config and --dry-run, which run nothing. */
+    @Test
+    void tuneAndBenchStepTakeSetPrintConfigAndDryRun(@TempDir Path dir) throws Exception {
+        Path cfg = config(dir);
+        for (String[] command : new String[][]{{"tune"}, {"bench", "step"}}) {
+            String name = String.join(" ", command);
+            CliTest.Result p = run(with(command, cfg.toString(), "--set", "training_config.learning_rate=0.02", "--print-config"));
+            assertEquals(0, p.code(), name + ": " + p.err());
+            assertTrue(p.out().matches("(?s).*\n  learning_rate: 0\\.02 +# --set\n.*"), name + ": " + p.out());
+            CliTest.Result d = run(with(command, cfg.toString(), "--set", "device_config.dtype=bf16", "--dry-run"));
+            assertEquals(0, d.code(), name + ": " + d.err());
+            String joined = d.joined();
+            assertTrue(joined.contains("ttpipe train: gpt2 3 blocks") && joined.contains("numerics: bf16")
+                    && joined.contains("memory plan: at most") && joined.contains("dry run: the config is valid"), name + ": " + d.out());
+            assertFalse(d.out().contains("best:") || d.out().contains("machine peak") || d.out().contains("loss"), name + ": " + d.out());
+            assertOneLineBadInput(run(with(command, cfg.toString(), "--set", "training_config.learning_rat=0.1", "--dry-run")),
+                    "--set training_config.learning_rat: unknown key (did you mean 'learning_rate'?)");
+        }
+        CliTest.Result t = run("tune", cfg.toString(), "--verify-top", "2", "--out", dir.resolve("best.yaml").toString(), "--dry-run");
+        assertTrue(t.joined().matches("(?s).*tune would search up to [\\d,]+ candidates \\(schedules .*; microbatches 1, 2, 4, 8;"
+                + " pipeline ranks 2; recompute off and on\\) in a budget of 60 s, with costs measured on the cpu backend, then run"
+                + " the 2 best and the config as it is, 8 steps each; the best would be written to .*best\\.yaml\n.*"), t.out());
+        assertFalse(Files.exists(dir.resolve("best.yaml")), "a dry run writes nothing");
+        CliTest.Result m = run("tune", cfg.toString(), "--memory-per-device", "3MiB", "--print-config");
+        assertTrue(m.out().matches("(?s).*\n  memory_per_device: \\S+ +# --memory-per-device\n.*"), m.out());
+        CliTest.Result b = run("bench", "step", cfg.toString(), "--steps", "3", "--dry-run");
+        assertTrue(b.joined().contains("bench step would time one warm-up and 3 steps of the reference trainer, then of the"
+                + " pipeline"), b.out());
+        assertOneLineBadInput(run("tune", cfg.toString(), "--top", "0", "--dry-run"), "--top: 0 given, expected a positive integer");
+        assertTrue(noRunDirectory(dir), "nothing ran");
+    }
+
+    private static String[] with(String[] command, String... args) {
+        String[] all = java.util.Arrays.copyOf(command, command.length + args.length);
+        System.arraycopy(args, 0, all, command.length, args.length);
+        return all;
     }
 }

@@ -66,6 +66,63 @@ class EightyColumnsTest {
         assertTrue(problems.isEmpty(), problems.size() + " problems:\n" + String.join("\n", problems));
     }
 
+    /** A folder deep enough that a path in it passes 80 columns on its own. */
+    static Path deep(Path dir) throws Exception {
+        Path d = dir.resolve("a-project-folder-with-a-long-name").resolve("experiments-of-the-second-quarter")
+                .resolve("tinyshakespeare-characters");
+        return Files.createDirectories(d);
+    }
+
+    /** --print-config of a config whose path is longer than a line: its comments wrap, the path broken after a '/'. */
+    @Test
+    void printConfigOfALongConfigPathFitsEightyColumns(@TempDir Path dir) throws Exception {
+        Path folder = deep(dir);
+        Path cfg = CliTest.config(folder, CliTest.SMALL.replace("RUNS", "runs"));
+        assertTrue(cfg.toString().length() > COLUMNS, cfg.toString());
+        for (String command : new String[]{"train", "simulate"}) {
+            CliTest.Result r = CliTest.run(command, cfg.toString(), "--set", "training_config.seed=3", "--print-config");
+            assertEquals(0, r.code(), r.err());
+            List<String> wide = wider(r.out() + r.err());
+            assertTrue(wide.isEmpty(), command + ": " + String.join("\n", wide));
+            assertTrue(r.out().matches("(?s).*\n  batch_size: 8 +# job\\.yaml:1\n.*"), "named in its folder: " + r.out());
+            assertTrue(r.out().matches("(?s).*\n  seed: 3 +# --set\n.*"), r.out());
+            assertTrue(r.out().replaceAll("\n# +", "").contains(folder.toString()), "the header names the folder: " + r.out());
+        }
+    }
+
+    /**
+     * A text model: train's samples, then eval, generate and export on its checkpoint, whose paths make their summaries
+     * longer than a line: every line fits, and the summaries read joined are whole.
+     */
+    @Test
+    void evalGenerateExportAndATextModelsSamplesFitEightyColumns(@TempDir Path dir) throws Exception {
+        Path text = Files.writeString(dir.resolve("words.txt"), "the cat sat on the mat and the dog ran to the red hat ".repeat(60));
+        String cfg = CliTest.SMALL.replace("RUNS", dir.resolve("runs").toString()).replace("max_steps: 2", "max_steps: 20");
+        Path run = dir.resolve("r");
+        CliTest.Result t = CliTest.run("train", CliTest.config(dir, cfg).toString(), "--data", text.toString(), "--set",
+                "eval_config.sample_tokens=240", "--run-dir", run.toString());
+        assertEquals(0, t.code(), t.err());
+        String samples = t.out().substring(t.out().indexOf("---"));
+        assertTrue(samples.replace("\n", " ").length() > 240, "the samples were printed: " + t.out());
+        assertTrue(wider(t.out() + t.err()).isEmpty(), "train: " + String.join("\n", wider(t.out() + t.err())));
+
+        Path ckpt = run.resolve("checkpoints/step-000020");
+        CliTest.Result e = CliTest.run("eval", ckpt.toString(), "--data", text.toString(), "--batches", "2");
+        CliTest.Result g = CliTest.run("generate", ckpt.toString(), "--prompt", "the ", "--max-new-tokens", "12");
+        CliTest.Result x = CliTest.run("export", ckpt.toString(), "--out", dir.resolve("hf").toString());
+        for (CliTest.Result r : List.of(e, g, x)) {
+            assertEquals(0, r.code(), r.err());
+            List<String> wide = wider(r.out() + r.err());
+            assertTrue(wide.isEmpty(), String.join("\n", wide));
+        }
+        assertTrue(CliTest.joined(e.out()).contains("eval: ") && CliTest.joined(e.out()).contains(" on " + text + ": 2 batches of "),
+                e.out());
+        assertTrue(CliTest.joined(g.err()).matches("(?s)generate: 12 new tokens in \\d+\\.\\d\\d s, [\\d.]+ tokens/s \\(key/value cache, .*\\)\n"),
+                g.err());
+        assertTrue(CliTest.joined(x.out()).contains(ckpt + ": gpt2 model, ") && CliTest.joined(x.out()).contains(", config.json, no tokenizer files"),
+                x.out());
+    }
+
     /** The lines of {@code text} wider than {@link #COLUMNS}, each with its width. */
     static List<String> wider(String text) {
         return text.lines().filter(l -> l.length() > COLUMNS).map(l -> l.length() + ": " + l).toList();

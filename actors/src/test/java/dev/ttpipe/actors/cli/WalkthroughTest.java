@@ -138,7 +138,7 @@ class WalkthroughTest {
 
     /** The text generate printed: the prompt and at least 20 characters more, without the speed line. */
     static String generatedText(String output) {
-        String text = output.lines().filter(l -> !l.startsWith("generate: ")).collect(Collectors.joining("\n"));
+        String text = CliTest.joined(output).lines().filter(l -> !l.startsWith("generate: ")).collect(Collectors.joining("\n"));
         assertTrue(text.startsWith("The miller") && text.length() >= "The miller".length() + 20, output);
         return text;
     }
