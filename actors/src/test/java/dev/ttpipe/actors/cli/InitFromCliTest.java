@@ -73,7 +73,8 @@ class InitFromCliTest {
         assertEquals(0, g2.code(), g2.err());
         assertEquals(g2.out(), g1.out());
         assertEquals(5 + 10 + 1, g1.out().length(), g1.out());     // the prompt, 10 characters, the newline
-        assertTrue(g1.err().contains("generate: 10 new tokens in") && g1.err().contains("key/value cache"), g1.err());
+        assertTrue(CliTest.joined(g1.err()).contains("generate: 10 new tokens in") && CliTest.joined(g1.err()).contains("key/value cache"),
+                g1.err());
         assertOneLineBadInput(run("generate", ckpt.toString(), "--prompt", "1+1=", "--max-new-tokens", "20"),
                 "4 prompt tokens + 20 new ones exceed the model's context of 16 tokens");
 

@@ -50,21 +50,21 @@ class RunDirectoriesTest {
         Path text = Files.writeString(dir.resolve("sums.txt"), "1+2=3\n4+5=9\n7+8=15\n".repeat(40));
         CliTest.Result e = run("eval", "latest", "--runs-dir", runs.toString(), "--data", text.toString(), "--batches", "1");
         assertEquals(0, e.code(), e.out() + e.err());
-        assertTrue(e.err().contains(chose), e.err());
+        assertTrue(CliTest.joined(e.err()).contains(chose), e.err());
         assertTrue(e.out().contains(newest.toString()), e.out());
 
         CliTest.Result g = run("generate", "latest", "--runs-dir", runs.toString(), "--prompt", "1+2=", "--max-new-tokens", "2");
         assertEquals(0, g.code(), g.out() + g.err());
-        assertTrue(g.err().contains(chose), g.err());
+        assertTrue(CliTest.joined(g.err()).contains(chose), g.err());
 
         CliTest.Result x = run("export", "latest", "--runs-dir", runs.toString(), "--out", dir.resolve("hf").toString());
         assertEquals(0, x.code(), x.out() + x.err());
-        assertTrue(x.err().contains(chose), x.err());
+        assertTrue(CliTest.joined(x.err()).contains(chose), x.err());
 
         CliTest.Result t = run("train", job(dir, "long.yaml", 8).toString(), "--resume", "latest", "--allow-config-change",
                 "--run-dir", dir.resolve("continued").toString());
         assertEquals(0, t.code(), t.out() + t.err());
-        assertTrue(t.err().contains(chose), t.err());
+        assertTrue(CliTest.joined(t.err()).contains(chose), t.err());
         assertTrue(t.joined().contains("resumed from " + newest + " at step 6"), t.out());
     }
 

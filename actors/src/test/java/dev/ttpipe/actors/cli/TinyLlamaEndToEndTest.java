@@ -254,7 +254,8 @@ class TinyLlamaEndToEndTest {
         CliTest.Result streamed = run("generate", ckpt.toString(), "--prompt", prompt, "--max-new-tokens", "8", "--temperature", "0",
                 "--stages", "2");
         assertEquals(0, streamed.code(), streamed.err());
-        assertTrue(streamed.err().contains("generate: 8 new tokens in") && streamed.err().contains("2 stages pipelined over local"),
+        String summary = CliTest.joined(streamed.err());
+        assertTrue(summary.contains("generate: 8 new tokens in") && summary.contains("2 stages pipelined over local"),
                 streamed.err());
         int[] all = new int[promptIds.length + 8];
         System.arraycopy(promptIds, 0, all, 0, promptIds.length);
