@@ -20,6 +20,8 @@ import java.util.Locale;
 final class MatmulTableWriter {
     /** Seconds of alternating runs per shape (both engines together). */
     static final double SECONDS_PER_SHAPE = 0.6;
+    /** Seconds of products timed and thrown away before the first shape's. */
+    static final double SETTLE_SECONDS = 2.0;
 
     private MatmulTableWriter() {
     }
@@ -39,6 +41,9 @@ final class MatmulTableWriter {
         System.out.printf(Locale.ROOT, "timing the %d fp32 product shapes of one step on OpenBLAS and oneDNN,%n"
                 + "alternating, about %.1f s each:%n", shapes.size(), SECONDS_PER_SHAPE);
         List<MatmulTable.Row> rows = new ArrayList<>();
+        // Right after the step the JIT is still compiling its code on a core of its own: time the first shape once,
+        // unrecorded, so that the products timed for the table do not share the machine with it.
+        if (!shapes.isEmpty()) MatmulBenchmark.compare(shapes.get(0), threads, SETTLE_SECONDS);
         for (MatmulShapes.Shape shape : shapes) {
             MatmulTable.Row r = MatmulBenchmark.compare(shape, threads, SECONDS_PER_SHAPE);
             rows.add(r);
