@@ -57,6 +57,9 @@ public final class BenchStepCommand implements Callable<Integer> {
     @Mixin
     JobOptions job = new JobOptions();
 
+    @picocli.CommandLine.Spec
+    picocli.CommandLine.Model.CommandSpec spec;
+
     @Mixin
     DryRunOptions preview = new DryRunOptions();
 
@@ -71,13 +74,21 @@ public final class BenchStepCommand implements Callable<Integer> {
     boolean profile;
 
     @Option(names = "--write-matmul-table", paramLabel = "FILE", description = {"Instead of timing steps: record every"
-            + " fp32 product shape of one step, time each on OpenBLAS and on oneDNN (alternating), and write FILE naming the"
+            + " fp32 product shape of one step (in the config's microbatches, as train runs it, and as a whole batch), time each on OpenBLAS and on oneDNN (alternating), and write FILE naming the"
             + " faster per shape. TTPIPE_MATMUL_TABLE=FILE (or global_env) makes the cpu backend follow it."})
     Path writeTable;
 
     @Override
     public Integer call() {
-        if (writeTable != null) MatmulTableWriter.checkWritable(writeTable);
+        if (writeTable != null) {
+            MatmulTableWriter.checkWritable(writeTable);
+            for (String flag : List.of("--steps", "--json", "--profile")) {
+                if (spec.commandLine().getParseResult().hasMatchedOption(flag)) {
+                    throw new UserInputException(flag + " given with --write-matmul-table, which times product shapes and"
+                            + " no steps: expected one of them");
+                }
+            }
+        }
         if (steps < 1) throw new UserInputException("--steps: " + steps + " given, expected a positive integer");
         TtpipeConfig cfg = job.resolve(config, null);
         if (cfg.device.backend != Backend.CPU) {
@@ -93,6 +104,7 @@ public final class BenchStepCommand implements Callable<Integer> {
         TrainingJob training = TrainingJob.fromConfig(cfg);
         JobPlan plan = training.plan();
         int threads = cfg.device.threads > 0 ? cfg.device.threads : Runtime.getRuntime().availableProcessors();
+        if (writeTable != null) return writeMatmulTable(training, plan, threads, cfg.device.dtype);
         MachinePeak peak = MachinePeak.measure(threads);
         // bf16 on a CPU with avx512_bf16: vdpbf16ps does two products per fp32 lane, so MFU is against twice the FMA peak
         boolean bf16Dot = "bf16".equals(cfg.device.dtype) && MachinePeak.hasBf16Dot();
@@ -117,15 +129,9 @@ public final class BenchStepCommand implements Callable<Integer> {
         if (!json) System.out.println(refName + ":");
         double[] ref = new double[steps];
         OpProfile ops = new OpProfile();
-        try (MeshDevice mesh = Backends.open(Backend.CPU.id(), plan.rankMesh(), plan.meshOptions().withThreads(threads));
-             ReferenceTrainer t = new ReferenceTrainer(plan.model(), profile ? new ProfiledSubmesh(mesh.asSubmesh(), ops)
-                     : mesh.asSubmesh(), plan.parallelism(), plan.seed(), plan.optimizer(), plan.lr(), plan.clipMaxNorm(), 1)) {
-            if (writeTable != null) MatmulShapes.start();
+        try (MeshDevice mesh = open(plan, threads);
+             ReferenceTrainer t = reference(plan, profile ? new ProfiledSubmesh(mesh.asSubmesh(), ops) : mesh.asSubmesh(), 1)) {
             double loss = t.step(0, training.batches(0)).loss();              // warm-up: JIT, allocator
-            if (writeTable != null) {
-                MatmulTableWriter.write(writeTable, MatmulShapes.stop(), threads, config, cfg.device.dtype);
-                return Main.EXIT_OK;
-            }
             ops.reset();
             for (int s = 0; s < steps; s++) {
                 List<Batch> b = training.batches(s + 1);
@@ -195,6 +201,37 @@ public final class BenchStepCommand implements Callable<Integer> {
             }
         }
         return Main.EXIT_OK;
+    }
+
+    /**
+     * {@code --write-matmul-table}: records the fp32 product shapes of one step run in the config's microbatches (as
+     * train and verify run it) and, when those are more than one, of one run as a whole batch (as this command times
+     * it); then times them and writes the table.
+     */
+    private int writeMatmulTable(TrainingJob training, JobPlan plan, int threads, String dtype) {
+        List<MatmulShapes.Shape> shapes;
+        MatmulShapes.start();
+        try (MeshDevice mesh = open(plan, threads)) {
+            for (int microbatches : plan.microbatches() == 1 ? List.of(1) : List.of(plan.microbatches(), 1)) {
+                try (ReferenceTrainer t = reference(plan, mesh.asSubmesh(), microbatches)) {
+                    t.step(0, training.batches(0));
+                }
+            }
+        } finally {
+            shapes = MatmulShapes.stop();
+        }
+        MatmulTableWriter.write(writeTable, shapes, threads, config, dtype);
+        return Main.EXIT_OK;
+    }
+
+    private static MeshDevice open(JobPlan plan, int threads) {
+        return Backends.open(Backend.CPU.id(), plan.rankMesh(), plan.meshOptions().withThreads(threads));
+    }
+
+    /** The plan's model, every block on {@code submesh}, each batch run in {@code microbatches} slices. */
+    private static ReferenceTrainer reference(JobPlan plan, dev.ttpipe.device.Submesh submesh, int microbatches) {
+        return new ReferenceTrainer(plan.model(), submesh, plan.parallelism(), plan.seed(), plan.optimizer(), plan.lr(),
+                plan.clipMaxNorm(), microbatches);
     }
 
     /** The timed steps of one way to train. */

@@ -1,6 +1,7 @@
 package dev.ttpipe.actors.cli;
 
 import dev.ttpipe.actors.UserInputException;
+import dev.ttpipe.actors.telemetry.Terminal;
 import dev.ttpipe.actors.train.RunRecord;
 import dev.ttpipe.device.cpu.MatmulBenchmark;
 import dev.ttpipe.device.cpu.MatmulShapes;
@@ -38,8 +39,8 @@ final class MatmulTableWriter {
     }
 
     static void write(Path file, List<MatmulShapes.Shape> shapes, int threads, Path config, String dtype) {
-        System.out.printf(Locale.ROOT, "timing the %d fp32 product shapes of one step on OpenBLAS and oneDNN,%n"
-                + "alternating, about %.1f s each:%n", shapes.size(), SECONDS_PER_SHAPE);
+        Terminal.printWrapped(System.out, String.format(Locale.ROOT, "timing the %d fp32 product shapes of one step on"
+                + " OpenBLAS and oneDNN, alternating, about %.1f s each:", shapes.size(), SECONDS_PER_SHAPE));
         List<MatmulTable.Row> rows = new ArrayList<>();
         // Right after the step the JIT is still compiling its code on a core of its own: time the first shape once,
         // unrecorded, so that the products timed for the table do not share the machine with it.
@@ -61,11 +62,13 @@ final class MatmulTableWriter {
             throw new UncheckedIOException("--write-matmul-table " + file + ": " + e.getMessage(), e);
         }
         long dnnl = rows.stream().filter(r -> r.engine().equals("dnnl")).count();
-        System.out.printf(Locale.ROOT, "wrote %s: %d of %d shapes on dnnl.%n", file, dnnl, rows.size());
+        Terminal.printWrapped(System.out, String.format(Locale.ROOT, "wrote %s: %d of %d shapes on dnnl.", file, dnnl,
+                rows.size()));
         if (shapes.isEmpty()) {
-            System.out.println("A step of this config multiplies no fp32 products: its matmuls run on the bf16 engine.");
+            Terminal.printWrapped(System.out, "A step of this config multiplies no fp32 products: its matmuls run on the bf16"
+                    + " engine.");
         }
-        System.out.println("Use it: TTPIPE_MATMUL_TABLE=" + file + " ttpipe train ...");
-        System.out.println("(or global_env: {TTPIPE_MATMUL_TABLE: " + file + "} in the config)");
+        Terminal.printWrapped(System.out, "Use it: TTPIPE_MATMUL_TABLE=" + file + " ttpipe train ... (or global_env:"
+                + " {TTPIPE_MATMUL_TABLE: " + file + "} in the config)");
     }
 }

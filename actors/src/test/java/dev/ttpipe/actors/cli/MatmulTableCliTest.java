@@ -32,6 +32,11 @@ class MatmulTableCliTest {
         assertTrue(w.out().contains("wrote " + table + ":"), w.out());
         MatmulTable written = MatmulTable.read(table);
         assertTrue(written.rows().size() >= 3, "the step's linears and attention: " + written.rows());
+        // batch 8 x 16 tokens in 4 microbatches: the products train and verify run (32 rows), and bench step's (128)
+        for (int rows : new int[]{32, 128}) {
+            assertTrue(written.rows().stream().anyMatch(r -> !r.shape().transA() && r.shape().m() == rows),
+                    rows + " rows in " + written.rows());
+        }
 
         // every shape to oneDNN (where it loads, the engine OpenBLAS is not): the pipeline against the reference
         String allDnnl;
@@ -62,5 +67,9 @@ class MatmulTableCliTest {
         CliTest.assertOneLineBadInput(CliTest.run("verify", beside.toString()), "given beside TTPIPE_BLAS=java, expected one of them");
         CliTest.assertOneLineBadInput(CliTest.run("bench", "step", job.toString(), "--write-matmul-table", dir.toString()),
                 "--write-matmul-table " + dir + ": a folder, expected a file to write");
+        for (String flag : new String[]{"--json", "--profile"}) {
+            CliTest.assertOneLineBadInput(CliTest.run("bench", "step", job.toString(), "--write-matmul-table",
+                    dir.resolve("t.matmul").toString(), flag), flag + " given with --write-matmul-table");
+        }
     }
 }
