@@ -5,36 +5,21 @@ import dev.ttpipe.device.Submesh;
 import dev.ttpipe.device.Tensor;
 
 import java.nio.ByteBuffer;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A frame that arrived over Aeron, whole and checked, in one reassembly buffer: materializing it
  * copies the pieces onto the receiving submesh's devices (one memcpy per device on the cpu backend)
  * and gives the buffer back to the pool; discarding only gives the buffer back.
  */
-final class AeronPayload implements TensorPayload {
-    private final FrameHeader header;
+final class AeronPayload extends ReceivedFrame<ByteBuffer> {
     private final MeshShape senderMesh;
-    private final String channel;
     private final ReceiveBuffers buffers;
-    private final AtomicBoolean used = new AtomicBoolean();
-    private final long firstChunkNs, lastChunkNs;
-    private ByteBuffer bytes;
 
     AeronPayload(FrameHeader header, MeshShape senderMesh, String channel, ByteBuffer bytes, ReceiveBuffers buffers,
                  long firstChunkNs, long lastChunkNs) {
-        this.header = header;
-        this.firstChunkNs = firstChunkNs;
-        this.lastChunkNs = lastChunkNs;
+        super(header, channel, bytes, firstChunkNs, lastChunkNs);
         this.senderMesh = senderMesh;
-        this.channel = channel;
-        this.bytes = bytes;
         this.buffers = buffers;
-    }
-
-    @Override
-    public FrameHeader header() {
-        return header;
     }
 
     @Override
@@ -52,32 +37,7 @@ final class AeronPayload implements TensorPayload {
     }
 
     @Override
-    public void discard() {
-        if (used.get()) return;
-        buffers.release(take("discard"));
-    }
-
-    private ByteBuffer take(String op) {
-        if (!used.compareAndSet(false, true)) {
-            throw new IllegalStateException(op + ": " + channel + " " + header + " was already materialized or discarded");
-        }
-        ByteBuffer b = bytes;
-        bytes = null;
-        return b;
-    }
-
-    @Override
-    public long firstChunkNs() {
-        return firstChunkNs;
-    }
-
-    @Override
-    public long lastChunkNs() {
-        return lastChunkNs;
-    }
-
-    @Override
-    public String toString() {
-        return channel + " " + header;
+    void free(ByteBuffer bytes) {
+        buffers.release(bytes);
     }
 }

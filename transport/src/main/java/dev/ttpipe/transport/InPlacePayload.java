@@ -5,31 +5,15 @@ import dev.ttpipe.device.Tensor;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A frame that arrived over Aeron, whole and checked, assembled by the receive thread straight into
  * a tensor on the receiving rank's submesh: materializing it there copies nothing (the tensor is
  * handed over), discarding it closes the tensor. Until then the payload owns the tensor.
  */
-final class InPlacePayload implements TensorPayload {
-    private final FrameHeader header;
-    private final String channel;
-    private final AtomicBoolean used = new AtomicBoolean();
-    private final long firstChunkNs, lastChunkNs;
-    private Tensor tensor;
-
+final class InPlacePayload extends ReceivedFrame<Tensor> {
     InPlacePayload(FrameHeader header, String channel, Tensor tensor, long firstChunkNs, long lastChunkNs) {
-        this.header = header;
-        this.firstChunkNs = firstChunkNs;
-        this.lastChunkNs = lastChunkNs;
-        this.channel = channel;
-        this.tensor = tensor;
-    }
-
-    @Override
-    public FrameHeader header() {
-        return header;
+        super(header, channel, tensor, firstChunkNs, lastChunkNs);
     }
 
     /** The tensor itself on the submesh it was assembled on; elsewhere moved ({@code adopt}) or copied. */
@@ -57,32 +41,7 @@ final class InPlacePayload implements TensorPayload {
     }
 
     @Override
-    public void discard() {
-        if (used.get()) return;
-        take("discard").close();
-    }
-
-    private Tensor take(String op) {
-        if (!used.compareAndSet(false, true)) {
-            throw new IllegalStateException(op + ": " + channel + " " + header + " was already materialized or discarded");
-        }
-        Tensor t = tensor;
-        tensor = null;
-        return t;
-    }
-
-    @Override
-    public long firstChunkNs() {
-        return firstChunkNs;
-    }
-
-    @Override
-    public long lastChunkNs() {
-        return lastChunkNs;
-    }
-
-    @Override
-    public String toString() {
-        return channel + " " + header;
+    void free(Tensor tensor) {
+        tensor.close();
     }
 }

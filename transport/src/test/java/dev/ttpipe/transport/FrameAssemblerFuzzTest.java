@@ -193,7 +193,7 @@ class FrameAssemblerFuzzTest {
         private static final Field INBOUND = field(FrameAssembler.class, "inbound");
         private static final Field IN_FRAME = field(inboundClass(), "inFrame");
         private static final Field SEQUENCE = field(inboundClass(), "sequence");
-        private static final Field BYTES = field(AeronPayload.class, "bytes");
+        private static final Field BYTES = field(ReceivedFrame.class, "held");        // an AeronPayload's buffer
 
         final Submesh submesh;
         final List<TensorPayload> delivered = new ArrayList<>();
