@@ -25,7 +25,9 @@ import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Function;
 
 /**
@@ -34,7 +36,8 @@ import java.util.function.Function;
  * messages meanwhile), the end-of-step work (gradient reduction, optimizer), and the rank's state
  * across steps: checkpoint snapshots, their writes and loads, and rollback from memory. No Pekko here:
  * every operation is queued on the device thread and answers with a future; {@link StageActor}
- * turns the answers into messages.
+ * turns the answers into messages. (One exception: on a queue that runs ahead, sim, a training compute
+ * action is issued on the caller's thread while nothing waits on the device thread; see {@link #compute}.)
  *
  * <p>Failures that a user reads come back as {@link Failure}s whose message names the rank and
  * what failed.
@@ -82,7 +85,14 @@ final class RankState implements AutoCloseable {
     private final ExecutorService device;
     private ExecutorService writer;
     private final CompletableFuture<Void> initialized = new CompletableFuture<>();
-    // Touched only on the device thread:
+    /**
+     * Work queued on the device thread and not yet run. At 0 nothing runs there, so a compute action may
+     * be issued on the caller's thread instead ({@link #compute}); the callers are one thread at a time
+     * (the rank's actor), so no other work can be queued meanwhile.
+     */
+    private final AtomicInteger deviceTasks = new AtomicInteger();
+    // Touched only by the device queue's work: on the device thread, or on the caller's for a compute
+    // action issued there while the device thread is idle ({@link #compute}):
     private final Map<Integer, Stage> stages = new LinkedHashMap<>();
     private final Map<Integer, Optimizer> optimizers = new LinkedHashMap<>();
     /** Each stage's key/value cache of the sequence being generated ({@link Inference.Decode}). */
@@ -105,7 +115,7 @@ final class RankState implements AutoCloseable {
             t.setDaemon(true);
             return t;
         });
-        device.execute(() -> {
+        onDevice(() -> {
             try {
                 for (StageSlice s : slices) {
                     stages.put(s.index(), new Stage(plan.model(), s, submesh, plan.parallelism(), plan.seed()));
@@ -139,7 +149,24 @@ final class RankState implements AutoCloseable {
 
     /** Runs {@code work} on the device queue, behind everything queued before. */
     void execute(Runnable work) {
-        device.execute(work);
+        onDevice(work);
+    }
+
+    /** Queues {@code work} on the device thread, counted in {@link #deviceTasks} until it has run. */
+    private void onDevice(Runnable work) {
+        deviceTasks.incrementAndGet();
+        try {
+            device.execute(() -> {
+                try {
+                    work.run();
+                } finally {
+                    deviceTasks.decrementAndGet();
+                }
+            });
+        } catch (RejectedExecutionException e) {
+            deviceTasks.decrementAndGet();
+            throw e;
+        }
     }
 
     /**
@@ -149,7 +176,7 @@ final class RankState implements AutoCloseable {
      */
     CompletableFuture<Computed> compute(Action a, int pass, MicrobatchData data, TensorPayload in, Inference inference) {
         CompletableFuture<Computed> result = new CompletableFuture<>();
-        device.execute(() -> {
+        Runnable task = () -> {
             long start = System.nanoTime();
             deviceStartNs = start;
             try {
@@ -209,7 +236,17 @@ final class RankState implements AutoCloseable {
             } catch (Throwable t) {
                 result.completeExceptionally(t);
             }
-        });
+        };
+        // On a queue that runs ahead (sim), ops only add modeled time to the queue's clock and never wait,
+        // so with nothing else on the device thread the action is issued here, on the caller's thread: no
+        // hand-over to the device thread and back for each action (at 256 ranks on 2 cores those thread
+        // wake-ups, not the modeled work, set the pace). Faults may sleep and inference may read values
+        // (a wait), so those stay on the device thread.
+        if (inference == null && faults == Faults.NONE && submesh.queuedUntilNanos() >= 0 && deviceTasks.get() == 0) {
+            task.run();
+        } else {
+            onDevice(task);
+        }
         return result;
     }
 
@@ -232,7 +269,7 @@ final class RankState implements AutoCloseable {
     /** Completes when the device queue has run everything issued so far (a queue that runs ahead: sim). */
     CompletableFuture<Void> drained() {
         CompletableFuture<Void> done = new CompletableFuture<>();
-        device.execute(() -> {
+        onDevice(() -> {
             submesh.synchronize();
             done.complete(null);
         });
@@ -241,13 +278,13 @@ final class RankState implements AutoCloseable {
 
     /** A failed or abandoned pass: frees every stage's stash. */
     void abortStep() {
-        device.execute(() -> stages.values().forEach(Stage::abortStep));
+        onDevice(() -> stages.values().forEach(Stage::abortStep));
     }
 
     /** After step {@code step}'s passes: all-reduces the DDP gradients and sums their squares, per stage and parameter. */
     CompletableFuture<Reduced> reduceGradients(int step) {
         CompletableFuture<Reduced> result = new CompletableFuture<>();
-        device.execute(() -> {
+        onDevice(() -> {
             long start = System.nanoTime();
             try {
                 TreeMap<Integer, double[]> sums = new TreeMap<>();
@@ -282,7 +319,7 @@ final class RankState implements AutoCloseable {
      */
     CompletableFuture<long[]> applyOptimizer(double lr, double clip, boolean skip, float[] tiedGrad) {
         CompletableFuture<long[]> result = new CompletableFuture<>();
-        device.execute(() -> {
+        onDevice(() -> {
             long start = System.nanoTime();
             try {
                 for (Map.Entry<Integer, Stage> e : stages.entrySet()) {
@@ -304,7 +341,7 @@ final class RankState implements AutoCloseable {
     /** Rebuilds the stages and optimizers as at the job's start (the seed's weights, no optimizer state). */
     CompletableFuture<Integer> reinitialize() {
         CompletableFuture<Integer> result = new CompletableFuture<>();
-        device.execute(() -> {
+        onDevice(() -> {
             try {
                 for (StageSlice s : slices) {
                     Stage old = stages.put(s.index(), new Stage(plan.model(), s, submesh, plan.parallelism(), plan.seed()));
@@ -328,7 +365,7 @@ final class RankState implements AutoCloseable {
         CompletableFuture<StageActor.SavedFiles> written = new CompletableFuture<>();
         saved.put(step, written);
         CompletableFuture<Integer> copied = new CompletableFuture<>();
-        device.execute(() -> {
+        onDevice(() -> {
             long t0 = System.nanoTime();
             List<Snapshot> snapshots = new ArrayList<>();
             try {
@@ -375,7 +412,7 @@ final class RankState implements AutoCloseable {
      */
     CompletableFuture<Integer> load(Path dir, int step, int optimizerSteps) {
         CompletableFuture<Integer> result = new CompletableFuture<>();
-        device.execute(() -> {
+        onDevice(() -> {
             List<Snapshot> kept;
             synchronized (snapshotsInMemory) {
                 kept = snapshotsInMemory.get(step);
@@ -405,7 +442,7 @@ final class RankState implements AutoCloseable {
     /** Every local parameter's value on the host, by name. */
     CompletableFuture<Map<String, float[]>> weights() {
         CompletableFuture<Map<String, float[]>> result = new CompletableFuture<>();
-        device.execute(() -> {
+        onDevice(() -> {
             Map<String, float[]> out = new LinkedHashMap<>();
             for (Stage s : stages.values()) {
                 for (Param p : s.parameters()) out.put(p.name(), p.value().toHost());
@@ -418,7 +455,7 @@ final class RankState implements AutoCloseable {
     /** Runs {@code work} on the device queue with this rank's stages. */
     CompletableFuture<Object> run(Function<List<Stage>, Object> work) {
         CompletableFuture<Object> result = new CompletableFuture<>();
-        device.execute(() -> {
+        onDevice(() -> {
             try {
                 result.complete(work.apply(List.copyOf(stages.values())));
             } catch (Throwable t) {
@@ -447,7 +484,7 @@ final class RankState implements AutoCloseable {
     /** Closes the stages on the device queue and stops it (waiting up to 30 s for the running kernel). */
     @Override
     public void close() {
-        device.execute(() -> {
+        onDevice(() -> {
             stages.values().forEach(Stage::close);
             stages.clear();
         });
