@@ -32,7 +32,7 @@ class RankStateTest {
              RankState state = new RankState(plan(Backend.SIM), 0, mesh.asSubmesh(), Faults.NONE)) {
             state.initialized().get(60, TimeUnit.SECONDS);
 
-            CompletableFuture<RankState.Computed> idle = state.compute(new Action(0, ActionKind.F, 0), 0, data(), null, null);
+            CompletableFuture<RankState.Computed> idle = awaitIdleThenCompute(state);
             assertTrue(idle.isDone(), "with the device thread idle, a sim action is issued before compute returns");
             idle.get().output().close();
 
