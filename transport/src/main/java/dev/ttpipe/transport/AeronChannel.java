@@ -189,7 +189,10 @@ final class AeronChannel implements TensorChannel {
         }
         int chunksPerPiece = (int) ((piece + maxChunk - 1) / maxChunk);
         int chunkCount = total == 0 ? 1 : devices * chunksPerPiece;
-        codec.wrapForEncode(header, 0).encodeFrame(jobId.getAsLong(), sequence++, from, to, h, dtype, shape, layout, mesh, total,
+        // The job the frame was queued under, never the transport's current one: a frame of a step abandoned by a
+        // recovery, still queued when the job took a fresh id, must reach the receiver as the old job's (dropped
+        // there), not pass for a frame of the step that redoes it.
+        codec.wrapForEncode(header, 0).encodeFrame(h.jobId(), sequence++, from, to, h, dtype, shape, layout, mesh, total,
                 chunkCount);
         payloadCrc.reset();
         if (total == 0) {
