@@ -1,14 +1,21 @@
 package dev.ttpipe.device.cpu;
 
-import java.util.concurrent.ForkJoinPool;
-import java.util.concurrent.ForkJoinWorkerThread;
-import java.util.concurrent.RecursiveAction;
-import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The compute threads of one cpu mesh: splits an index range into chunks of at least a grain
- * (small work runs inline on the caller) and runs them on a fork-join pool. Thread-safe; nested
- * calls run inline.
+ * (small work runs inline on the caller) and runs them on the caller and {@code threads - 1}
+ * workers. Thread-safe; nested calls, and a call while another thread's is running, run inline.
+ *
+ * <p>A step issues thousands of short parallel regions (a tile product, an elementwise op), so a
+ * region is cheap to start and to end: the caller publishes it and takes chunks itself, the
+ * workers take chunks as they come (the next chunk is one atomic increment), and a thread that
+ * runs out of work spins for {@value #SPIN_NANOS} ns before it parks, since the next region or the
+ * last chunk usually comes sooner than a parked thread would wake. A worker idle for
+ * 30 s ends, and the next region starts another.
  *
  * <p>{@link #range} bodies write disjoint outputs, so its chunks may follow the thread count.
  * {@link #sum}'s chunks, whose partial sums are combined in chunk order, depend only on the range
@@ -29,17 +36,47 @@ final class Parallel implements AutoCloseable {
 
     /** The most chunks a {@link #sum} is cut into: enough to balance many threads. */
     static final int SUM_PIECES = 64;
+    /** How long a thread out of work spins before it parks. */
+    static final long SPIN_NANOS = 50_000;
+    /** How long a worker waits for a region before it ends. */
+    static final long IDLE_EXIT_NANOS = 30_000_000_000L;
+
+    private static final int RUNNING = 0;
+    private static final int PARKED = 1;
+    private static final int ENDED = 2;
 
     private final int threads;
-    private final ForkJoinPool pool;
+    /** One region at a time; a caller that finds it taken runs its range inline. */
+    private final ReentrantLock lock = new ReentrantLock();
+    private final Worker[] workers;
+    /** The region the workers are to join, and how many have been published (a worker's cue). */
+    private volatile Region region;
+    private volatile long published;
+    /** The thread running a region, so its nested calls run inline. */
+    private volatile Thread owner;
+    private volatile boolean closed;
+    private final long idleExitNanos;
 
     Parallel(int threads) {
+        this(threads, IDLE_EXIT_NANOS);
+    }
+
+    /** {@code idleExitNanos}: how long a worker waits for a region before it ends. */
+    Parallel(int threads, long idleExitNanos) {
         this.threads = Math.max(1, threads);
-        this.pool = this.threads == 1 ? null : new ForkJoinPool(this.threads);
+        this.workers = new Worker[this.threads - 1];
+        this.idleExitNanos = idleExitNanos;
     }
 
     int threads() {
         return threads;
+    }
+
+    /** How many worker threads are alive now (for tests). */
+    int liveWorkers() {
+        int live = 0;
+        for (Worker w : workers) if (w != null && w.isAlive()) live++;
+        return live;
     }
 
     /** Runs {@code body} over {@code [0, n)} in chunks of at least {@code grain}. */
@@ -49,7 +86,7 @@ final class Parallel implements AutoCloseable {
             if (n > 0) body.run(0, n);
             return;
         }
-        pool.invoke(new Split(body, 0, n, chunk));
+        run(new Region(body, n, chunk));
     }
 
     /**
@@ -60,21 +97,21 @@ final class Parallel implements AutoCloseable {
         int chunk = sumChunk(n, grain);
         if (chunk >= n) return n > 0 ? body.run(0, n) : 0.0;
         int chunks = (n + chunk - 1) / chunk;
-        if (inline()) {
-            double s = 0;
-            for (int lo = 0; lo < n; lo += chunk) s += body.run(lo, Math.min(n, lo + chunk));
-            return s;
-        }
         double[] partial = new double[chunks];
-        pool.invoke(new Split((lo, hi) -> partial[lo / chunk] = body.run(lo, hi), 0, n, chunk));
+        if (inline()) {
+            for (int lo = 0; lo < n; lo += chunk) partial[lo / chunk] = body.run(lo, Math.min(n, lo + chunk));
+        } else {
+            run(new Region((lo, hi) -> partial[lo / chunk] = body.run(lo, hi), n, chunk));
+        }
         double s = 0;
         for (double p : partial) s += p;
         return s;
     }
 
-    /** Single-threaded, or already on one of our workers (nested parallelism runs inline). */
+    /** Single-threaded, on one of our workers, or inside a region this thread runs (nested parallelism runs inline). */
     private boolean inline() {
-        return pool == null || Thread.currentThread() instanceof ForkJoinWorkerThread w && w.getPool() == pool;
+        Thread t = Thread.currentThread();
+        return threads == 1 || t == owner || t instanceof Worker w && w.parallel == this;
     }
 
     /** How {@link #sum} cuts {@code [0, n)}: a function of n and the grain only. */
@@ -87,40 +124,161 @@ final class Parallel implements AutoCloseable {
         return Math.max(Math.max(1, grain), target);
     }
 
-    @Override
-    public void close() {
-        if (pool == null) return;
-        pool.shutdown();
+    /** Publishes {@code r}, takes its chunks alongside the workers, and returns when every chunk is done. */
+    private void run(Region r) {
+        if (closed) throw new IllegalStateException("cpu compute threads are closed");
+        if (!lock.tryLock()) {          // another thread's region is running: this one runs on its caller
+            r.body.run(0, r.n);
+            return;
+        }
         try {
-            pool.awaitTermination(10, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
+            owner = Thread.currentThread();
+            r.waiter = owner;
+            region = r;
+            published++;                                            // volatile: the workers' cue
+            for (int i = 0; i < workers.length; i++) wake(i);
+            r.work();
+            r.await();
+        } finally {
+            region = null;
+            owner = null;
+            lock.unlock();
+        }
+        Throwable failure = r.failure.get();
+        if (failure instanceof RuntimeException e) throw e;
+        if (failure instanceof Error e) throw e;
+        if (failure != null) throw new IllegalStateException(failure);
+    }
+
+    /** Wakes worker {@code i} if it parked, or starts it if it has not started or has ended. */
+    private void wake(int i) {
+        Worker w = workers[i];
+        if (w == null || w.state.get() == ENDED) {
+            w = new Worker(this, i, published - 1);             // joins the region just published
+            workers[i] = w;
+            w.start();
+        } else if (w.state.get() == PARKED && w.state.compareAndSet(PARKED, RUNNING)) {
+            LockSupport.unpark(w);
         }
     }
 
-    /** Halves the range until a piece is one chunk (pieces start at multiples of the chunk). */
-    private static final class Split extends RecursiveAction {
-        private final Body body;
-        private final int lo;
-        private final int hi;
-        private final int chunk;
+    @Override
+    public void close() {
+        closed = true;
+        lock.lock();                                            // lets a running region finish
+        try {
+            for (Worker w : workers) {
+                if (w == null) continue;
+                LockSupport.unpark(w);
+                try {
+                    w.join(10_000);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return;
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
 
-        Split(Body body, int lo, int hi, int chunk) {
+    /** One parallel call: its body, its chunks, and who has finished what. */
+    private static final class Region {
+        final Body body;
+        final int n;
+        final int chunk;
+        final int chunks;
+        final AtomicInteger next = new AtomicInteger();
+        final AtomicInteger finished = new AtomicInteger();
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+        /** The caller, and whether it parked waiting for the last chunk. */
+        Thread waiter;
+        volatile boolean waiting;
+
+        Region(Body body, int n, int chunk) {
             this.body = body;
-            this.lo = lo;
-            this.hi = hi;
+            this.n = n;
             this.chunk = chunk;
+            this.chunks = (n + chunk - 1) / chunk;
+        }
+
+        /** Takes chunks until none is left; a chunk that throws is recorded and counted as done. */
+        void work() {
+            for (int c; (c = next.getAndIncrement()) < chunks; ) {
+                int lo = c * chunk;
+                try {
+                    body.run(lo, Math.min(n, lo + chunk));
+                } catch (Throwable t) {
+                    failure.compareAndSet(null, t);
+                } finally {
+                    if (finished.incrementAndGet() == chunks && waiting) LockSupport.unpark(waiter);
+                }
+            }
+        }
+
+        /** Returns when every chunk is done: spins a while, then parks until the last chunk's thread wakes it. */
+        void await() {
+            long spinUntil = System.nanoTime() + SPIN_NANOS;
+            while (finished.get() < chunks) {
+                if (System.nanoTime() < spinUntil) {
+                    Thread.onSpinWait();
+                    continue;
+                }
+                waiting = true;
+                if (finished.get() < chunks) LockSupport.park(this);
+            }
+        }
+    }
+
+    /** A compute thread: joins each region as it is published, spinning a while between them before it parks. */
+    private static final class Worker extends Thread {
+        final Parallel parallel;
+        final AtomicInteger state = new AtomicInteger(RUNNING);
+        private long seen;
+
+        Worker(Parallel parallel, int index, long seen) {
+            super("ttpipe-cpu-" + (index + 1));
+            this.parallel = parallel;
+            this.seen = seen;
+            setDaemon(true);
         }
 
         @Override
-        protected void compute() {
-            int pieces = (hi - lo + chunk - 1) / chunk;
-            if (pieces <= 1) {
-                body.run(lo, hi);
-                return;
+        public void run() {
+            while (true) {
+                Region r = next();
+                if (r == null) return;
+                r.work();
             }
-            int mid = lo + (pieces / 2) * chunk;
-            invokeAll(new Split(body, lo, mid, chunk), new Split(body, mid, hi, chunk));
+        }
+
+        /** The next region to join, or null when the pool closed or nothing came for a while. */
+        private Region next() {
+            long spinUntil = System.nanoTime() + SPIN_NANOS;
+            long idleUntil = spinUntil + parallel.idleExitNanos;
+            while (true) {
+                if (parallel.closed) {
+                    state.set(ENDED);
+                    return null;
+                }
+                long p = parallel.published;
+                if (p != seen) {
+                    seen = p;
+                    Region r = parallel.region;             // null if it ended already: wait for the next
+                    if (r != null) return r;
+                    continue;
+                }
+                long now = System.nanoTime();
+                if (now < spinUntil) {
+                    Thread.onSpinWait();
+                } else if (now >= idleUntil) {
+                    if (state.compareAndSet(RUNNING, ENDED)) return null;
+                } else {
+                    state.set(PARKED);
+                    if (parallel.published == seen && !parallel.closed) LockSupport.parkNanos(this, idleUntil - now);
+                    state.set(RUNNING);
+                }
+            }
         }
     }
 }
