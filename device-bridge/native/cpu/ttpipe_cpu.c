@@ -225,88 +225,100 @@ CLONES EXPORT void ttpipe_cpu_sums_to_bf16(uint16_t *restrict out, const float *
     }
 }
 
-INLINE void gelu_f32(float *restrict out, const float *restrict x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        float u = GELU_C * (v + GELU_A * v * v * v);
-        out[i] = v * sigmoid(2.0f * u);
-    }
+/* The activations one element at a time; the loops below inline them, so every layout computes the same operations. */
+INLINE float gelu1(float v) {
+    float u = GELU_C * (v + GELU_A * v * v * v);
+    return v * sigmoid(2.0f * u);
 }
 
-INLINE void gelu_backward_f32(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        float u = GELU_C * (v + GELU_A * v * v * v);
-        float du = GELU_C * (1.0f + 3.0f * GELU_A * v * v);
-        float s = sigmoid(2.0f * u);
-        dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
-    }
+INLINE float gelu_backward1(float g, float v) {
+    float u = GELU_C * (v + GELU_A * v * v * v);
+    float du = GELU_C * (1.0f + 3.0f * GELU_A * v * v);
+    float s = sigmoid(2.0f * u);
+    return g * (s + 2.0f * v * s * (1.0f - s) * du);
 }
 
-INLINE void silu_f32(float *restrict out, const float *restrict x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        out[i] = v * sigmoid(v);
-    }
+INLINE float silu1(float v) {
+    return v * sigmoid(v);
 }
 
-INLINE void silu_backward_f32(float *restrict dx, const float *restrict dy, const float *restrict x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        float s = sigmoid(v);
-        dx[i] = dy[i] * s * (1.0f + v * (1.0f - s));
-    }
+INLINE float silu_backward1(float g, float v) {
+    float s = sigmoid(v);
+    return g * s * (1.0f + v * (1.0f - s));
 }
 
-/* out = f(x) over n elements; arrays: out, x. */
-INLINE void unary_typed(void (*f)(float *restrict, const float *restrict, int64_t), void *out, const void *x,
-                               int64_t n, int types) {
+INLINE uint16_t round_bf16(float v) {
+    uint32_t b;
+    memcpy(&b, &v, sizeof b);
+    return to_bf16(b);
+}
+
+/*
+ * out = f(x) over n elements; arrays: out, x. All fp32: in place. All bf16: each element widened, computed and rounded
+ * in one pass (in registers). Mixed: staged a piece at a time. Every way computes f on the same fp32 values.
+ */
+INLINE void unary_typed(float (*f)(float), void *out, const void *x, int64_t n, int types) {
     if (!types) {
-        f((float *) out, (const float *) x, n);
+        float *restrict o = (float *) out;
+        const float *restrict a = (const float *) x;
+        for (int64_t i = 0; i < n; i++) o[i] = f(a[i]);
+        return;
+    }
+    if (types == 3) {
+        uint16_t *restrict o = (uint16_t *) out;
+        const uint16_t *restrict a = (const uint16_t *) x;
+        for (int64_t i = 0; i < n; i++) o[i] = round_bf16(f(widen(a[i])));
         return;
     }
     float sx[STAGE], so[STAGE];
     for (int64_t c = 0; c < n; c += STAGE) {
         int64_t len = n - c < STAGE ? n - c : STAGE;
-        const float *xs = stage_in(x, c, len, types & 2, sx);
-        float *os = stage_out(out, c, types & 1, so);
-        f(os, xs, len);
+        const float *restrict xs = stage_in(x, c, len, types & 2, sx);
+        float *restrict os = stage_out(out, c, types & 1, so);
+        for (int64_t i = 0; i < len; i++) os[i] = f(xs[i]);
         stage_done(out, c, len, types & 1, os);
     }
 }
 
-/* dx = f'(x) dy over n elements; arrays: dx, dy, x. */
-INLINE void backward_typed(void (*f)(float *restrict, const float *restrict, const float *restrict, int64_t),
-                                  void *dx, const void *dy, const void *x, int64_t n, int types) {
+/* dx = f'(x) dy over n elements; arrays: dx, dy, x; the layouts as unary_typed. */
+INLINE void backward_typed(float (*f)(float, float), void *dx, const void *dy, const void *x, int64_t n, int types) {
     if (!types) {
-        f((float *) dx, (const float *) dy, (const float *) x, n);
+        float *restrict o = (float *) dx;
+        const float *restrict g = (const float *) dy, *restrict a = (const float *) x;
+        for (int64_t i = 0; i < n; i++) o[i] = f(g[i], a[i]);
+        return;
+    }
+    if (types == 7) {
+        uint16_t *restrict o = (uint16_t *) dx;
+        const uint16_t *restrict g = (const uint16_t *) dy, *restrict a = (const uint16_t *) x;
+        for (int64_t i = 0; i < n; i++) o[i] = round_bf16(f(widen(g[i]), widen(a[i])));
         return;
     }
     float sy[STAGE], sx[STAGE], so[STAGE];
     for (int64_t c = 0; c < n; c += STAGE) {
         int64_t len = n - c < STAGE ? n - c : STAGE;
-        const float *ys = stage_in(dy, c, len, types & 2, sy);
-        const float *xs = stage_in(x, c, len, types & 4, sx);
-        float *os = stage_out(dx, c, types & 1, so);
-        f(os, ys, xs, len);
+        const float *restrict ys = stage_in(dy, c, len, types & 2, sy);
+        const float *restrict xs = stage_in(x, c, len, types & 4, sx);
+        float *restrict os = stage_out(dx, c, types & 1, so);
+        for (int64_t i = 0; i < len; i++) os[i] = f(ys[i], xs[i]);
         stage_done(dx, c, len, types & 1, os);
     }
 }
 
 CLONES EXPORT void ttpipe_cpu_gelu(void *out, const void *x, int64_t n, int types) {
-    unary_typed(gelu_f32, out, x, n, types);
+    unary_typed(gelu1, out, x, n, types);
 }
 
 CLONES EXPORT void ttpipe_cpu_gelu_backward(void *dx, const void *dy, const void *x, int64_t n, int types) {
-    backward_typed(gelu_backward_f32, dx, dy, x, n, types);
+    backward_typed(gelu_backward1, dx, dy, x, n, types);
 }
 
 CLONES EXPORT void ttpipe_cpu_silu(void *out, const void *x, int64_t n, int types) {
-    unary_typed(silu_f32, out, x, n, types);
+    unary_typed(silu1, out, x, n, types);
 }
 
 CLONES EXPORT void ttpipe_cpu_silu_backward(void *dx, const void *dy, const void *x, int64_t n, int types) {
-    backward_typed(silu_backward_f32, dx, dy, x, n, types);
+    backward_typed(silu_backward1, dx, dy, x, n, types);
 }
 
 /* The number of keys row r of a block sees: first + r clamped to [0, keys] when causal, else keys. */

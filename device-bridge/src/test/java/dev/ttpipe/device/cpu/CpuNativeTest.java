@@ -271,7 +271,7 @@ class CpuNativeTest {
 
     /**
      * The kernels that read and write bf16 pieces themselves ({@link DirectKernels}) give the bits of staging the pieces
-     * through fp32 and running the Java kernels: activations, add and mul (same shape and a broadcast row), LayerNorm
+     * through fp32 and running the Java kernels: activations (every operand bf16, and mixed), add and mul (same shape and a broadcast row), LayerNorm
      * forward and both gradients, and row sums, over rows longer than the kernels' staging pieces.
      */
     @ParameterizedTest(name = "rows={0} d={1}")
@@ -286,11 +286,12 @@ class CpuNativeTest {
                  Tensor tb = ops.fromHost(beta, Shape.of(d), Layout.REPLICATED, DType.FP32);
                  Tensor gelu = ops.gelu(tx); Tensor silu = ops.silu(tx);
                  Tensor dGelu = ops.geluBackward(tdy, tx); Tensor dSilu = ops.siluBackward(tdy32, tx);
+                 Tensor dSilu16 = ops.siluBackward(tdy, tx); Tensor dGelu32 = ops.geluBackward(tdy32, tx);
                  Tensor sum = ops.add(tx, tdy); Tensor prod = ops.mul(tx, tdy32); Tensor biased = ops.add(tx, tb)) {
                 float[][] norm = layerNormAndRowSums(ops, tx, tdy, tg, tb, d);
                 float[][] all = Arrays.copyOf(new float[][]{gelu.toHost(), silu.toHost(), dGelu.toHost(), dSilu.toHost(),
-                        sum.toHost(), prod.toHost(), biased.toHost()}, 7 + norm.length);
-                System.arraycopy(norm, 0, all, 7, norm.length);
+                        dSilu16.toHost(), dGelu32.toHost(), sum.toHost(), prod.toHost(), biased.toHost()}, 9 + norm.length);
+                System.arraycopy(norm, 0, all, 9, norm.length);
                 return all;
             }
         });
