@@ -8,14 +8,16 @@ import java.util.concurrent.locks.ReentrantLock;
 /**
  * The compute threads of one cpu mesh: splits an index range into chunks of at least a grain
  * (small work runs inline on the caller) and runs them on the caller and {@code threads - 1}
- * workers. Thread-safe; nested calls, and a call while another thread's is running, run inline.
+ * workers. Thread-safe; nested calls run inline, and a call while another thread's is running runs
+ * its chunks (the same chunks) on its caller.
  *
  * <p>A training step issues hundreds of short parallel regions (a product's tiles, an elementwise op)
  * with the device thread's own work between them, so a region is cheap to start and to end: the
  * caller publishes it and takes chunks itself, the workers take chunks as they come (the next chunk
  * is one atomic increment), and a thread that runs out of work spins for {@value #SPIN_NANOS} ns
  * before it parks, since the next region or the last chunk usually comes sooner than a parked
- * thread would wake. (In a bf16 step of configs/bench/gpt-s.yaml, about half the gaps between
+ * thread would wake. It spins by yielding, so any other runnable thread (another rank's, the
+ * actors', a transport's) runs first. (In a bf16 step of configs/bench/gpt-s.yaml, about half the gaps between
  * regions are longer than 50 us and 3 in 100 longer than 200 us.) A worker idle for 30 s ends, and
  * the next region starts another.
  *
@@ -129,8 +131,9 @@ final class Parallel implements AutoCloseable {
     /** Publishes {@code r}, takes its chunks alongside the workers, and returns when every chunk is done. */
     private void run(Region r) {
         if (closed) throw new IllegalStateException("cpu compute threads are closed");
-        if (!lock.tryLock()) {          // another thread's region is running: this one runs on its caller
-            r.body.run(0, r.n);
+        if (!lock.tryLock()) {          // another thread's region is running: this one's chunks run on its caller
+            r.work();
+            rethrow(r);
             return;
         }
         try {
@@ -146,6 +149,11 @@ final class Parallel implements AutoCloseable {
             owner = null;
             lock.unlock();
         }
+        rethrow(r);
+    }
+
+    /** Throws what a chunk of {@code r} threw, if any. */
+    private static void rethrow(Region r) {
         Throwable failure = r.failure.get();
         if (failure instanceof RuntimeException e) throw e;
         if (failure instanceof Error e) throw e;
@@ -223,7 +231,7 @@ final class Parallel implements AutoCloseable {
             long spinUntil = System.nanoTime() + SPIN_NANOS;
             while (finished.get() < chunks) {
                 if (System.nanoTime() < spinUntil) {
-                    Thread.onSpinWait();
+                    Thread.yield();                     // other runnable threads go first
                     continue;
                 }
                 waiting = true;
@@ -272,7 +280,7 @@ final class Parallel implements AutoCloseable {
                 }
                 long now = System.nanoTime();
                 if (now < spinUntil) {
-                    Thread.onSpinWait();
+                    Thread.yield();                     // other runnable threads go first
                 } else if (now >= idleUntil) {
                     if (state.compareAndSet(RUNNING, ENDED)) return null;
                 } else {

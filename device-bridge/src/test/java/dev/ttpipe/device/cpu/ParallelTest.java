@@ -84,6 +84,39 @@ class ParallelTest {
         return failed.get() == null;
     }
 
+    /** A sum that finds the threads busy with another caller's region runs on its own thread, over the same chunks. */
+    @Test
+    void aSumWhileAnotherThreadHoldsTheThreadsHasTheSameBits() throws Exception {
+        Random rnd = new Random(11);
+        int n = 50_000;
+        float[] x = new float[n];
+        for (int i = 0; i < n; i++) x[i] = (float) (rnd.nextGaussian() * Math.exp(rnd.nextGaussian() * 4));
+        Parallel.SumBody floatSum = (lo, hi) -> {
+            float acc = 0;                      // float accumulation: the bits follow the chunk boundaries
+            for (int i = lo; i < hi; i++) acc += x[i];
+            return acc;
+        };
+        try (Parallel par = new Parallel(2)) {
+            long alone = Double.doubleToRawLongBits(par.sum(n, 64, floatSum));
+            java.util.concurrent.CountDownLatch holding = new java.util.concurrent.CountDownLatch(2);
+            java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+            Thread other = new Thread(() -> par.range(2, 1, (lo, hi) -> {
+                holding.countDown();
+                try {
+                    release.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }));
+            other.start();
+            assertTrue(holding.await(10, TimeUnit.SECONDS), "the other region holds both threads");
+            long busy = Double.doubleToRawLongBits(par.sum(n, 64, floatSum));
+            release.countDown();
+            other.join();
+            assertEquals(alone, busy, "the sum's bits while another region runs");
+        }
+    }
+
     @Test
     void aChunkThatThrowsFailsTheCallWithItsExceptionAndThePoolGoesOn() {
         try (Parallel par = new Parallel(2)) {
