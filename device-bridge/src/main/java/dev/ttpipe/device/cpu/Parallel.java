@@ -17,7 +17,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * is one atomic increment), and a thread that runs out of work spins for {@value #SPIN_NANOS} ns
  * before it parks, since the next region or the last chunk usually comes sooner than a parked
  * thread would wake. It spins by yielding, so any other runnable thread (another rank's, the
- * actors', a transport's) runs first. (In a bf16 step of configs/bench/gpt-s.yaml, about half the gaps between
+ * actors', a transport's) runs first; and a worker halves its spin after each wait longer than
+ * that (down to {@value #MIN_SPIN_NANOS} ns) and takes all of it again after a shorter one, so where
+ * regions come seldom (tests, evaluation, a pipeline's idle rank) it parks almost at once. (In a bf16 step of configs/bench/gpt-s.yaml, about half the gaps between
  * regions are longer than 50 us and 3 in 100 longer than 200 us.) A worker idle for 30 s ends, and
  * the next region starts another.
  *
@@ -40,8 +42,10 @@ final class Parallel implements AutoCloseable {
 
     /** The most chunks a {@link #sum} is cut into: enough to balance many threads. */
     static final int SUM_PIECES = 64;
-    /** How long a thread out of work spins before it parks. */
+    /** How long a thread out of work spins before it parks, at most. */
     static final long SPIN_NANOS = 200_000;
+    /** How long a worker spins at least: where regions come seldom, it soon parks almost at once. */
+    static final long MIN_SPIN_NANOS = 2_000;
     /** How long a worker waits for a region before it ends. */
     static final long IDLE_EXIT_NANOS = 30_000_000_000L;
 
@@ -245,6 +249,8 @@ final class Parallel implements AutoCloseable {
         final Parallel parallel;
         final AtomicInteger state = new AtomicInteger(RUNNING);
         private long seen;
+        /** How long to spin next time: halved after a wait longer than {@link #SPIN_NANOS}, else all of it. */
+        private long spin = SPIN_NANOS;
 
         Worker(Parallel parallel, int index, long seen) {
             super("ttpipe-cpu-" + (index + 1));
@@ -264,7 +270,8 @@ final class Parallel implements AutoCloseable {
 
         /** The next region to join, or null when the pool closed or nothing came for a while. */
         private Region next() {
-            long spinUntil = System.nanoTime() + SPIN_NANOS;
+            long start = System.nanoTime();
+            long spinUntil = start + spin;
             long idleUntil = spinUntil + parallel.idleExitNanos;
             while (true) {
                 if (parallel.closed) {
@@ -274,6 +281,7 @@ final class Parallel implements AutoCloseable {
                 long p = parallel.published;
                 if (p != seen) {
                     seen = p;
+                    spin = System.nanoTime() - start < SPIN_NANOS ? SPIN_NANOS : Math.max(MIN_SPIN_NANOS, spin / 2);
                     Region r = parallel.region;             // null if it ended already: wait for the next
                     if (r != null) return r;
                     continue;
