@@ -54,7 +54,7 @@ final class Parallel implements AutoCloseable {
     private static final int ENDED = 2;
 
     private final int threads;
-    /** One region at a time; a caller that finds it taken runs its range inline. */
+    /** One region at a time; a caller that finds it taken runs its chunks on its own thread. */
     private final ReentrantLock lock = new ReentrantLock();
     private final Worker[] workers;
     /** The region the workers are to join, and how many have been published (a worker's cue). */
