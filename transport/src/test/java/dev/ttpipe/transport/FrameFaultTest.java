@@ -100,8 +100,8 @@ class FrameFaultTest {
      * A frame keeps the job it was queued under. A recovery gives the job a fresh id while frames of the
      * abandoned step may still wait in a channel's queue; sent after the change, each must go out stamped
      * with its old job (the receiver drops it as another job's), never with the new one, or it would pass
-     * for a frame of the step that redoes it and be used in its place. (Found as a rare difference after a
-     * recovery: FaultRecoveryTest's run ended with other weights in about 3 runs in 100.) The fault hook
+     * for a frame of the step that redoes it and be used in its place (found as a rare difference in the
+     * weights at the end of FaultRecoveryTest's run). The fault hook
      * runs on the channel's thread as each frame goes out, so it can hold a frame there.
      */
     @Test

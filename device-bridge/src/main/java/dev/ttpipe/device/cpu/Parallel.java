@@ -60,8 +60,6 @@ final class Parallel implements AutoCloseable {
     /** The region the workers are to join, and how many have been published (a worker's cue). */
     private volatile Region region;
     private volatile long published;
-    /** The thread running a region, so its nested calls run inline. */
-    private volatile Thread owner;
     private volatile boolean closed;
     private final long idleExitNanos;
 
@@ -119,7 +117,7 @@ final class Parallel implements AutoCloseable {
     /** Single-threaded, on one of our workers, or inside a region this thread runs (nested parallelism runs inline). */
     private boolean inline() {
         Thread t = Thread.currentThread();
-        return threads == 1 || t == owner || t instanceof Worker w && w.parallel == this;
+        return threads == 1 || lock.isHeldByCurrentThread() || t instanceof Worker w && w.parallel == this;
     }
 
     /** How {@link #sum} cuts {@code [0, n)}: a function of n and the grain only. */
@@ -141,8 +139,7 @@ final class Parallel implements AutoCloseable {
             return;
         }
         try {
-            owner = Thread.currentThread();
-            r.waiter = owner;
+            r.waiter = Thread.currentThread();
             region = r;
             published++;                                            // volatile: the workers' cue
             for (int i = 0; i < workers.length; i++) wake(i);
@@ -150,7 +147,6 @@ final class Parallel implements AutoCloseable {
             r.await();
         } finally {
             region = null;
-            owner = null;
             lock.unlock();
         }
         rethrow(r);

@@ -5,9 +5,11 @@ import org.junit.jupiter.api.Test;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
+import java.util.Arrays;
 import java.util.Random;
 
 import java.util.concurrent.BrokenBarrierException;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -37,7 +39,7 @@ class ParallelTest {
                     for (int i = lo; i < hi; i++) seen[i]++;
                 });
                 int[] once = new int[n];
-                java.util.Arrays.fill(once, 1);
+                Arrays.fill(once, 1);
                 assertArrayEquals(once, seen, "region " + region + " of " + n);
             }
         }
@@ -98,8 +100,8 @@ class ParallelTest {
         };
         try (Parallel par = new Parallel(2)) {
             long alone = Double.doubleToRawLongBits(par.sum(n, 64, floatSum));
-            java.util.concurrent.CountDownLatch holding = new java.util.concurrent.CountDownLatch(2);
-            java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+            CountDownLatch holding = new CountDownLatch(2);
+            CountDownLatch release = new CountDownLatch(1);
             Thread other = new Thread(() -> par.range(2, 1, (lo, hi) -> {
                 holding.countDown();
                 try {
