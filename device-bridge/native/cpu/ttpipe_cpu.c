@@ -35,6 +35,55 @@
 
 enum { LANES = 16 };
 
+/*
+ * The LANES partials as GCC vectors: vf16 holds 16 floats, a vd8 pair the 16 double partials (lanes 0-7, 8-15). Each
+ * lane performs the scalar code's operations on its own partial, so the bits are the scalar loop's; written out
+ * because GCC does not vectorise the 16-lane arrays (it leaves them scalar). Loads are unaligned (memcpy); a clone
+ * without 512-bit registers splits each vector into narrower ones.
+ */
+typedef float vf16 __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
+typedef double vd8 __attribute__((vector_size(64)));
+typedef int32_t vi16 __attribute__((vector_size(64)));
+
+INLINE void load16(vf16 *v, const float *p) {
+    memcpy(v, p, sizeof *v);
+}
+
+/* p[0..15] widened to double: lanes 0-7 into lo, 8-15 into hi. */
+INLINE void widen16(vd8 *lo, vd8 *hi, const float *p) {
+    vf8 a, b;
+    memcpy(&a, p, sizeof a);
+    memcpy(&b, p + 8, sizeof b);
+    *lo = __builtin_convertvector(a, vd8);
+    *hi = __builtin_convertvector(b, vd8);
+}
+
+/* v[0..15] widened to double, as widen16. */
+INLINE void widen16v(vd8 *lo, vd8 *hi, const vf16 *v) {
+    float t[LANES];
+    memcpy(t, v, sizeof t);
+    widen16(lo, hi, t);
+}
+
+/* The partials back into their array, for the scalar tail and the combine in lane order. */
+INLINE void store_partials(double *acc, const vd8 *lo, const vd8 *hi) {
+    memcpy(acc, lo, sizeof *lo);
+    memcpy(acc + 8, hi, sizeof *hi);
+}
+
+/* m[l] = x[l] > m[l] ? x[l] : m[l] per lane (a NaN in x leaves m[l]): the scalar max's select, bit for bit. */
+INLINE void max_lanes(vf16 *m, const float *p) {
+    vf16 x;
+    vi16 xi, mi;
+    memcpy(&x, p, sizeof x);
+    vi16 gt = x > *m;
+    memcpy(&xi, &x, sizeof xi);
+    memcpy(&mi, m, sizeof mi);
+    mi = (xi & gt) | (mi & ~gt);
+    memcpy(m, &mi, sizeof mi);
+}
+
 static const float GELU_C = 0.797884560802865355879892119869f; /* (float) sqrt(2 / pi) */
 static const float GELU_A = 0.044715f;
 
@@ -49,7 +98,7 @@ static inline float sigmoid(float x) {
 }
 
 EXPORT int ttpipe_cpu_abi_version(void) {
-    return 4;
+    return 5;
 }
 
 /*
@@ -333,8 +382,8 @@ static inline int seen(int first, int r, int keys, int causal) {
  * row r sees seen(first, r) keys, the rest become 0. Writes each row's max and sum of exp(s - max)
  * (in double) to max[r] and sum[r]; the caller takes the log.
  */
-CLONES EXPORT void ttpipe_cpu_softmax_rows(float *restrict s, int rows, int keys, int first, int causal,
-                                           float *restrict max_out, double *restrict sum_out) {
+INLINE void softmax_rows(float *restrict s, uint16_t *restrict pb, int rows, int keys, int first, int causal,
+                         float *restrict max_out, double *restrict sum_out) {
     for (int r = 0; r < rows; r++) {
         float *row = s + (int64_t) r * keys;
         int m = seen(first, r, keys, causal);
@@ -345,24 +394,53 @@ CLONES EXPORT void ttpipe_cpu_softmax_rows(float *restrict s, int rows, int keys
             acc[l] = 0.0;
         }
         int j = 0;
-        for (; j + LANES <= m; j += LANES)
-            for (int l = 0; l < LANES; l++) mx[l] = row[j + l] > mx[l] ? row[j + l] : mx[l];
+        vf16 mv;
+        load16(&mv, mx);
+        for (; j + LANES <= m; j += LANES) max_lanes(&mv, row + j);
+        memcpy(mx, &mv, sizeof mv);
         for (int l = 0; j + l < m; l++) mx[l] = row[j + l] > mx[l] ? row[j + l] : mx[l];
         float max = mx[0];
         for (int l = 1; l < LANES; l++) max = mx[l] > max ? mx[l] : max;
         for (j = 0; j < m; j++) row[j] = fexp(row[j] - max);
-        for (j = 0; j + LANES <= m; j += LANES)
-            for (int l = 0; l < LANES; l++) acc[l] += row[j + l];
+        vd8 lo = {0}, hi = {0};
+        for (j = 0; j + LANES <= m; j += LANES) {
+            vd8 a, b;
+            widen16(&a, &b, row + j);
+            lo += a;
+            hi += b;
+        }
+        store_partials(acc, &lo, &hi);
         for (int l = 0; j + l < m; l++) acc[l] += row[j + l];
         double sum = acc[0];
         for (int l = 1; l < LANES; l++) sum += acc[l];
         float inv = (float) (1.0 / sum);
-        for (j = 0; j < m; j++) row[j] *= inv;
-        for (j = m; j < keys; j++) row[j] = 0.0f;
+        if (pb) {
+            uint16_t *out = pb + (int64_t) r * keys;
+            for (j = 0; j < m; j++) out[j] = round_bf16(row[j] * inv);
+            for (j = m; j < keys; j++) out[j] = 0;
+        } else {
+            for (j = 0; j < m; j++) row[j] *= inv;
+            for (j = m; j < keys; j++) row[j] = 0.0f;
+        }
         max_out[r] = max;
         sum_out[r] = sum;
     }
 }
+
+CLONES EXPORT void ttpipe_cpu_softmax_rows(float *restrict s, int rows, int keys, int first, int causal,
+                                           float *restrict max_out, double *restrict sum_out) {
+    softmax_rows(s, NULL, rows, keys, first, causal, max_out, sum_out);
+}
+
+/*
+ * softmax_rows for a bf16 block: the probabilities go, rounded to bf16, to pb [rows, keys] instead of back into s (whose
+ * contents are then undefined). The bits of ttpipe_cpu_softmax_rows then ttpipe_cpu_sums_to_bf16, in one pass.
+ */
+CLONES EXPORT void ttpipe_cpu_softmax_rows_bf16(float *restrict s, uint16_t *restrict pb, int rows, int keys, int first,
+                                                int causal, float *restrict max_out, double *restrict sum_out) {
+    softmax_rows(s, pb, rows, keys, first, causal, max_out, sum_out);
+}
+
 
 /*
  * The backward rows of a block (FlashAttention.backwardRows): p [rows, keys] holds scale q k^T and
@@ -370,6 +448,25 @@ CLONES EXPORT void ttpipe_cpu_softmax_rows(float *restrict s, int rows, int keys
  * D = dO_i . o_i (in double); keys a row does not see become 0. dO and o point at the block's first
  * row, hd floats per row; lse at its first row's log-sum-exp.
  */
+/* D = sum of g[e] y[e] over hd elements in double, LANES partials combined in lane order (one row of dO and o). */
+INLINE float row_dot(const float *restrict g, const float *restrict y, int hd) {
+    double acc[LANES];
+    int e = 0;
+    vd8 lo = {0}, hi = {0};
+    for (; e + LANES <= hd; e += LANES) {
+        vd8 ga, gb, ya, yb;
+        widen16(&ga, &gb, g + e);
+        widen16(&ya, &yb, y + e);
+        lo += ga * ya;
+        hi += gb * yb;
+    }
+    store_partials(acc, &lo, &hi);
+    for (int l = 0; e + l < hd; l++) acc[l] += (double) g[e + l] * (double) y[e + l];
+    double dd = acc[0];
+    for (int l = 1; l < LANES; l++) dd += acc[l];
+    return (float) dd;
+}
+
 CLONES EXPORT void ttpipe_cpu_attention_backward_rows(float *restrict p, float *restrict ds, int rows, int keys,
                                                       int first, int causal, const float *restrict lse,
                                                       const float *restrict dO, const float *restrict o, int hd,
@@ -377,18 +474,8 @@ CLONES EXPORT void ttpipe_cpu_attention_backward_rows(float *restrict p, float *
     for (int r = 0; r < rows; r++) {
         float *pr = p + (int64_t) r * keys;
         float *dr = ds + (int64_t) r * keys;
-        const float *g = dO + (int64_t) r * hd;
-        const float *y = o + (int64_t) r * hd;
         int m = seen(first, r, keys, causal);
-        double acc[LANES];
-        for (int l = 0; l < LANES; l++) acc[l] = 0.0;
-        int e = 0;
-        for (; e + LANES <= hd; e += LANES)
-            for (int l = 0; l < LANES; l++) acc[l] += (double) g[e + l] * (double) y[e + l];
-        for (int l = 0; e + l < hd; l++) acc[l] += (double) g[e + l] * (double) y[e + l];
-        double dd = acc[0];
-        for (int l = 1; l < LANES; l++) dd += acc[l];
-        float d = (float) dd;
+        float d = row_dot(dO + (int64_t) r * hd, o + (int64_t) r * hd, hd);
         float l0 = lse[r];
         for (int j = 0; j < m; j++) {
             float pj = fexp(pr[j] - l0);
@@ -398,6 +485,51 @@ CLONES EXPORT void ttpipe_cpu_attention_backward_rows(float *restrict p, float *
         for (int j = m; j < keys; j++) {
             pr[j] = 0.0f;
             dr[j] = 0.0f;
+        }
+    }
+}
+
+/*
+ * The backward rows of a bf16 block: dO and o are bf16 (hd per row), and P and dS go, rounded to bf16, to pb and dsb
+ * [rows, keys] instead of back into p and ds. The bits of widening dO and o, ttpipe_cpu_attention_backward_rows, then
+ * ttpipe_cpu_sums_to_bf16 of both tiles, in one pass.
+ */
+CLONES EXPORT void ttpipe_cpu_attention_backward_rows_bf16(const float *restrict p, const float *restrict ds,
+                                                           uint16_t *restrict pb, uint16_t *restrict dsb, int rows,
+                                                           int keys, int first, int causal, const float *restrict lse,
+                                                           const uint16_t *restrict dO, const uint16_t *restrict o,
+                                                           int hd, float scale) {
+    float g[256], y[256];                 /* a row of dO and o widened, a piece of at most 256 at a time */
+    for (int r = 0; r < rows; r++) {
+        const float *pr = p + (int64_t) r * keys;
+        const float *dr = ds + (int64_t) r * keys;
+        uint16_t *pbr = pb + (int64_t) r * keys, *dsr = dsb + (int64_t) r * keys;
+        int m = seen(first, r, keys, causal);
+        float d;
+        if (hd <= 256) {
+            for (int e = 0; e < hd; e++) {
+                g[e] = widen(dO[(int64_t) r * hd + e]);
+                y[e] = widen(o[(int64_t) r * hd + e]);
+            }
+            d = row_dot(g, y, hd);
+        } else {                          /* the same partials, widened element by element */
+            double acc[LANES];
+            for (int l = 0; l < LANES; l++) acc[l] = 0.0;
+            for (int e = 0; e < hd; e++)
+                acc[e % LANES] += (double) widen(dO[(int64_t) r * hd + e]) * (double) widen(o[(int64_t) r * hd + e]);
+            double dd = acc[0];
+            for (int l = 1; l < LANES; l++) dd += acc[l];
+            d = (float) dd;
+        }
+        float l0 = lse[r];
+        for (int j = 0; j < m; j++) {
+            float pj = fexp(pr[j] - l0);
+            pbr[j] = round_bf16(pj);
+            dsr[j] = round_bf16(scale * pj * (dr[j] - d));
+        }
+        for (int j = m; j < keys; j++) {
+            pbr[j] = 0;
+            dsr[j] = 0;
         }
     }
 }
@@ -451,14 +583,18 @@ CLONES EXPORT void ttpipe_cpu_layernorm(void *y, float *restrict mean, float *re
         const float *xr = stage_in(x, r * d, d, types & 2, scratch);
         float *yr = stage_out(y, r * d, types & 1, scratch ? scratch + d : NULL);
         double s[LANES], ss[LANES];
-        for (int l = 0; l < LANES; l++) s[l] = ss[l] = 0.0;
         int j = 0;
-        for (; j + LANES <= d; j += LANES)
-            for (int l = 0; l < LANES; l++) {
-                double v = xr[j + l];
-                s[l] += v;
-                ss[l] += v * v;
-            }
+        vd8 slo = {0}, shi = {0}, sslo = {0}, sshi = {0};
+        for (; j + LANES <= d; j += LANES) {
+            vd8 a, b;
+            widen16(&a, &b, xr + j);
+            slo += a;
+            shi += b;
+            sslo += a * a;
+            sshi += b * b;
+        }
+        store_partials(s, &slo, &shi);
+        store_partials(ss, &sslo, &sshi);
         for (int l = 0; j + l < d; l++) {
             double v = xr[j + l];
             s[l] += v;
@@ -504,14 +640,25 @@ CLONES EXPORT void ttpipe_cpu_layernorm_backward_input(void *dx, const void *dy,
         float m = mean[r];
         float rs = rstd[r];
         double sg[LANES], sgx[LANES];
-        for (int l = 0; l < LANES; l++) sg[l] = sgx[l] = 0.0;
         int j = 0;
-        for (; j + LANES <= d; j += LANES)
-            for (int l = 0; l < LANES; l++) {
-                double g = gamma[j + l] * dyr[j + l];
-                sg[l] += g;
-                sgx[l] += g * (xr[j + l] - m) * rs;
-            }
+        vd8 glo = {0}, ghi = {0}, gxlo = {0}, gxhi = {0};
+        double rsd = rs;
+        for (; j + LANES <= d; j += LANES) {
+            vf16 gm, dv, xv;
+            load16(&gm, gamma + j);
+            load16(&dv, dyr + j);
+            load16(&xv, xr + j);
+            vf16 gf = gm * dv, xc = xv - m;
+            vd8 ga, gb, ca, cb;
+            widen16v(&ga, &gb, &gf);                     /* double g = gamma * dy (a float product) */
+            widen16v(&ca, &cb, &xc);                     /* (double) (x - m) */
+            glo += ga;
+            ghi += gb;
+            gxlo += ga * ca * rsd;                       /* g * (x - m) * rs, left to right, in double */
+            gxhi += gb * cb * rsd;
+        }
+        store_partials(sg, &glo, &ghi);
+        store_partials(sgx, &gxlo, &gxhi);
         for (int l = 0; j + l < d; l++) {
             double g = gamma[j + l] * dyr[j + l];
             sg[l] += g;
@@ -627,13 +774,15 @@ CLONES EXPORT void ttpipe_cpu_sum_rows(const void *x, float *restrict out, int64
 /* The sum of x[i]^2 in double over n elements, LANES partials (Reductions.sumSquares' chunks). */
 CLONES EXPORT double ttpipe_cpu_sum_squares(const float *restrict x, int64_t n) {
     double acc[LANES];
-    for (int l = 0; l < LANES; l++) acc[l] = 0.0;
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int l = 0; l < LANES; l++) {
-            double v = x[i + l];
-            acc[l] += v * v;
-        }
+    vd8 lo = {0}, hi = {0};
+    for (; i + LANES <= n; i += LANES) {
+        vd8 a, b;
+        widen16(&a, &b, x + i);
+        lo += a * a;
+        hi += b * b;
+    }
+    store_partials(acc, &lo, &hi);
     for (int l = 0; i + l < n; l++) {
         double v = x[i + l];
         acc[l] += v * v;

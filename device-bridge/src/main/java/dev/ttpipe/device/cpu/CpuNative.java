@@ -44,7 +44,7 @@ final class CpuNative {
     static final String PROPERTY = "ttpipe.cpu.native";
     /** A libttpipe_cpu.so to load instead of the bundled one, e.g. one built for a single x86-64 level. */
     static final String LIBRARY_PROPERTY = "ttpipe.cpu.native.library";
-    static final int ABI_VERSION = 4;
+    static final int ABI_VERSION = 5;
 
     private static volatile boolean loaded;
     private static volatile String description = "not loaded yet";
@@ -83,6 +83,15 @@ final class CpuNative {
 
     static native void ttpipe_cpu_attention_backward_rows(long p, long ds, int rows, int keys, int first, int causal,
                                                           long lse, long dO, long o, int hd, float scale);
+
+    /** {@link #ttpipe_cpu_softmax_rows}, the probabilities rounded into the bf16 tile {@code pb} in the same pass. */
+    static native void ttpipe_cpu_softmax_rows_bf16(long s, long pb, int rows, int keys, int first, int causal, long max,
+                                                    long sum);
+
+    /** {@link #ttpipe_cpu_attention_backward_rows} on bf16 dO and o rows, P and dS rounded into bf16 tiles pb and dsb. */
+    static native void ttpipe_cpu_attention_backward_rows_bf16(long p, long ds, long pb, long dsb, int rows, int keys,
+                                                               int first, int causal, long lse, long dO, long o, int hd,
+                                                               float scale);
 
     static native void ttpipe_cpu_binary(long out, long a, long b, long rows, long nb, int mul, int types);
 

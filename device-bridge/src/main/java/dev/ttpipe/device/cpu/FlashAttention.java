@@ -83,19 +83,24 @@ final class FlashAttention {
                         int ld = Math.max(1, keys);
                         // S = scale Q_blk K[0:keys]^T   [rows, keys]
                         mul.run(false, true, rows, keys, hd, scale, q, qb + i0 * hd, hd, k, kb, hd, 0f, s, 0, ld);
-                        if (nat) {
+                        if (nat && bf16) {                             // P rounded into pb in the same pass
+                            CpuNative.ttpipe_cpu_softmax_rows_bf16(s.address, pb.address, rows, keys, first, causal ? 1 : 0,
+                                    stats.address + 8L * BLOCK, stats.address);
+                        } else if (nat) {
                             CpuNative.ttpipe_cpu_softmax_rows(s.address, rows, keys, first, causal ? 1 : 0,
                                     stats.address + 8L * BLOCK, stats.address);
-                            sums.get(0, sum, 0, rows);
-                            stats.floats.get(2 * BLOCK, max, 0, rows);
                         } else {
                             softmaxRows(s.floats, rows, keys, first, causal, row, max, sum);
+                            if (bf16) Convert.sumsToBf16(pb, s, 0, ld, rows, keys, null, 0);
+                        }
+                        if (nat) {
+                            sums.get(0, sum, 0, rows);
+                            stats.floats.get(2 * BLOCK, max, 0, rows);
                         }
                         for (int r = 0; r < rows; r++) {
                             int m = seen(i0 + r, t, tk, causal);
                             lse.floats.put(bh * t + i0 + r, m == 0 ? Float.NEGATIVE_INFINITY : max[r] + (float) Math.log(sum[r]));
                         }
-                        if (bf16) Convert.sumsToBf16(pb, s, 0, ld, rows, keys, null, 0);
                         // O_blk = P V[0:keys]   [rows, hd]
                         int at = bf16 ? 0 : qb + i0 * hd;
                         mul.run(false, false, rows, hd, keys, 1f, pb, 0, ld, v, kb, hd, 0f, ob, at, hd);
@@ -166,24 +171,30 @@ final class FlashAttention {
                         mul.run(false, true, rows, keys, hd, scale, q, qb + i0 * hd, hd, k, kb, hd, 0f, p, 0, ld);
                         mul.run(false, true, rows, keys, hd, 1f, dO, qb + i0 * hd, hd, v, kb, hd, 0f, ds, 0, ld);
                         int seen0 = i0 + tk - t + 1;
-                        // the block's rows of dO and o as fp32: [rows, hd] each
-                        NativeBuffer gIn = bf16 ? rowsIn : dO, yIn = bf16 ? rowsIn : o;
-                        int gAt = bf16 ? 0 : qb + i0 * hd, yAt = bf16 ? BLOCK * hd : qb + i0 * hd;
-                        if (bf16) {
-                            Convert.bf16ToFloat(rowsIn, gAt, dO, qb + i0 * hd, rows * hd);
-                            Convert.bf16ToFloat(rowsIn, yAt, o, qb + i0 * hd, rows * hd);
-                        }
-                        if (nat) {
-                            CpuNative.ttpipe_cpu_attention_backward_rows(p.address, ds.address, rows, keys, seen0,
-                                    causal ? 1 : 0, lse.address + 4L * (bh * t + i0), gIn.address + 4L * gAt,
-                                    yIn.address + 4L * yAt, hd, scale);
+                        if (nat && bf16) {                             // dO and o widened, P and dS rounded, in one pass
+                            CpuNative.ttpipe_cpu_attention_backward_rows_bf16(p.address, ds.address, pb.address,
+                                    dsb.address, rows, keys, seen0, causal ? 1 : 0, lse.address + 4L * (bh * t + i0),
+                                    dO.address + 2L * (qb + i0 * hd), o.address + 2L * (qb + i0 * hd), hd, scale);
                         } else {
-                            backwardRows(p.floats, ds.floats, rows, keys, seen0, causal, lse.floats, bh * t + i0, gIn.floats,
-                                    yIn.floats, gAt, yAt, hd, scale, pr, dr);
-                        }
-                        if (bf16) {
-                            Convert.sumsToBf16(pb, p, 0, ld, rows, keys, null, 0);
-                            Convert.sumsToBf16(dsb, ds, 0, ld, rows, keys, null, 0);
+                            // the block's rows of dO and o as fp32: [rows, hd] each
+                            NativeBuffer gIn = bf16 ? rowsIn : dO, yIn = bf16 ? rowsIn : o;
+                            int gAt = bf16 ? 0 : qb + i0 * hd, yAt = bf16 ? BLOCK * hd : qb + i0 * hd;
+                            if (bf16) {
+                                Convert.bf16ToFloat(rowsIn, gAt, dO, qb + i0 * hd, rows * hd);
+                                Convert.bf16ToFloat(rowsIn, yAt, o, qb + i0 * hd, rows * hd);
+                            }
+                            if (nat) {
+                                CpuNative.ttpipe_cpu_attention_backward_rows(p.address, ds.address, rows, keys, seen0,
+                                        causal ? 1 : 0, lse.address + 4L * (bh * t + i0), gIn.address + 4L * gAt,
+                                        yIn.address + 4L * yAt, hd, scale);
+                            } else {
+                                backwardRows(p.floats, ds.floats, rows, keys, seen0, causal, lse.floats, bh * t + i0,
+                                        gIn.floats, yIn.floats, gAt, yAt, hd, scale, pr, dr);
+                            }
+                            if (bf16) {
+                                Convert.sumsToBf16(pb, p, 0, ld, rows, keys, null, 0);
+                                Convert.sumsToBf16(dsb, ds, 0, ld, rows, keys, null, 0);
+                            }
                         }
                         float beta = first ? 0f : 1f;
                         // dV[0:keys] (+)= P^T dO_blk, dK[0:keys] (+)= dS^T Q_blk, dQ_blk = dS K[0:keys]

@@ -307,7 +307,7 @@ class CpuNativeTest {
     /** bf16 attention: the same bf16 GEMM either way; the row kernels and the conversions native or Java. */
     @ParameterizedTest(name = "causal={0} T={1} Tk={2} hd={3}")
     @CsvSource({"true,7,7,5", "false,5,9,4", "true,8,3,4", "true,150,150,24", "false,70,130,8", "true,130,70,33",
-            "true,256,256,64"})
+            "true,256,256,64", "true,20,20,260"})
     void fusedBf16AttentionGivesTheJavaBits(boolean causal, int t, int tk, int hd) {
         fusedAttentionGivesTheJavaBits(DType.BF16, causal, t, tk, hd);
     }
