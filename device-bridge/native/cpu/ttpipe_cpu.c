@@ -249,14 +249,14 @@ CLONES EXPORT void ttpipe_cpu_round_to_bf16(uint32_t *out, const uint32_t *x, in
 }
 
 /*
- * A tile of fp32 sums, rows x cols (row stride ld, the same in both), plus bias[j] if bias is not null, rounded once
- * to bf16 (Convert.sumsToBf16).
+ * A tile of fp32 sums, rows x cols (row strides ldc in c, ldo in out), plus bias[j] if bias is not null, rounded once to
+ * bf16 (Convert.tileToBf16).
  */
-CLONES EXPORT void ttpipe_cpu_sums_to_bf16(uint16_t *restrict out, const float *restrict c, int64_t ld, int64_t rows,
-                                           int64_t cols, const float *restrict bias) {
+CLONES EXPORT void ttpipe_cpu_tile_to_bf16(uint16_t *restrict out, int64_t ldo, const float *restrict c, int64_t ldc,
+                                           int64_t rows, int64_t cols, const float *restrict bias) {
     for (int64_t i = 0; i < rows; i++) {
-        const float *ci = c + i * ld;
-        uint16_t *oi = out + i * ld;
+        const float *ci = c + i * ldc;
+        uint16_t *oi = out + i * ldo;
         if (bias) {
             for (int64_t j = 0; j < cols; j++) {
                 float v = ci[j] + bias[j];
@@ -434,7 +434,7 @@ CLONES EXPORT void ttpipe_cpu_softmax_rows(float *restrict s, int rows, int keys
 
 /*
  * softmax_rows for a bf16 block: the probabilities go, rounded to bf16, to pb [rows, keys] instead of back into s (whose
- * contents are then undefined). The bits of ttpipe_cpu_softmax_rows then ttpipe_cpu_sums_to_bf16, in one pass.
+ * contents are then undefined). The bits of ttpipe_cpu_softmax_rows then ttpipe_cpu_tile_to_bf16, in one pass.
  */
 CLONES EXPORT void ttpipe_cpu_softmax_rows_bf16(float *restrict s, uint16_t *restrict pb, int rows, int keys, int first,
                                                 int causal, float *restrict max_out, double *restrict sum_out) {
@@ -492,7 +492,7 @@ CLONES EXPORT void ttpipe_cpu_attention_backward_rows(float *restrict p, float *
 /*
  * The backward rows of a bf16 block: dO and o are bf16 (hd per row), and P and dS go, rounded to bf16, to pb and dsb
  * [rows, keys] instead of back into p and ds. The bits of widening dO and o, ttpipe_cpu_attention_backward_rows, then
- * ttpipe_cpu_sums_to_bf16 of both tiles, in one pass.
+ * ttpipe_cpu_tile_to_bf16 of both tiles, in one pass.
  */
 CLONES EXPORT void ttpipe_cpu_attention_backward_rows_bf16(const float *restrict p, const float *restrict ds,
                                                            uint16_t *restrict pb, uint16_t *restrict dsb, int rows,
@@ -535,8 +535,33 @@ CLONES EXPORT void ttpipe_cpu_attention_backward_rows_bf16(const float *restrict
 }
 
 /* out[r * nb + j] = a[r * nb + j] + b[j] (or *) for r < rows (Elementwise.binary; nb == n is one row). */
+/* One row of binary with out and a bf16 and b bf16 (bbf16) or fp32, each element widened, computed and rounded in one pass. */
+INLINE void binary_bf16_row(uint16_t *restrict o, const uint16_t *restrict x, const void *y, int bbf16, int64_t nb,
+                            int mul) {
+    if (bbf16) {
+        const uint16_t *restrict h = (const uint16_t *) y;
+        if (mul) {
+            for (int64_t j = 0; j < nb; j++) o[j] = round_bf16(widen(x[j]) * widen(h[j]));
+        } else {
+            for (int64_t j = 0; j < nb; j++) o[j] = round_bf16(widen(x[j]) + widen(h[j]));
+        }
+    } else {
+        const float *restrict f = (const float *) y;
+        if (mul) {
+            for (int64_t j = 0; j < nb; j++) o[j] = round_bf16(widen(x[j]) * f[j]);
+        } else {
+            for (int64_t j = 0; j < nb; j++) o[j] = round_bf16(widen(x[j]) + f[j]);
+        }
+    }
+}
+
 CLONES EXPORT void ttpipe_cpu_binary(void *out, const void *a, const void *b, int64_t rows, int64_t nb, int mul,
                                      int types) {
+    if ((types & 3) == 3) {                /* out and a bf16: one pass, in registers */
+        for (int64_t r = 0; r < rows; r++)
+            binary_bf16_row((uint16_t *) out + r * nb, (const uint16_t *) a + r * nb, b, types & 4, nb, mul);
+        return;
+    }
     float sa[STAGE], sb[STAGE], so[STAGE];
     for (int64_t r = 0; r < rows; r++) {
         for (int64_t c = 0; c < nb; c += STAGE) {
@@ -761,14 +786,18 @@ CLONES EXPORT void ttpipe_cpu_sum_rows(const void *x, float *restrict out, int64
     if (!accumulate) {
         for (int64_t j = lo; j < hi; j++) out[j] = 0.0f;
     }
-    float *scratch = stage_scratch(types, 1, hi - lo);
-    if (types && !scratch) abort();
+    float *restrict o = out + lo;
+    if (types & 1) {                       /* bf16 rows, each element widened as it is added */
+        for (int64_t r = 0; r < rows; r++) {
+            const uint16_t *restrict h = (const uint16_t *) x + r * n + lo;
+            for (int64_t j = 0; j < hi - lo; j++) o[j] += widen(h[j]);
+        }
+        return;
+    }
     for (int64_t r = 0; r < rows; r++) {
-        const float *row = stage_in(x, r * n + lo, hi - lo, types & 1, scratch);
-        float *o = out + lo;
+        const float *restrict row = (const float *) x + r * n + lo;
         for (int64_t j = 0; j < hi - lo; j++) o[j] += row[j];
     }
-    free(scratch);
 }
 
 /* The sum of x[i]^2 in double over n elements, LANES partials (Reductions.sumSquares' chunks). */

@@ -168,40 +168,71 @@ final class Bf16Gemm {
      */
     void gemm(boolean transA, boolean transB, int m, int n, int k, float alpha, NativeBuffer a, int aOff, int lda,
               NativeBuffer b, int bOff, int ldb, float beta, NativeBuffer c, int cOff, int ldc) {
-        gemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc, null);
+        if (engine == Engine.SGEMM) {
+            fp32.sgemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc);
+            return;
+        }
+        if (m < 0 || n < 0 || k < 0) throw new DeviceException("bf16 gemm: negative size m=" + m + " n=" + n + " k=" + k);
+        checkBf16Bounds("A", a, aOff, transA ? k : m, transA ? m : k, lda);
+        checkBf16Bounds("B", b, bOff, transB ? n : k, transB ? k : n, ldb);
+        Gemm.checkBounds("C", c, cOff, m, n, ldc);
+        if (m == 0 || n == 0) return;
+        if (k == 0) {
+            Gemm.scaleC(m, n, beta, c, cOff, ldc);
+        } else if (engine == Engine.DNNL) {
+            BlasGemm.tiles(parallel, transA, transB, m, n, k, alpha, a.address + 2L * aOff, lda, 2, b.address + 2L * bOff,
+                    ldb, 2, beta, c.address + 4L * cOff, ldc, Dnnl::gemmBf16);
+        } else {
+            cblas_sbgemm(OpenBlas.ROW_MAJOR, transA ? OpenBlas.TRANS : OpenBlas.NO_TRANS,
+                    transB ? OpenBlas.TRANS : OpenBlas.NO_TRANS, m, n, k, alpha, a.address + 2L * aOff, lda,
+                    b.address + 2L * bOff, ldb, beta, c.address + 4L * cOff, ldc);
+        }
     }
 
     /**
-     * {@link #gemm}, then {@code epilogue} on every part of C: with oneDNN tile by tile right after each tile's product
-     * (on the thread that computed it); with the other engines once the product is done, in pieces of rows over the
-     * threads. An epilogue that works element by element gives the same bits either way.
+     * {@code out = alpha * op(A) @ op(B) + beta * out (+ bias[j] on every row)} for a bf16 {@code out} (row stride
+     * {@code ldo}), rounded once: with oneDNN, each tile's fp32 sums go to a scratch buffer taken from {@code scratch} by
+     * the thread that computes the tile and given back after its rounding, so the sums stay in that thread's cache and
+     * no fp32 copy of the whole result exists; with the other engines (or k = 0), fp32 sums of the whole result, then
+     * the rounding. Either way each element is the one fp32 sum of its products rounded once: the bits of {@link #gemm}
+     * into fp32 followed by {@link Convert#sumsToBf16}.
      */
-    void gemm(boolean transA, boolean transB, int m, int n, int k, float alpha, NativeBuffer a, int aOff, int lda,
-              NativeBuffer b, int bOff, int ldb, float beta, NativeBuffer c, int cOff, int ldc,
-              BlasGemm.TileEpilogue epilogue) {
-        if (engine == Engine.SGEMM) {
-            fp32.sgemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc);
-        } else {
-            if (m < 0 || n < 0 || k < 0) throw new DeviceException("bf16 gemm: negative size m=" + m + " n=" + n + " k=" + k);
-            checkBf16Bounds("A", a, aOff, transA ? k : m, transA ? m : k, lda);
-            checkBf16Bounds("B", b, bOff, transB ? n : k, transB ? k : n, ldb);
-            Gemm.checkBounds("C", c, cOff, m, n, ldc);
-            if (m == 0 || n == 0) return;
-            if (k == 0) {
-                Gemm.scaleC(m, n, beta, c, cOff, ldc);
-            } else if (engine == Engine.DNNL) {
-                BlasGemm.tiles(parallel, transA, transB, m, n, k, alpha, a.address + 2L * aOff, lda, 2, b.address + 2L * bOff,
-                        ldb, 2, beta, c.address + 4L * cOff, ldc, Dnnl::gemmBf16, epilogue);
-                return;
-            } else {
-                cblas_sbgemm(OpenBlas.ROW_MAJOR, transA ? OpenBlas.TRANS : OpenBlas.NO_TRANS,
-                        transB ? OpenBlas.TRANS : OpenBlas.NO_TRANS, m, n, k, alpha, a.address + 2L * aOff, lda,
-                        b.address + 2L * bOff, ldb, beta, c.address + 4L * cOff, ldc);
+    void gemmToBf16(boolean transA, boolean transB, int m, int n, int k, float alpha, NativeBuffer a, int aOff, int lda,
+                    NativeBuffer b, int bOff, int ldb, float beta, NativeBuffer out, int outOff, int ldo, NativeBuffer bias,
+                    NativeAllocator scratch) {
+        if (m <= 0 || n <= 0) return;
+        if (engine != Engine.DNNL || k <= 0) {
+            NativeBuffer c = scratch.take(4L * m * n);
+            try {
+                if (beta != 0f) {
+                    for (int i = 0; i < m; i++) Convert.bf16ToFloat(c, i * n, out, outOff + i * ldo, n);
+                }
+                gemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, 0, n);
+                parallel.range(m, Math.max(1, Elementwise.GRAIN / n), (lo, hi) ->
+                        Convert.tileToBf16(out, outOff + lo * ldo, ldo, c, lo * n, n, hi - lo, n, bias, 0));
+            } finally {
+                scratch.give(c);
             }
+            return;
         }
-        if (epilogue != null && m > 0 && n > 0) {
-            parallel.range(m, Math.max(1, Elementwise.GRAIN / n), (lo, hi) -> epilogue.tile(lo, 0, hi - lo, n));
-        }
+        checkBf16Bounds("A", a, aOff, transA ? k : m, transA ? m : k, lda);
+        checkBf16Bounds("B", b, bOff, transB ? n : k, transB ? k : n, ldb);
+        checkBf16Bounds("C", out, outOff, m, n, ldo);
+        long aAt = a.address + 2L * aOff, bAt = b.address + 2L * bOff;
+        BlasGemm.eachTile(parallel, m, n, k, (i0, j0, rows, cols) -> {
+            NativeBuffer c = scratch.take(4L * rows * cols);
+            try {
+                int at = outOff + i0 * ldo + j0;
+                if (beta != 0f) {
+                    for (int i = 0; i < rows; i++) Convert.bf16ToFloat(c, i * cols, out, at + i * ldo, cols);
+                }
+                Dnnl.gemmBf16(transA, transB, rows, cols, k, alpha, BlasGemm.tileOfA(aAt, 2, lda, transA, i0), lda,
+                        BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb, beta, c.address, cols);
+                Convert.tileToBf16(out, at, ldo, c, 0, cols, rows, cols, bias, j0);
+            } finally {
+                scratch.give(c);
+            }
+        });
     }
 
     private static void checkBf16Bounds(String what, NativeBuffer buf, int off, int rows, int cols, int ld) {

@@ -109,11 +109,8 @@ final class BlasGemm implements Gemm {
                   float beta, long c, int ldc);
     }
 
-    /**
-     * Work on one tile of C right after its product, on the thread that computed it (the tile is still in cache):
-     * rows {@code i0..i0+rows} and columns {@code j0..j0+cols} of C.
-     */
-    interface TileEpilogue {
+    /** One tile of C: rows {@code i0..i0+rows} and columns {@code j0..j0+cols}. */
+    interface TileBody {
         void tile(int i0, int j0, int rows, int cols);
     }
 
@@ -134,37 +131,43 @@ final class BlasGemm implements Gemm {
     /**
      * Cuts C [m, n] into the tiles of {@link #tileRows} x {@link #tileCols} (a function of the shape alone)
      * and makes one {@code call} per tile over {@code parallel}'s threads; a single tile runs on the calling
-     * thread (and allocates nothing). {@code aBytes}, {@code bBytes}: bytes per element of A and B (4 for
+     * thread. {@code aBytes}, {@code bBytes}: bytes per element of A and B (4 for
      * fp32, 2 for bf16); C is fp32.
      */
     static void tiles(Parallel parallel, boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda,
                       int aBytes, long b, int ldb, int bBytes, float beta, long c, int ldc, TileCall call) {
-        tiles(parallel, transA, transB, m, n, k, alpha, a, lda, aBytes, b, ldb, bBytes, beta, c, ldc, call, null);
+        eachTile(parallel, m, n, k, (i0, j0, rows, cols) ->
+                call.call(transA, transB, rows, cols, k, alpha, tileOfA(a, aBytes, lda, transA, i0), lda,
+                        tileOfB(b, bBytes, ldb, transB, j0), ldb, beta, c + 4L * ((long) i0 * ldc + j0), ldc));
     }
 
-    /** {@link #tiles}, then {@code epilogue} (if not null) on each tile right after its call. */
-    static void tiles(Parallel parallel, boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda,
-                      int aBytes, long b, int ldb, int bBytes, float beta, long c, int ldc, TileCall call,
-                      TileEpilogue epilogue) {
+    /**
+     * {@code body} once per tile of C [m, n] ({@link #tileRows} x {@link #tileCols}, a function of the shape alone), over
+     * {@code parallel}'s threads; a single tile runs on the calling thread.
+     */
+    static void eachTile(Parallel parallel, int m, int n, int k, TileBody body) {
         int tm = tileRows(m, n, k), tn = tileCols(m, n, k);
         int tilesM = (m + tm - 1) / tm, tilesN = (n + tn - 1) / tn;
         if (tilesM * tilesN == 1) {
-            call.call(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-            if (epilogue != null) epilogue.tile(0, 0, m, n);
+            body.tile(0, 0, m, n);
             return;
         }
         parallel.range(tilesM * tilesN, 1, (lo, hi) -> {
             for (int t = lo; t < hi; t++) {
                 int i0 = (t / tilesN) * tm, j0 = (t % tilesN) * tn;
-                // op(A) rows i0.., op(B) columns j0..: A [m, k] row-major (or [k, m] when transposed), B likewise
-                long aTile = a + (long) aBytes * (transA ? i0 : (long) i0 * lda);
-                long bTile = b + (long) bBytes * (transB ? (long) j0 * ldb : j0);
-                long cTile = c + 4L * ((long) i0 * ldc + j0);
-                int rows = Math.min(tm, m - i0), cols = Math.min(tn, n - j0);
-                call.call(transA, transB, rows, cols, k, alpha, aTile, lda, bTile, ldb, beta, cTile, ldc);
-                if (epilogue != null) epilogue.tile(i0, j0, rows, cols);
+                body.tile(i0, j0, Math.min(tm, m - i0), Math.min(tn, n - j0));
             }
         });
+    }
+
+    /** Where op(A)'s rows from i0 start: A [m, k] row-major, or [k, m] when transposed. */
+    static long tileOfA(long a, int aBytes, int lda, boolean transA, int i0) {
+        return a + (long) aBytes * (transA ? i0 : (long) i0 * lda);
+    }
+
+    /** Where op(B)'s columns from j0 start: B [k, n] row-major, or [n, k] when transposed. */
+    static long tileOfB(long b, int bBytes, int ldb, boolean transB, int j0) {
+        return b + (long) bBytes * (transB ? (long) j0 * ldb : j0);
     }
 
     private static void call(boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda,

@@ -100,19 +100,28 @@ final class Convert {
      */
     static void sumsToBf16(NativeBuffer out, NativeBuffer c, int off, int ld, int rows, int cols, NativeBuffer bias,
                            int biasOff) {
+        tileToBf16(out, off, ld, c, off, ld, rows, cols, bias, biasOff);
+    }
+
+    /**
+     * {@link #sumsToBf16} between two layouts: the sums at element {@code cOff} of {@code c} (row stride {@code ldc}) go to
+     * element {@code outOff} of {@code out} (row stride {@code ldo}). One thread.
+     */
+    static void tileToBf16(NativeBuffer out, int outOff, int ldo, NativeBuffer c, int cOff, int ldc, int rows, int cols,
+                           NativeBuffer bias, int biasOff) {
         if (rows <= 0 || cols <= 0) return;
-        long last = (long) off + (long) (rows - 1) * ld + cols;
         if (CpuNative.active()) {
-            long o = bounded(out, 2 * last), x = bounded(c, 4 * last);
+            long o = bounded(out, 2 * ((long) outOff + (long) (rows - 1) * ldo + cols));
+            long x = bounded(c, 4 * ((long) cOff + (long) (rows - 1) * ldc + cols));
             long b = bias == null ? 0 : bounded(bias, 4L * (biasOff + cols)) + 4L * biasOff;
-            CpuNative.ttpipe_cpu_sums_to_bf16(o + 2L * off, x + 4L * off, ld, rows, cols, b);
+            CpuNative.ttpipe_cpu_tile_to_bf16(o + 2L * outOff, ldo, x + 4L * cOff, ldc, rows, cols, b);
             return;
         }
         for (int i = 0; i < rows; i++) {
-            int r = off + i * ld;
+            int r = cOff + i * ldc, w = outOff + i * ldo;
             for (int j = 0; j < cols; j++) {
                 float v = bias == null ? c.floats.get(r + j) : c.floats.get(r + j) + bias.floats.get(biasOff + j);
-                out.shorts.put(r + j, BFloat16.fromFloat(v));
+                out.shorts.put(w + j, BFloat16.fromFloat(v));
             }
         }
     }

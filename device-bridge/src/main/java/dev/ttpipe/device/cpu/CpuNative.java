@@ -66,7 +66,7 @@ final class CpuNative {
 
     static native void ttpipe_cpu_round_to_bf16(long out, long x, long n);
 
-    static native void ttpipe_cpu_sums_to_bf16(long out, long c, long ld, long rows, long cols, long bias);
+    static native void ttpipe_cpu_tile_to_bf16(long out, long ldo, long c, long ldc, long rows, long cols, long bias);
 
     // Kernels with a `types` argument take bf16 arrays too: bit i set when the i-th array operand holds bf16 (see
     // ttpipe_cpu.c and DirectKernels); 0 is all fp32.

@@ -287,21 +287,24 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
         each(d -> {
             NativeBuffer av = staging.bf16Operand((CpuTensor) a, d, packed);
             NativeBuffer bv = staging.bf16Operand((CpuTensor) b, d, packed);
-            // A BF16 result: fp32 sums in scratch, each tile (plus the bias) rounded to bf16 as soon as it is done
-            NativeBuffer cv = toBf16 ? staging.sums((CpuTensor) out, d, beta != 0f)
-                    : beta == 0f ? staging.write((CpuTensor) out, d) : staging.update((CpuTensor) out, d);
-            NativeBuffer ov = toBf16 ? ((CpuTensor) out).piece(d) : null;
             NativeBuffer biasv = bias == null ? null : staging.read((CpuTensor) bias, d);
-            for (int i = 0, calls = !md.batchedB() && !ta ? 1 : md.batch(); i < calls; i++) {
-                int rows = calls == 1 ? md.batch() * m : m;   // [batch * m, k] @ [k, n] in one call when B is shared
-                int cOff = i * m * nn;
-                BlasGemm.TileEpilogue epilogue = toBf16
-                        ? (i0, j0, r, c) -> Convert.sumsToBf16(ov, cv, cOff + i0 * nn + j0, nn, r, c, biasv, j0)
-                        : null;
-                gemm.gemm(ta, tb, rows, nn, k, alpha, av, i * m * k, lda, bv, md.batchedB() ? i * k * nn : 0, ldb,
-                        beta, cv, cOff, nn, epilogue);
+            int calls = !md.batchedB() && !ta ? 1 : md.batch();
+            int rows = calls == 1 ? md.batch() * m : m;       // [batch * m, k] @ [k, n] in one call when B is shared
+            if (toBf16) {
+                // A BF16 result: each tile's fp32 sums (plus the bias) rounded to bf16 as soon as the tile is done
+                CpuTensor o = (CpuTensor) out;
+                for (int i = 0; i < calls; i++) {
+                    gemm.gemmToBf16(ta, tb, rows, nn, k, alpha, av, i * m * k, lda, bv, md.batchedB() ? i * k * nn : 0, ldb,
+                            beta, o.piece(d), i * m * nn, nn, biasv, o.device(d).allocator());
+                }
+                return;
             }
-            if (!toBf16 && biasv != null) {
+            NativeBuffer cv = beta == 0f ? staging.write((CpuTensor) out, d) : staging.update((CpuTensor) out, d);
+            for (int i = 0; i < calls; i++) {
+                gemm.gemm(ta, tb, rows, nn, k, alpha, av, i * m * k, lda, bv, md.batchedB() ? i * k * nn : 0, ldb,
+                        beta, cv, i * m * nn, nn);
+            }
+            if (biasv != null) {
                 Elementwise.binary(par, cv.floats, cv.floats, biasv.floats, local(out), local(bias), false);
             }
         });

@@ -64,17 +64,6 @@ final class Fp32Staging {
         return s;
     }
 
-    /**
-     * Fp32 scratch for device {@code d}'s piece of the BF16 tensor {@code t} that the caller converts back itself
-     * (a GEMM's tile epilogue): widened from t when {@code widen}, else contents undefined. Returned to the cache by
-     * {@link #finish}, which does not convert it.
-     */
-    NativeBuffer sums(CpuTensor t, int d, boolean widen) {
-        NativeBuffer s = scratch(t, d, null);
-        if (widen) Convert.bf16ToFloat(parallel, s, t.piece(d), (int) t.localNumel());
-        return s;
-    }
-
     /** Converts written scratch back into its tensor and returns all scratch to the caches. */
     void finish() {
         if (pending.isEmpty()) return;

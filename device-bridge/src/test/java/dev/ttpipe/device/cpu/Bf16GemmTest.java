@@ -150,6 +150,69 @@ class Bf16GemmTest {
         }
     }
 
+    /**
+     * A product into a bf16 result (each tile's sums in a scratch buffer of the thread that computed it, with oneDNN) has
+     * the bits of the product into fp32 then the one rounding, with and without a bias and an earlier value (beta), on
+     * 1 and 2 threads; the scratch goes back to the allocator.
+     */
+    @ParameterizedTest(name = "{0}x{1}x{2} transA={3} transB={4} engine={5}")
+    @CsvSource({"2048,384,384,false,true,dnnl", "1100,1536,200,false,false,dnnl", "700,1100,300,true,false,dnnl",
+            "7,5,3,false,false,dnnl", "300,200,100,false,true,sgemm", "5,3,0,false,false,dnnl"})
+    void aBf16ResultHasTheBitsOfFp32SumsRoundedOnce(int m, int n, int k, boolean ta, boolean tb, String engine) {
+        Assumptions.assumeTrue(engine.equals("sgemm") || MachinePeak.hasBf16Dot() && Dnnl.load(),
+                "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());
+        Random rnd = new Random(m * 13L + n * 5L + k);
+        int lda = ta ? m : k, ldb = tb ? k : n, ldo = n + 3;
+        NativeBuffer a16 = bf16(rnd, Math.max(1, m * k)), b16 = bf16(rnd, Math.max(1, n * k));
+        NativeBuffer a32 = widened(a16, m * k), b32 = widened(b16, n * k);
+        NativeBuffer bias = NativeBuffer.malloc(4 * n), earlier = bf16(rnd, m * ldo);
+        for (int j = 0; j < n; j++) bias.floats.put(j, rnd.nextFloat() - 0.5f);
+        NativeBuffer c = NativeBuffer.malloc(4 * Math.max(1, m * n)), want = NativeBuffer.malloc(2 * m * ldo);
+        NativeBuffer got = NativeBuffer.malloc(2 * m * ldo);
+        NativeAllocator scratch = new NativeAllocator("test", Long.MAX_VALUE);
+        try {
+            for (int threads : new int[]{1, 2}) {
+                try (Parallel p = new Parallel(threads)) {
+                    Bf16Gemm g = Bf16Gemm.choose(blas == null ? new JavaGemm(p) : blas, p, Map.of("TTPIPE_BF16_GEMM", engine)::get);
+                    NativeBuffer a = g.packedOperands() ? a16 : a32, b = g.packedOperands() ? b16 : b32;
+                    for (float beta : new float[]{0f, 0.5f}) {
+                        for (NativeBuffer withBias : new NativeBuffer[]{null, bias}) {
+                            for (int i = 0; i < m * ldo; i++) {
+                                short e = earlier.bytes.getShort(2 * i);
+                                want.bytes.putShort(2 * i, e);
+                                got.bytes.putShort(2 * i, e);
+                            }
+                            for (int i = 0; i < m; i++) {
+                                for (int j = 0; j < n; j++) c.floats.put(i * n + j, (float) value(want, i * ldo + j));
+                            }
+                            g.gemm(ta, tb, m, n, k, 0.75f, a, 0, lda, b, 0, ldb, beta, c, 0, n);
+                            Convert.tileToBf16(want, 0, ldo, c, 0, n, m, n, withBias, 0);
+                            g.gemmToBf16(ta, tb, m, n, k, 0.75f, a, 0, lda, b, 0, ldb, beta, got, 0, ldo, withBias, scratch);
+                            for (int i = 0; i < m * ldo; i++) {
+                                if (got.bytes.getShort(2 * i) != want.bytes.getShort(2 * i)) {
+                                    throw new AssertionError("element (" + i / ldo + ", " + i % ldo + ") on " + threads
+                                            + " threads, beta " + beta + ", bias " + (withBias != null) + ": " + value(got, i)
+                                            + ", want " + value(want, i));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            assertEquals(scratch.reservedBytes(), scratch.cachedBytes(), "every scratch buffer went back");
+        } finally {
+            scratch.close();
+            for (NativeBuffer x : new NativeBuffer[]{a16, b16, a32, b32, bias, earlier, c, want, got}) x.free();
+        }
+    }
+
+    /** bf16 values widened into an fp32 buffer, as the sgemm engine takes its operands. */
+    private static NativeBuffer widened(NativeBuffer bf16, int n) {
+        NativeBuffer f = NativeBuffer.malloc(4 * Math.max(1, n));
+        for (int i = 0; i < n; i++) f.floats.put(i, (float) value(bf16, i));
+        return f;
+    }
+
     private static NativeBuffer bf16(Random rnd, int n) {
         NativeBuffer buf = NativeBuffer.malloc(Math.max(4, 2 * n));
         for (int i = 0; i < n; i++) buf.bytes.putShort(2 * i, (short) (Float.floatToRawIntBits(rnd.nextFloat() * 2 - 1) >>> 16));
