@@ -280,20 +280,48 @@ INLINE float gelu1(float v) {
     return v * sigmoid(2.0f * u);
 }
 
-INLINE float gelu_backward1(float g, float v) {
+/* GELU's derivative at v: its gradient is g times this, the last operation. */
+INLINE float gelu_slope(float v) {
     float u = GELU_C * (v + GELU_A * v * v * v);
     float du = GELU_C * (1.0f + 3.0f * GELU_A * v * v);
     float s = sigmoid(2.0f * u);
-    return g * (s + 2.0f * v * s * (1.0f - s) * du);
+    return s + 2.0f * v * s * (1.0f - s) * du;
+}
+
+INLINE float gelu_backward1(float g, float v) {
+    return g * gelu_slope(v);
 }
 
 INLINE float silu1(float v) {
     return v * sigmoid(v);
 }
 
+/* SiLU's gradient is (g * sigmoid(v)) * silu_factor(v), in that order. */
+INLINE float silu_factor(float v) {
+    return 1.0f + v * (1.0f - sigmoid(v));
+}
+
 INLINE float silu_backward1(float g, float v) {
-    float s = sigmoid(v);
-    return g * s * (1.0f + v * (1.0f - s));
+    return g * sigmoid(v) * silu_factor(v);
+}
+
+/*
+ * The activations of a bf16 argument as tables: a bf16 value is one of 65536, so each function of v alone is computed
+ * once for every one of them, by the code above, when the library loads (about 1 ms), and a kernel whose x is bf16 looks
+ * its values up instead of computing them. A table holds the very float the code computes, so the results (and the
+ * gradients, whose last operations on g stay in the kernels) keep their bits, NaNs included.
+ */
+static float gelu_of[65536], gelu_slope_of[65536], silu_of[65536], sigmoid_of[65536], silu_factor_of[65536];
+
+__attribute__((constructor)) static void activation_tables(void) {
+    for (uint32_t h = 0; h < 65536; h++) {
+        float v = from_bits((int32_t) (h << 16));
+        gelu_of[h] = gelu1(v);
+        gelu_slope_of[h] = gelu_slope(v);
+        silu_of[h] = silu1(v);
+        sigmoid_of[h] = sigmoid(v);
+        silu_factor_of[h] = silu_factor(v);
+    }
 }
 
 INLINE uint16_t round_bf16(float v) {
@@ -303,20 +331,14 @@ INLINE uint16_t round_bf16(float v) {
 }
 
 /*
- * out = f(x) over n elements; arrays: out, x. All fp32: in place. All bf16: each element widened, computed and rounded
- * in one pass (in registers). Mixed: staged a piece at a time. Every way computes f on the same fp32 values.
+ * out = f(x) over n elements; arrays: out, x. All fp32: in place. Otherwise staged a piece at a time (a bf16 x is
+ * looked up in a table instead: unary_table). Every way computes f on the same fp32 values.
  */
 INLINE void unary_typed(float (*f)(float), void *out, const void *x, int64_t n, int types) {
     if (!types) {
         float *restrict o = (float *) out;
         const float *restrict a = (const float *) x;
         for (int64_t i = 0; i < n; i++) o[i] = f(a[i]);
-        return;
-    }
-    if (types == 3) {
-        uint16_t *restrict o = (uint16_t *) out;
-        const uint16_t *restrict a = (const uint16_t *) x;
-        for (int64_t i = 0; i < n; i++) o[i] = round_bf16(f(widen(a[i])));
         return;
     }
     float sx[STAGE], so[STAGE];
@@ -337,12 +359,6 @@ INLINE void backward_typed(float (*f)(float, float), void *dx, const void *dy, c
         for (int64_t i = 0; i < n; i++) o[i] = f(g[i], a[i]);
         return;
     }
-    if (types == 7) {
-        uint16_t *restrict o = (uint16_t *) dx;
-        const uint16_t *restrict g = (const uint16_t *) dy, *restrict a = (const uint16_t *) x;
-        for (int64_t i = 0; i < n; i++) o[i] = round_bf16(f(widen(g[i]), widen(a[i])));
-        return;
-    }
     float sy[STAGE], sx[STAGE], so[STAGE];
     for (int64_t c = 0; c < n; c += STAGE) {
         int64_t len = n - c < STAGE ? n - c : STAGE;
@@ -354,20 +370,61 @@ INLINE void backward_typed(float (*f)(float, float), void *dx, const void *dy, c
     }
 }
 
+/* out = f(x) for a bf16 x, looked up in f's table (activation_tables); out fp32, or rounded to bf16 (out_bf16). */
+INLINE void unary_table(const float *restrict table, void *out, const uint16_t *restrict x, int64_t n, int out_bf16) {
+    if (out_bf16) {
+        uint16_t *restrict o = (uint16_t *) out;
+        for (int64_t i = 0; i < n; i++) o[i] = round_bf16(table[x[i]]);
+    } else {
+        float *restrict o = (float *) out;
+        for (int64_t i = 0; i < n; i++) o[i] = table[x[i]];
+    }
+}
+
+/* dx = g * a[x] (then * b[x] when b is not null) for a bf16 x, g = dy widened (dy_bf16) or as is; dx rounded (dx_bf16). */
+INLINE void backward_table_as(const float *restrict a, const float *restrict b, void *dx, const void *dy,
+                              const uint16_t *restrict x, int64_t n, int dy_bf16, int dx_bf16) {
+    const uint16_t *restrict g16 = (const uint16_t *) dy;
+    const float *restrict g32 = (const float *) dy;
+    uint16_t *restrict o16 = (uint16_t *) dx;
+    float *restrict o32 = (float *) dx;
+    for (int64_t i = 0; i < n; i++) {
+        float v = (dy_bf16 ? widen(g16[i]) : g32[i]) * a[x[i]];
+        if (b) v = v * b[x[i]];
+        if (dx_bf16) o16[i] = round_bf16(v);
+        else o32[i] = v;
+    }
+}
+
+/* backward_table_as for the layouts of `types` (dx bit 0, dy bit 1; x is bf16). */
+INLINE void backward_table(const float *a, const float *b, void *dx, const void *dy, const uint16_t *x, int64_t n,
+                           int types) {
+    switch (types & 3) {
+        case 0: backward_table_as(a, b, dx, dy, x, n, 0, 0); break;
+        case 1: backward_table_as(a, b, dx, dy, x, n, 0, 1); break;
+        case 2: backward_table_as(a, b, dx, dy, x, n, 1, 0); break;
+        default: backward_table_as(a, b, dx, dy, x, n, 1, 1); break;
+    }
+}
+
 CLONES EXPORT void ttpipe_cpu_gelu(void *out, const void *x, int64_t n, int types) {
-    unary_typed(gelu1, out, x, n, types);
+    if (types & 2) unary_table(gelu_of, out, (const uint16_t *) x, n, types & 1);
+    else unary_typed(gelu1, out, x, n, types);
 }
 
 CLONES EXPORT void ttpipe_cpu_gelu_backward(void *dx, const void *dy, const void *x, int64_t n, int types) {
-    backward_typed(gelu_backward1, dx, dy, x, n, types);
+    if (types & 4) backward_table(gelu_slope_of, NULL, dx, dy, (const uint16_t *) x, n, types);
+    else backward_typed(gelu_backward1, dx, dy, x, n, types);
 }
 
 CLONES EXPORT void ttpipe_cpu_silu(void *out, const void *x, int64_t n, int types) {
-    unary_typed(silu1, out, x, n, types);
+    if (types & 2) unary_table(silu_of, out, (const uint16_t *) x, n, types & 1);
+    else unary_typed(silu1, out, x, n, types);
 }
 
 CLONES EXPORT void ttpipe_cpu_silu_backward(void *dx, const void *dy, const void *x, int64_t n, int types) {
-    backward_typed(silu_backward1, dx, dy, x, n, types);
+    if (types & 4) backward_table(sigmoid_of, silu_factor_of, dx, dy, (const uint16_t *) x, n, types);
+    else backward_typed(silu_backward1, dx, dy, x, n, types);
 }
 
 /* The number of keys row r of a block sees: first + r clamped to [0, keys] when causal, else keys. */

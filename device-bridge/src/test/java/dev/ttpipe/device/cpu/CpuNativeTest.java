@@ -297,6 +297,28 @@ class CpuNativeTest {
         });
     }
 
+    /**
+     * GELU and SiLU of every bf16 value (the native kernels look a bf16 argument up in tables made when the library loads)
+     * and their gradients, for bf16 and fp32 dy and results: the Java kernels' bits.
+     */
+    @Test
+    void activationsOfEveryBf16ValueGiveTheJavaBits() {
+        int n = 1 << 16;
+        float[] x = new float[n], dy = gaussian(n, 2);
+        for (int h = 0; h < n; h++) x[h] = Float.intBitsToFloat(h << 16);
+        sameBits("activations of every bf16 value", ops -> {
+            try (Tensor tx = ops.fromHost(x, Shape.of(n), Layout.REPLICATED, DType.BF16);
+                 Tensor tdy = ops.fromHost(dy, Shape.of(n), Layout.REPLICATED, DType.BF16);
+                 Tensor tdy32 = ops.fromHost(dy, Shape.of(n), Layout.REPLICATED, DType.FP32);
+                 Tensor gelu = ops.gelu(tx); Tensor silu = ops.silu(tx);
+                 Tensor dGelu = ops.geluBackward(tdy, tx); Tensor dGelu32 = ops.geluBackward(tdy32, tx);
+                 Tensor dSilu = ops.siluBackward(tdy, tx); Tensor dSilu32 = ops.siluBackward(tdy32, tx)) {
+                return new float[][]{gelu.toHost(), silu.toHost(), dGelu.toHost(), dGelu32.toHost(), dSilu.toHost(),
+                        dSilu32.toHost()};
+            }
+        });
+    }
+
     @ParameterizedTest(name = "causal={0} T={1} Tk={2} hd={3}")
     @CsvSource({"true,7,7,5", "false,5,9,4", "true,3,8,6", "true,8,3,4", "true,64,64,16", "true,150,150,24",
             "false,70,130,8", "true,130,70,33", "true,256,256,64"})
