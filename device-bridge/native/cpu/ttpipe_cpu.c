@@ -820,6 +820,20 @@ CLONES EXPORT void ttpipe_cpu_layernorm_backward_weight(const void *dy, const vo
         for (int j = lo; j < hi; j++) dgamma[j] = dbeta[j] = 0.0f;
     }
     int64_t len = hi - lo;
+    if (types == 3) {                      /* dy and x bf16: each element widened as it is read */
+        float *restrict dg = dgamma + lo, *restrict db = dbeta + lo;
+        for (int64_t r = 0; r < rows; r++) {
+            const uint16_t *restrict g = (const uint16_t *) dy + r * d + lo, *restrict xr = (const uint16_t *) x + r * d + lo;
+            float m = mean[r];
+            float rs = rstd[r];
+            for (int64_t j = 0; j < len; j++) {
+                float gj = widen(g[j]);
+                dg[j] = dg[j] + gj * (widen(xr[j]) - m) * rs;
+                db[j] = db[j] + gj;
+            }
+        }
+        return;
+    }
     float *scratch = stage_scratch(types, 2, len);
     if (types && !scratch) abort();
     for (int64_t r = 0; r < rows; r++) {
