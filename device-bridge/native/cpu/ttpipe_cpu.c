@@ -446,10 +446,7 @@ INLINE void softmax_rows(float *restrict s, uint16_t *restrict pb, int rows, int
         int m = seen(first, r, keys, causal);
         float mx[LANES];
         double acc[LANES];
-        for (int l = 0; l < LANES; l++) {
-            mx[l] = from_bits((int32_t) 0xff800000); /* -inf */
-            acc[l] = 0.0;
-        }
+        for (int l = 0; l < LANES; l++) mx[l] = from_bits((int32_t) 0xff800000); /* -inf */
         int j = 0;
         vf16 mv;
         load16(&mv, mx);
@@ -498,13 +495,6 @@ CLONES EXPORT void ttpipe_cpu_softmax_rows_bf16(float *restrict s, uint16_t *res
     softmax_rows(s, pb, rows, keys, first, causal, max_out, sum_out);
 }
 
-
-/*
- * The backward rows of a block (FlashAttention.backwardRows): p [rows, keys] holds scale q k^T and
- * becomes P = exp(p - lse); ds [rows, keys] holds dO v^T and becomes scale P (ds - D) with
- * D = dO_i . o_i (in double); keys a row does not see become 0. dO and o point at the block's first
- * row, hd floats per row; lse at its first row's log-sum-exp.
- */
 /* D = sum of g[e] y[e] over hd elements in double, LANES partials combined in lane order (one row of dO and o). */
 INLINE float row_dot(const float *restrict g, const float *restrict y, int hd) {
     double acc[LANES];
@@ -524,6 +514,12 @@ INLINE float row_dot(const float *restrict g, const float *restrict y, int hd) {
     return (float) dd;
 }
 
+/*
+ * The backward rows of a block (FlashAttention.backwardRows): p [rows, keys] holds scale q k^T and
+ * becomes P = exp(p - lse); ds [rows, keys] holds dO v^T and becomes scale P (ds - D) with
+ * D = dO_i . o_i (in double); keys a row does not see become 0. dO and o point at the block's first
+ * row, hd floats per row; lse at its first row's log-sum-exp.
+ */
 CLONES EXPORT void ttpipe_cpu_attention_backward_rows(float *restrict p, float *restrict ds, int rows, int keys,
                                                       int first, int causal, const float *restrict lse,
                                                       const float *restrict dO, const float *restrict o, int hd,
@@ -556,28 +552,20 @@ CLONES EXPORT void ttpipe_cpu_attention_backward_rows_bf16(const float *restrict
                                                            int keys, int first, int causal, const float *restrict lse,
                                                            const uint16_t *restrict dO, const uint16_t *restrict o,
                                                            int hd, float scale) {
-    float g[256], y[256];                 /* a row of dO and o widened, a piece of at most 256 at a time */
+    float rows_in[2 * 256];               /* a row of dO and o widened: here, or on the heap for hd > 256 */
+    float *g = hd <= 256 ? rows_in : (float *) malloc(2 * (size_t) hd * sizeof(float));
+    if (!g) abort();
+    float *y = g + hd;
     for (int r = 0; r < rows; r++) {
         const float *pr = p + (int64_t) r * keys;
         const float *dr = ds + (int64_t) r * keys;
         uint16_t *pbr = pb + (int64_t) r * keys, *dsr = dsb + (int64_t) r * keys;
         int m = seen(first, r, keys, causal);
-        float d;
-        if (hd <= 256) {
-            for (int e = 0; e < hd; e++) {
-                g[e] = widen(dO[(int64_t) r * hd + e]);
-                y[e] = widen(o[(int64_t) r * hd + e]);
-            }
-            d = row_dot(g, y, hd);
-        } else {                          /* the same partials, widened element by element */
-            double acc[LANES];
-            for (int l = 0; l < LANES; l++) acc[l] = 0.0;
-            for (int e = 0; e < hd; e++)
-                acc[e % LANES] += (double) widen(dO[(int64_t) r * hd + e]) * (double) widen(o[(int64_t) r * hd + e]);
-            double dd = acc[0];
-            for (int l = 1; l < LANES; l++) dd += acc[l];
-            d = (float) dd;
+        for (int e = 0; e < hd; e++) {
+            g[e] = widen(dO[(int64_t) r * hd + e]);
+            y[e] = widen(o[(int64_t) r * hd + e]);
         }
+        float d = row_dot(g, y, hd);
         float l0 = lse[r];
         for (int j = 0; j < m; j++) {
             float pj = fexp(pr[j] - l0);
@@ -589,9 +577,9 @@ CLONES EXPORT void ttpipe_cpu_attention_backward_rows_bf16(const float *restrict
             dsr[j] = 0;
         }
     }
+    if (g != rows_in) free(g);
 }
 
-/* out[r * nb + j] = a[r * nb + j] + b[j] (or *) for r < rows (Elementwise.binary; nb == n is one row). */
 /* One row of binary with out and a bf16 and b bf16 (bbf16) or fp32, each element widened, computed and rounded in one pass. */
 INLINE void binary_bf16_row(uint16_t *restrict o, const uint16_t *restrict x, const void *y, int bbf16, int64_t nb,
                             int mul) {
@@ -612,6 +600,7 @@ INLINE void binary_bf16_row(uint16_t *restrict o, const uint16_t *restrict x, co
     }
 }
 
+/* out[r * nb + j] = a[r * nb + j] + b[j] (or *) for r < rows (Elementwise.binary; nb == n is one row). */
 CLONES EXPORT void ttpipe_cpu_binary(void *out, const void *a, const void *b, int64_t rows, int64_t nb, int mul,
                                      int types) {
     if ((types & 3) == 3) {                /* out and a bf16: one pass, in registers */

@@ -154,7 +154,7 @@ final class FlashAttention {
             NativeBuffer ds = NativeBuffer.malloc(tile);
             // bf16: P and dS rounded; a block of dO and o widened; a block of dQ and all of dK and dV as fp32 sums
             NativeBuffer pb = bf16 ? NativeBuffer.malloc(tile / 2) : p, dsb = bf16 ? NativeBuffer.malloc(tile / 2) : ds;
-            NativeBuffer rowsIn = bf16 ? NativeBuffer.malloc(2 * 4 * BLOCK * hd) : null;
+            NativeBuffer rowsIn = bf16 && !nat ? NativeBuffer.malloc(2 * 4 * BLOCK * hd) : null;   // the Java rows' dO and o
             NativeBuffer dqb = bf16 ? NativeBuffer.malloc(4 * BLOCK * hd) : dq;
             NativeBuffer dkb = bf16 ? NativeBuffer.malloc(4 * Math.max(1, tk) * hd) : dk;
             NativeBuffer dvb = bf16 ? NativeBuffer.malloc(4 * Math.max(1, tk) * hd) : dv;
@@ -215,7 +215,7 @@ final class FlashAttention {
                 if (bf16) {
                     pb.free();
                     dsb.free();
-                    rowsIn.free();
+                    if (rowsIn != null) rowsIn.free();
                     dqb.free();
                     dkb.free();
                     dvb.free();

@@ -19,9 +19,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * thread would wake. It spins by yielding, so any other runnable thread (another rank's, the
  * actors', a transport's) runs first; and a worker halves its spin after each wait longer than
  * that (down to {@value #MIN_SPIN_NANOS} ns) and takes all of it again after a shorter one, so where
- * regions come seldom (tests, evaluation, a pipeline's idle rank) it parks almost at once. (In a bf16 step of configs/bench/gpt-s.yaml, about half the gaps between
- * regions are longer than 50 us and 3 in 100 longer than 200 us.) A worker idle for 30 s ends, and
- * the next region starts another.
+ * regions come seldom (tests, evaluation, a pipeline's idle rank) it parks almost at once. The gaps
+ * between a step's regions, measured: docs/measurements/2026-11-26-compute-threads.md. A worker idle
+ * for 30 s ends, and the next region starts another.
  *
  * <p>{@link #range} bodies write disjoint outputs, so its chunks may follow the thread count.
  * {@link #sum}'s chunks, whose partial sums are combined in chunk order, depend only on the range

@@ -271,8 +271,9 @@ class CpuNativeTest {
 
     /**
      * The kernels that read and write bf16 pieces themselves ({@link DirectKernels}) give the bits of staging the pieces
-     * through fp32 and running the Java kernels: activations (every operand bf16, and mixed), add and mul (same shape and a broadcast row), LayerNorm
-     * forward and both gradients, and row sums, over rows longer than the kernels' staging pieces.
+     * through fp32 and running the Java kernels: activations (every operand bf16, and mixed), add and mul (same shape and
+     * a broadcast row), LayerNorm forward and both gradients, and row sums, over rows longer than the kernels' staging
+     * pieces.
      */
     @ParameterizedTest(name = "rows={0} d={1}")
     @CsvSource({"3,15", "33,17", "64,384", "5,5000"})
