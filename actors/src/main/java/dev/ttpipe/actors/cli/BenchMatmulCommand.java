@@ -39,8 +39,8 @@ import java.util.concurrent.Callable;
                 "  ttpipe bench matmul --dtype bf16 --kernel dnnl --shape 2048x384x1152,2048x1536x384",
                 "",
                 "Kernels: blas is OpenBLAS (from the org.bytedeco:openblas jar) through JNA; dnnl is oneDNN's sgemm (from"
-                        + " org.bytedeco:dnnl); java is the pure-JVM fallback the cpu backend uses where OpenBLAS does not load"
-                        + " (or with TTPIPE_BLAS=java).",
+                        + " org.bytedeco:dnnl); java is the pure-JVM fallback the cpu backend uses where neither"
+                        + " loads (or with TTPIPE_BLAS=java).",
                 "--dtype bf16 times the backend's bf16 matmul (BF16 operands, fp32 accumulation, operand staging included):"
                         + " oneDNN's bf16 GEMM on a CPU with avx512_bf16, else the fp32 sgemm on bf16 operands widened to fp32;"
                         + " the line 'kernel' says which; its peak is the fp32 FMA peak without avx512_bf16, twice it with."
@@ -64,9 +64,9 @@ public final class BenchMatmulCommand implements Callable<Integer> {
     int threads;
 
     @Option(names = "--kernel", paramLabel = "KERNEL", defaultValue = "auto",
-            description = {"auto, blas, dnnl or java (default: ${DEFAULT-VALUE}: OpenBLAS for fp32 where it loads; for bf16,",
-                    "oneDNN's bf16 GEMM where the CPU has avx512_bf16). With --dtype bf16: blas is the fp32 sgemm on",
-                    "widened operands, dnnl oneDNN's bf16 GEMM."})
+            description = {"auto, blas, dnnl or java (default: ${DEFAULT-VALUE}: for fp32 oneDNN's sgemm, OpenBLAS where",
+                    "oneDNN does not load; for bf16, oneDNN's bf16 GEMM where the CPU has avx512_bf16). With --dtype bf16:",
+                    "blas is the fp32 sgemm on widened operands, dnnl oneDNN's bf16 GEMM."})
     String kernel;
 
     @Option(names = "--dtype", paramLabel = "DTYPE", defaultValue = "fp32",

@@ -55,7 +55,7 @@ final class MatmulTableWriter {
                 "measured by: ttpipe bench step " + config + " --write-matmul-table (dtype " + dtype + ")",
                 "on: " + RunRecord.cpuModel() + ", " + threads + " threads, "
                         + Instant.now().truncatedTo(ChronoUnit.SECONDS),
-                "a shape goes to dnnl where its median is at least 3% faster than OpenBLAS's");
+                "a shape goes to blas where its median is at least 3% faster than oneDNN's (the default engine)");
         try {
             MatmulTable.write(file, comments, rows);
         } catch (IOException e) {

@@ -23,13 +23,15 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
- * What another CPU changes, with this machine standing in for others: OpenBLAS picks its kernels by the CPU
- * ({@code DYNAMIC_ARCH}), and {@code OPENBLAS_CORETYPE} makes it pick another CPU's. The reference trainer of
- * {@link BitIdentityTest} (clipping on) runs in a fresh JVM with this CPU's kernels, with Haswell's (AVX2) and
- * with Nehalem's (SSE), each where this CPU runs them. Its weights after 3 AdamW steps stay within the tolerance
- * {@code verify} uses (1e-5, relative, the worst parameter); the test prints how many elements differ in their
- * bits. With the pure-JVM matmul ({@code -Dttpipe.blas=java}) another CPU changes nothing: the same bits, checked
- * here too. docs/determinism.md says which of these a resume or a recovery on another host meets.
+ * What another CPU changes, with this machine standing in for others: oneDNN and OpenBLAS pick their kernels by
+ * the CPU, and {@code ONEDNN_MAX_CPU_ISA} and {@code OPENBLAS_CORETYPE} make them pick another CPU's. The reference
+ * trainer of {@link BitIdentityTest} (clipping on) runs in a fresh JVM with this CPU's kernels and with an older
+ * CPU's, each where this CPU runs them: oneDNN (the default engine) held to AVX2 and to SSE4.1, OpenBLAS
+ * ({@code -Dttpipe.blas=blas}) given Haswell's (AVX2) and Nehalem's (SSE) kernels. Its weights after 3 AdamW steps
+ * stay within the tolerance {@code verify} uses (1e-5, relative, the worst parameter); the test prints how many
+ * elements differ in their bits. With the pure-JVM matmul ({@code -Dttpipe.blas=java}) another CPU changes
+ * nothing: the same bits, checked here too. docs/determinism.md says which of these a resume or a recovery on
+ * another host meets.
  */
 class AnotherCpuTest {
     static final double VERIFY_TOLERANCE = 1e-5;
@@ -48,7 +50,8 @@ class AnotherCpuTest {
         }
     }
 
-    static Map<String, float[]> train(Path dir, String name, String coretype, String blas) throws Exception {
+    /** The reference trainer's weights in a fresh JVM whose environment has {@code env} for the engines' ISA settings. */
+    static Map<String, float[]> train(Path dir, String name, Map<String, String> env, String blas) throws Exception {
         Path file = dir.resolve(name + ".bin");
         List<String> cmd = new ArrayList<>();
         cmd.add(ProcessHandle.current().info().command().orElse("java"));
@@ -57,8 +60,8 @@ class AnotherCpuTest {
         if (blas != null) cmd.add("-Dttpipe.blas=" + blas);
         cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), AnotherCpuTest.class.getName(), file.toString()));
         ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(dir.resolve(name + ".log").toFile());
-        pb.environment().remove("OPENBLAS_CORETYPE");
-        if (coretype != null) pb.environment().put("OPENBLAS_CORETYPE", coretype);
+        for (String k : List.of("OPENBLAS_CORETYPE", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")) pb.environment().remove(k);
+        pb.environment().putAll(env);
         Process p = pb.start();
         assertTrue(p.waitFor(300, TimeUnit.SECONDS), name + " did not finish in 300 s");
         assertEquals(0, p.exitValue(), name + " failed: " + Files.readString(dir.resolve(name + ".log")));
@@ -91,29 +94,34 @@ class AnotherCpuTest {
     }
 
     @Test
-    void anotherCpusBlasKernelsStayWithinVerifysTolerance(@TempDir Path dir) throws Exception {
+    void anotherCpusKernelsStayWithinVerifysTolerance(@TempDir Path dir) throws Exception {
         assumeTrue(Files.isReadable(Path.of("/proc/cpuinfo")), "skipped: no /proc/cpuinfo to tell which kernels this CPU runs");
         Set<String> flags = cpuFlags();
-        Map<String, float[]> here = train(dir, "this-cpu", null, null);
+        // engine (-Dttpipe.blas), its setting, and for each older CPU: its name there, and the flag this CPU needs beyond it
+        String[][] engines = {{"dnnl", "ONEDNN_MAX_CPU_ISA", "AVX2", "avx512f", "SSE41", "avx2"},
+                {"blas", "OPENBLAS_CORETYPE", "Haswell", "avx2", "Nehalem", "sse4_2"}};
         int others = 0;
-        for (String[] core : new String[][]{{"Haswell", "avx2"}, {"Nehalem", "sse4_2"}}) {
-            if (!flags.contains(core[1])) continue;
-            others++;
-            Map<String, float[]> there = train(dir, core[0], core[0], null);
-            WeightDiff d = WeightDiff.compare(there, here);
-            long total = here.values().stream().mapToLong(v -> v.length).sum();
-            System.out.printf(Locale.ROOT, "AnotherCpuTest: OpenBLAS's %s kernels against this CPU's: %d of %d weights differ in"
-                    + " their bits, worst relative difference %.3e (%s)%n", core[0], differingBits(there, here), total,
-                    d.maxRelative(), d.worstParam());
-            assertTrue(d.maxRelative() < VERIFY_TOLERANCE, core[0] + "'s kernels: " + d.maxRelative() + " in " + d.worstParam());
+        for (String[] e : engines) {
+            Map<String, float[]> here = train(dir, e[0] + "-this-cpu", Map.of(), e[0]);
+            for (int i = 2; i < e.length; i += 2) {
+                if (!flags.contains(e[i + 1])) continue;
+                others++;
+                Map<String, float[]> there = train(dir, e[0] + "-" + e[i], Map.of(e[1], e[i]), e[0]);
+                WeightDiff d = WeightDiff.compare(there, here);
+                long total = here.values().stream().mapToLong(v -> v.length).sum();
+                System.out.printf(Locale.ROOT, "AnotherCpuTest: %s=%s against this CPU's kernels: %d of %d weights differ in"
+                        + " their bits, worst relative difference %.3e (%s)%n", e[1], e[i], differingBits(there, here), total,
+                        d.maxRelative(), d.worstParam());
+                assertTrue(d.maxRelative() < VERIFY_TOLERANCE, e[1] + "=" + e[i] + ": " + d.maxRelative() + " in " + d.worstParam());
+            }
         }
-        assumeTrue(others > 0, "skipped: this CPU runs neither Haswell's nor Nehalem's kernels");
+        assumeTrue(others > 0, "skipped: this CPU runs no older kernels than its own (no avx2)");
     }
 
     @Test
-    void thePureJvmMatmulGivesTheSameBitsWhateverOpenBlasWouldPick(@TempDir Path dir) throws Exception {
-        Map<String, float[]> plain = train(dir, "java", null, "java");
-        Map<String, float[]> nehalem = train(dir, "java-nehalem", "Nehalem", "java");
-        assertEquals(0, differingBits(plain, nehalem), "the pure-JVM matmul does not use OpenBLAS");
+    void thePureJvmMatmulGivesTheSameBitsWhateverTheLibrariesWouldPick(@TempDir Path dir) throws Exception {
+        Map<String, float[]> plain = train(dir, "java", Map.of(), "java");
+        Map<String, float[]> old = train(dir, "java-old-cpu", Map.of("OPENBLAS_CORETYPE", "Nehalem", "ONEDNN_MAX_CPU_ISA", "SSE41"), "java");
+        assertEquals(0, differingBits(plain, old), "the pure-JVM matmul uses neither OpenBLAS nor oneDNN");
     }
 }

@@ -11,10 +11,16 @@ import java.util.function.UnaryOperator;
 
 /**
  * Picks the fp32 matmul kernel: {@code blas} (OpenBLAS, fails if it does not load), {@code dnnl}
- * (oneDNN's sgemm, fails if it does not load), {@code java} (pure JVM), or {@code auto}: OpenBLAS unless {@code -Dttpipe.blas=java} or
- * {@code TTPIPE_BLAS=java} says otherwise, the JVM kernel if OpenBLAS does not load; under {@code auto}, a
- * {@link MatmulTable} named by {@code -Dttpipe.matmul.table} or {@code TTPIPE_MATMUL_TABLE} sends the shapes it
- * lists as {@code dnnl} to oneDNN ({@link PerShapeGemm}). Logs the kernel in use once per process and kind (INFO).
+ * (oneDNN's sgemm, fails if it does not load), {@code java} (pure JVM), or {@code auto}, the default, unless
+ * {@code -Dttpipe.blas} or {@code TTPIPE_BLAS} names one of those: oneDNN, else OpenBLAS where oneDNN does not
+ * load, else the JVM kernel. Under {@code auto}, a {@link MatmulTable} named by {@code -Dttpipe.matmul.table} or
+ * {@code TTPIPE_MATMUL_TABLE} sends each shape it lists to the engine it names ({@link PerShapeGemm}). Logs the
+ * kernel in use once per process and kind (INFO).
+ *
+ * <p>Why oneDNN first: on every CPU measured (docs/measurements), its {@code dnnl_sgemm} ran a training step's
+ * shapes faster than the bundled OpenBLAS, by up to 2x where the environment holds OpenBLAS to AVX2 kernels
+ * ({@code OPENBLAS_CORETYPE=Haswell}) on an AVX-512 CPU. The choice depends on what loads, never on timing, so two
+ * processes on one machine pick the same engine whatever the load.
  */
 final class GemmChoice {
     private static final Logger LOG = LoggerFactory.getLogger(GemmChoice.class);
@@ -67,14 +73,17 @@ final class GemmChoice {
                 if (g == null) throw new DeviceException("oneDNN does not load: " + Dnnl.failure());
                 break;
             case "auto":
-                g = BlasGemm.tryLoad(parallel);
+                DnnlGemm dnnl = DnnlGemm.tryLoad(parallel);
+                BlasGemm blas = dnnl == null || tableFile != null ? BlasGemm.tryLoad(parallel) : null;
+                g = dnnl != null ? dnnl : blas;
                 if (g == null) {
                     if (LOGGED.add("fallback")) {
-                        LOG.info("OpenBLAS does not load ({}); using the pure-JVM matmul", String.valueOf(OpenBlas.failure()));
+                        LOG.info("neither oneDNN ({}) nor OpenBLAS ({}) loads; using the pure-JVM matmul",
+                                String.valueOf(Dnnl.failure()), String.valueOf(OpenBlas.failure()));
                     }
                     g = new JavaGemm(parallel);
                 }
-                if (tableFile != null) g = perShape(g, MatmulTable.read(java.nio.file.Path.of(tableFile)), parallel);
+                if (tableFile != null) g = new PerShapeGemm(g, blas, dnnl, MatmulTable.read(java.nio.file.Path.of(tableFile)));
                 break;
             default:
                 throw new DeviceException("matmul kernel '" + kind + "' unknown, expected auto, blas, dnnl or java");
@@ -82,12 +91,5 @@ final class GemmChoice {
         if (LOGGED.add(g.kind())) LOG.info("cpu matmul kernel: {}", g.describe());
         CpuKernels.chose(g.describe());
         return g;
-    }
-
-    /** {@code fallback} for the shapes {@code table} does not send to oneDNN, oneDNN (if it loads) for the others. */
-    private static Gemm perShape(Gemm fallback, MatmulTable table, Parallel parallel) {
-        if (table.dnnlShapes() == 0) return new PerShapeGemm(fallback, null, table, null);
-        DnnlGemm dnnl = DnnlGemm.tryLoad(parallel);
-        return new PerShapeGemm(fallback, dnnl, table, dnnl == null ? "oneDNN does not load: " + Dnnl.failure() : null);
     }
 }

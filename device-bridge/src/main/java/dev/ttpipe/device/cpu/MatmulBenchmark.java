@@ -92,8 +92,8 @@ public final class MatmulBenchmark {
     /**
      * Times one product shape on OpenBLAS and on oneDNN's sgemm, both tiled over {@code threads} threads as a cpu mesh
      * runs them, alternating the two (one product each, in turn) for about {@code seconds} after a warm-up, and
-     * picks oneDNN only where its median is at least {@value #DNNL_MARGIN_PERCENT}% faster: a tie keeps OpenBLAS,
-     * the default. Without oneDNN the row says blas, with a dnnl figure of 0.
+     * picks OpenBLAS only where its median is at least {@value #BLAS_MARGIN_PERCENT}% faster: a tie keeps oneDNN,
+     * the default ({@link GemmChoice}). Without oneDNN the row says blas, with a dnnl figure of 0.
      */
     public static MatmulTable.Row compare(MatmulShapes.Shape shape, int threads, double seconds) {
         int t = threads <= 0 ? Runtime.getRuntime().availableProcessors() : threads;
@@ -120,7 +120,7 @@ public final class MatmulBenchmark {
                 }
                 double blasS = medianOf(s[0]);
                 double dnnlS = dnnl == null ? Double.POSITIVE_INFINITY : medianOf(s[1]);
-                boolean pickDnnl = dnnlS * (1 + DNNL_MARGIN_PERCENT / 100.0) <= blasS;
+                boolean pickDnnl = dnnl != null && blasS * (1 + BLAS_MARGIN_PERCENT / 100.0) > dnnlS;
                 double f = flops(m, k, n) / 1e9;
                 return new MatmulTable.Row(shape, pickDnnl ? "dnnl" : "blas", f / blasS, dnnl == null ? 0 : f / dnnlS);
             } finally {
@@ -140,8 +140,8 @@ public final class MatmulBenchmark {
         return new NativeBuffer[]{a, b, c};
     }
 
-    /** How much faster oneDNN must be on a shape for a matmul table to send that shape to it. */
-    static final int DNNL_MARGIN_PERCENT = 3;
+    /** How much faster OpenBLAS must be on a shape for a matmul table to send that shape to it. */
+    static final int BLAS_MARGIN_PERCENT = 3;
 
     private static double medianOf(double[] seconds) {
         double[] sorted = seconds.clone();

@@ -157,11 +157,11 @@ public final class MatmulTable {
         Files.move(tmp, file, java.nio.file.StandardCopyOption.REPLACE_EXISTING, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
     }
 
-    /** True where the table says oneDNN for this shape; false where it says OpenBLAS or does not list it. */
-    boolean dnnl(boolean transA, boolean transB, int m, int n, int k) {
-        if (rows.isEmpty() || m < 1 || n < 1 || k < 1) return false;
+    /** The engine the table names for this shape ({@code blas} or {@code dnnl}), or null where it does not list it. */
+    String engine(boolean transA, boolean transB, int m, int n, int k) {
+        if (rows.isEmpty() || m < 1 || n < 1 || k < 1) return null;
         Row r = rows.get(new MatmulShapes.Shape(transA, transB, m, k, n));
-        return r != null && r.engine().equals("dnnl");
+        return r == null ? null : r.engine();
     }
 
     public Path file() {

@@ -40,7 +40,7 @@ class GemmTest {
     void openBlasLoadsFromTheBytedecoJar() {
         assertNotNull(blas, "OpenBLAS should load here: " + OpenBlas.failure());
         assertTrue(blas.describe().contains("OpenBLAS"), blas.describe());
-        assertEquals("blas", GemmChoice.choose("auto", 2, par).kind());
+        assertEquals(Dnnl.load() ? "dnnl" : "blas", GemmChoice.choose("auto", 2, par).kind(), "oneDNN first, then OpenBLAS");
         assertEquals("java", GemmChoice.choose("java", 2, par).kind());
         assertThrows(DeviceException.class, () -> GemmChoice.choose("cuda", 2, par));
     }
