@@ -191,17 +191,23 @@ final class Bf16Gemm {
 
     /**
      * {@code out = alpha * op(A) @ op(B) + beta * out (+ bias[j] on every row)} for a bf16 {@code out} (row stride
-     * {@code ldo}), rounded once: with oneDNN, each tile's fp32 sums go to a scratch buffer taken from {@code scratch} by
-     * the thread that computes the tile and given back after its rounding, so the sums stay in that thread's cache and
-     * no fp32 copy of the whole result exists; with the other engines (or k = 0), fp32 sums of the whole result, then
-     * the rounding. Either way each element is the one fp32 sum of its products rounded once: the bits of {@link #gemm}
+     * {@code ldo}), rounded once. Where the engine works tile by tile (oneDNN's bf16 GEMM; the sgemm engine on
+     * OpenBLAS or oneDNN), each tile's fp32 sums go to a scratch buffer taken from {@code scratch} by the thread that
+     * computes the tile and given back after its rounding, so the sums stay in that thread's cache and no fp32 copy
+     * of the whole result exists; otherwise (the pure-JVM kernel, or k = 0), fp32 sums of the whole result, then the
+     * rounding. Either way each element is the one fp32 sum of its products rounded once: the bits of {@link #gemm}
      * into fp32 followed by {@link Convert#sumsToBf16}.
      */
     void gemmToBf16(boolean transA, boolean transB, int m, int n, int k, float alpha, NativeBuffer a, int aOff, int lda,
                     NativeBuffer b, int bOff, int ldb, float beta, NativeBuffer out, int outOff, int ldo, NativeBuffer bias,
                     NativeAllocator scratch) {
         if (m <= 0 || n <= 0) return;
-        if (engine != Engine.DNNL || k <= 0) {
+        BlasGemm.TileCall call = k <= 0 ? null : switch (engine) {
+            case DNNL -> Dnnl::gemmBf16;
+            case SGEMM -> fp32.tileCall(transA, transB, m, n, k);
+            case SBGEMM -> null;
+        };
+        if (call == null) {
             NativeBuffer c = scratch.take(4L * m * n);
             try {
                 if (beta != 0f) {
@@ -215,10 +221,17 @@ final class Bf16Gemm {
             }
             return;
         }
-        checkBf16Bounds("A", a, aOff, transA ? k : m, transA ? m : k, lda);
-        checkBf16Bounds("B", b, bOff, transB ? n : k, transB ? k : n, ldb);
+        int bytes = engine == Engine.DNNL ? 2 : 4;                 // the sgemm engine's operands are widened to fp32
+        if (bytes == 2) {
+            checkBf16Bounds("A", a, aOff, transA ? k : m, transA ? m : k, lda);
+            checkBf16Bounds("B", b, bOff, transB ? n : k, transB ? k : n, ldb);
+        } else {
+            Gemm.checkBounds("A", a, aOff, transA ? k : m, transA ? m : k, lda);
+            Gemm.checkBounds("B", b, bOff, transB ? n : k, transB ? k : n, ldb);
+            MatmulShapes.note(transA, transB, m, n, k);
+        }
         checkBf16Bounds("C", out, outOff, m, n, ldo);
-        long aAt = a.address + 2L * aOff, bAt = b.address + 2L * bOff;
+        long aAt = a.address + (long) bytes * aOff, bAt = b.address + (long) bytes * bOff;
         BlasGemm.eachTile(parallel, m, n, k, (i0, j0, rows, cols) -> {
             NativeBuffer c = scratch.take(4L * rows * cols);
             try {
@@ -226,8 +239,8 @@ final class Bf16Gemm {
                 if (beta != 0f) {
                     for (int i = 0; i < rows; i++) Convert.bf16ToFloat(c, i * cols, out, at + i * ldo, cols);
                 }
-                Dnnl.gemmBf16(transA, transB, rows, cols, k, alpha, BlasGemm.tileOfA(aAt, 2, lda, transA, i0), lda,
-                        BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb, beta, c.address, cols);
+                call.call(transA, transB, rows, cols, k, alpha, BlasGemm.tileOfA(aAt, bytes, lda, transA, i0), lda,
+                        BlasGemm.tileOfB(bAt, bytes, ldb, transB, j0), ldb, beta, c.address, cols);
                 Convert.tileToBf16(out, at, ldo, c, 0, cols, rows, cols, bias, j0);
             } finally {
                 scratch.give(c);

@@ -103,6 +103,11 @@ final class BlasGemm implements Gemm {
         tiledSgemm(parallel, transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc, BlasGemm::call);
     }
 
+    @Override
+    public TileCall tileCall(boolean transA, boolean transB, int m, int n, int k) {
+        return BlasGemm::call;
+    }
+
     /** One single-threaded GEMM call on addresses, row-major, as the engines' C functions take it. */
     interface TileCall {
         void call(boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda, long b, int ldb,

@@ -35,4 +35,9 @@ final class DnnlGemm implements Gemm {
                       float beta, NativeBuffer c, int cOff, int ldc) {
         BlasGemm.tiledSgemm(parallel, transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc, Dnnl::sgemm);
     }
+
+    @Override
+    public BlasGemm.TileCall tileCall(boolean transA, boolean transB, int m, int n, int k) {
+        return Dnnl::sgemm;
+    }
 }

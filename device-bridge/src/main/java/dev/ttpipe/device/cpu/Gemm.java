@@ -21,6 +21,15 @@ interface Gemm {
                NativeBuffer a, int aOff, int lda, NativeBuffer b, int bOff, int ldb,
                float beta, NativeBuffer c, int cOff, int ldc);
 
+    /**
+     * The single-threaded call {@link #sgemm} makes on each tile of C ({@link BlasGemm#tiles}) for this shape, or
+     * null where the kernel does not work tile by tile so (the pure-JVM one). A caller that runs the tiles itself
+     * ({@link Bf16Gemm#gemmToBf16}) gets the bits {@link #sgemm} gives.
+     */
+    default BlasGemm.TileCall tileCall(boolean transA, boolean transB, int m, int n, int k) {
+        return null;
+    }
+
     /** Checks that a rows x cols matrix with leading dimension ld at offset off lies inside the buffer. */
     static void checkBounds(String what, NativeBuffer buf, int off, int rows, int cols, int ld) {
         if (rows == 0 || cols == 0) return;

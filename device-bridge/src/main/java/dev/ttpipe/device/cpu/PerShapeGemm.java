@@ -38,8 +38,16 @@ final class PerShapeGemm implements Gemm {
     public void sgemm(boolean transA, boolean transB, int m, int n, int k, float alpha,
                       NativeBuffer a, int aOff, int lda, NativeBuffer b, int bOff, int ldb,
                       float beta, NativeBuffer c, int cOff, int ldc) {
+        engineFor(transA, transB, m, n, k).sgemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc);
+    }
+
+    @Override
+    public BlasGemm.TileCall tileCall(boolean transA, boolean transB, int m, int n, int k) {
+        return engineFor(transA, transB, m, n, k).tileCall(transA, transB, m, n, k);
+    }
+
+    private Gemm engineFor(boolean transA, boolean transB, int m, int n, int k) {
         String engine = table.engine(transA, transB, m, n, k);
-        Gemm g = "dnnl".equals(engine) && dnnl != null ? dnnl : "blas".equals(engine) && blas != null ? blas : unlisted;
-        g.sgemm(transA, transB, m, n, k, alpha, a, aOff, lda, b, bOff, ldb, beta, c, cOff, ldc);
+        return "dnnl".equals(engine) && dnnl != null ? dnnl : "blas".equals(engine) && blas != null ? blas : unlisted;
     }
 }

@@ -151,16 +151,18 @@ class Bf16GemmTest {
     }
 
     /**
-     * A product into a bf16 result (each tile's sums in a scratch buffer of the thread that computed it, with oneDNN) has
+     * A product into a bf16 result (each tile's sums in a scratch buffer of the thread that computed it, on every engine
+     * but the pure-JVM one) has
      * the bits of the product into fp32 then the one rounding, with and without a bias and an earlier value (beta), on
      * 1 and 2 threads; the scratch goes back to the allocator.
      */
     @ParameterizedTest(name = "{0}x{1}x{2} transA={3} transB={4} engine={5}")
     @CsvSource({"2048,384,384,false,true,dnnl", "1100,1536,200,false,false,dnnl", "700,1100,300,true,false,dnnl",
-            "7,5,3,false,false,dnnl", "300,200,100,false,true,sgemm", "5,3,0,false,false,dnnl"})
+            "7,5,3,false,false,dnnl", "300,200,100,false,true,sgemm", "5,3,0,false,false,dnnl",
+            "1100,1536,200,false,false,sgemm", "700,1100,300,true,false,sgemm-on-dnnl", "2048,384,384,false,true,sgemm-on-dnnl"})
     void aBf16ResultHasTheBitsOfFp32SumsRoundedOnce(int m, int n, int k, boolean ta, boolean tb, String engine) {
-        Assumptions.assumeTrue(engine.equals("sgemm") || MachinePeak.hasBf16Dot() && Dnnl.load(),
-                "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());
+        Assumptions.assumeTrue(engine.equals("sgemm") || engine.equals("sgemm-on-dnnl") && Dnnl.load()
+                || MachinePeak.hasBf16Dot() && Dnnl.load(), "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());
         Random rnd = new Random(m * 13L + n * 5L + k);
         int lda = ta ? m : k, ldb = tb ? k : n, ldo = n + 3;
         NativeBuffer a16 = bf16(rnd, Math.max(1, m * k)), b16 = bf16(rnd, Math.max(1, n * k));
@@ -173,7 +175,9 @@ class Bf16GemmTest {
         try {
             for (int threads : new int[]{1, 2}) {
                 try (Parallel p = new Parallel(threads)) {
-                    Bf16Gemm g = Bf16Gemm.choose(blas == null ? new JavaGemm(p) : blas, p, Map.of("TTPIPE_BF16_GEMM", engine)::get);
+                    // sgemm-on-dnnl: the sgemm engine over oneDNN's sgemm, each tile through Gemm.tileCall
+                    Gemm fp32 = engine.equals("sgemm-on-dnnl") ? DnnlGemm.tryLoad(p) : blas == null ? new JavaGemm(p) : blas;
+                    Bf16Gemm g = Bf16Gemm.choose(fp32, p, Map.of("TTPIPE_BF16_GEMM", engine.startsWith("sgemm") ? "sgemm" : engine)::get);
                     NativeBuffer a = g.packedOperands() ? a16 : a32, b = g.packedOperands() ? b16 : b32;
                     for (float beta : new float[]{0f, 0.5f}) {
                         for (NativeBuffer withBias : new NativeBuffer[]{null, bias}) {
