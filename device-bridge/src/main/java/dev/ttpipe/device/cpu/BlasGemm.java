@@ -43,7 +43,10 @@ final class BlasGemm implements Gemm {
 
     @Override
     public String describe() {
-        return "OpenBLAS (" + OpenBlas.openblas_get_corename() + ", single-threaded calls on tiles of C up to "
+        String forced = System.getenv("OPENBLAS_CORETYPE");     // read by OpenBLAS when it loads, over its own detection
+        return "OpenBLAS (" + OpenBlas.openblas_get_corename()
+                + (forced == null || forced.isBlank() ? "" : " kernels, as OPENBLAS_CORETYPE=" + forced.trim() + " in the environment asks")
+                + ", single-threaded calls on tiles of C up to "
                 + TILE_M + "x" + TILE_N + " over " + parallel.threads() + " threads; "
                 + OpenBlas.openblas_get_config().trim() + ") from " + OpenBlas.loadedFrom();
     }
