@@ -1,12 +1,14 @@
 package dev.ttpipe.actors.config;
 
 import dev.ttpipe.device.DeviceException;
+import dev.ttpipe.device.cpu.CpuKernels;
 import dev.ttpipe.device.cpu.MatmulTable;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Set;
 
 /**
@@ -139,33 +141,49 @@ public final class ConfigValidator {
     }
 
     /**
-     * The cpu backend's matmul table ({@code -Dttpipe.matmul.table}, else global_env's or the process's
-     * {@code TTPIPE_MATMUL_TABLE}) reads, and no fixed kernel ({@code TTPIPE_BLAS}) is asked for beside it: checked
-     * here so a bad table is one line before anything runs, not a failure when the first mesh opens.
+     * The cpu backend's matmul engines ({@code TTPIPE_BLAS}, {@code TTPIPE_BF16_GEMM}) are names it knows, and its
+     * matmul table ({@code -Dttpipe.matmul.table}, else global_env's or the process's {@code TTPIPE_MATMUL_TABLE})
+     * reads, with no fixed kernel ({@code TTPIPE_BLAS}) asked for beside it: checked here so a bad setting is one
+     * line before anything runs, not a failure when the first mesh opens.
      */
     private static void checkMatmulTable(TtpipeConfig cfg, ConfigProblems p) {
         if (cfg.device.backend != Backend.CPU) return;
-        String name = "TTPIPE_MATMUL_TABLE", key = "global_env." + name;
-        String file = System.getProperty("ttpipe.matmul.table");
-        String where = "-Dttpipe.matmul.table";
-        if (file == null || file.isBlank()) {
-            file = cfg.globalEnv.get(name);
-            where = file != null ? cfg.origins.where(key) : name + " (the environment)";
-            if (file == null) file = System.getenv(name);
-        }
-        if (file == null || file.isBlank()) return;
-        String kernel = System.getProperty("ttpipe.blas");
-        if (kernel == null || kernel.isBlank()) kernel = cfg.globalEnv.getOrDefault("TTPIPE_BLAS", System.getenv("TTPIPE_BLAS"));
-        if (kernel != null && !kernel.isBlank() && !kernel.trim().equalsIgnoreCase("auto")) {
-            p.addRaw(where + ": '" + file + "' given beside TTPIPE_BLAS=" + kernel.trim() + ", expected one of them (the table"
-                    + " picks the matmul kernel per shape)");
+        Setting table = setting(cfg, "TTPIPE_MATMUL_TABLE", "ttpipe.matmul.table");
+        Setting kernel = setting(cfg, "TTPIPE_BLAS", "ttpipe.blas");
+        Setting bf16 = setting(cfg, "TTPIPE_BF16_GEMM", "ttpipe.bf16.gemm");
+        checkEngine(kernel, CpuKernels.FP32_ENGINES, p);
+        checkEngine(bf16, CpuKernels.BF16_ENGINES, p);
+        if (table == null) return;
+        if (kernel != null && !kernel.value().equalsIgnoreCase("auto")) {
+            p.addRaw(table.where() + ": '" + table.value() + "' given beside TTPIPE_BLAS=" + kernel.value() + ", expected one of"
+                    + " them (the table picks the matmul kernel per shape)");
             return;
         }
         try {
-            MatmulTable.read(Path.of(file.trim()));
+            MatmulTable.read(Path.of(table.value()));
         } catch (DeviceException | java.nio.file.InvalidPathException e) {
-            p.addRaw(where + ": " + e.getMessage());
+            p.addRaw(table.where() + ": " + e.getMessage());
         }
+    }
+
+    private static void checkEngine(Setting engine, List<String> names, ConfigProblems p) {
+        if (engine != null && !names.contains(engine.value().toLowerCase(Locale.ROOT))) {
+            p.addRaw(engine.where() + ": '" + engine.value() + "' given, expected one of " + String.join(", ", names));
+        }
+    }
+
+    /** A cpu backend setting's value (trimmed) and where it was given, or null where it is not. */
+    private record Setting(String value, String where) {
+    }
+
+    /** {@code -Dproperty}, else global_env's {@code name}, else the process's: the order the cpu backend reads them in. */
+    private static Setting setting(TtpipeConfig cfg, String name, String property) {
+        String v = System.getProperty(property);
+        if (v != null && !v.isBlank()) return new Setting(v.trim(), "-D" + property);
+        v = cfg.globalEnv.get(name);
+        if (v != null) return v.isBlank() ? null : new Setting(v.trim(), cfg.origins.where("global_env." + name));
+        v = System.getenv(name);
+        return v == null || v.isBlank() ? null : new Setting(v.trim(), name + " (the environment)");
     }
 
     /** Keys that each make sense alone but not together: the problem names both. */

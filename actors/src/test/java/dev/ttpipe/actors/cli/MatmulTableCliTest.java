@@ -65,6 +65,14 @@ class MatmulTableCliTest {
         Path beside = CliTest.config(dir, JOB.replace("RUNS", dir.resolve("runs").toString())
                 + "global_env: {TTPIPE_MATMUL_TABLE: " + table + ", TTPIPE_BLAS: java}\n");
         CliTest.assertOneLineBadInput(CliTest.run("verify", beside.toString()), "given beside TTPIPE_BLAS=java, expected one of them");
+        // an engine the cpu backend does not know: one line before anything runs, not a failure when the mesh opens
+        for (String[] e : new String[][]{{"TTPIPE_BLAS", "mkl", "auto, blas, openblas, dnnl, onednn, java"},
+                {"TTPIPE_BF16_GEMM", "amx", "auto, dnnl, sbgemm, sgemm"}}) {
+            Path unknown = CliTest.config(dir, JOB.replace("RUNS", dir.resolve("runs").toString())
+                    + "global_env: {" + e[0] + ": " + e[1] + "}\n");
+            CliTest.assertOneLineBadInput(CliTest.run("train", unknown.toString()), "global_env." + e[0],
+                    "'" + e[1] + "' given, expected one of " + e[2]);
+        }
         CliTest.assertOneLineBadInput(CliTest.run("bench", "step", job.toString(), "--write-matmul-table", dir.toString()),
                 "--write-matmul-table " + dir + ": a folder, expected a file to write");
         for (String flag : new String[]{"--json", "--profile"}) {

@@ -65,7 +65,7 @@ final class Bf16Gemm {
     /** {@code getenv} reads TTPIPE_BF16_GEMM and TTPIPE_SBGEMM (a mesh's {@link dev.ttpipe.device.MeshOptions#getenv}). */
     static Bf16Gemm choose(Gemm fp32, Parallel parallel, UnaryOperator<String> getenv) {
         String asked = requested(getenv);
-        if (!List.of("auto", "dnnl", "sbgemm", "sgemm").contains(asked)) {
+        if (!CpuKernels.BF16_ENGINES.contains(asked)) {
             throw new DeviceException("bf16 matmul engine '" + asked + "' (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM) unknown,"
                     + " expected auto, dnnl, sbgemm or sgemm");
         }

@@ -45,9 +45,11 @@ final class GemmChoice {
 
     static Gemm choose(String kind, int threads, Parallel parallel, UnaryOperator<String> getenv) {
         String k = kind == null ? "auto" : kind.toLowerCase(Locale.ROOT);
+        String from = "";                                       // where an unknown name came from, for the error
         String tableFile = MatmulTable.requested(getenv);
         if (k.equals("auto")) {
             k = requested(getenv);
+            from = " (ttpipe.blas / TTPIPE_BLAS)";
             if (tableFile != null && !k.equals("auto")) {
                 throw new DeviceException("matmul table " + tableFile + " (ttpipe.matmul.table / TTPIPE_MATMUL_TABLE) and kernel '"
                         + k + "' (ttpipe.blas / TTPIPE_BLAS) both given, expected one of them: the table picks the kernel per shape");
@@ -86,7 +88,8 @@ final class GemmChoice {
                 if (tableFile != null) g = new PerShapeGemm(g, blas, dnnl, MatmulTable.read(java.nio.file.Path.of(tableFile)));
                 break;
             default:
-                throw new DeviceException("matmul kernel '" + kind + "' unknown, expected auto, blas, dnnl or java");
+                throw new DeviceException("matmul kernel '" + k + "'" + from + " unknown, expected one of "
+                        + String.join(", ", CpuKernels.FP32_ENGINES));
         }
         if (LOGGED.add(g.kind())) LOG.info("cpu matmul kernel: {}", g.describe());
         CpuKernels.chose(g.describe());
