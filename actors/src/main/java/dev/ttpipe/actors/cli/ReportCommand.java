@@ -33,8 +33,8 @@ public final class ReportCommand implements Callable<Integer> {
     @Option(names = "--out", paramLabel = "FILE", description = "Where to write (default: RUN_DIR/report.html).")
     Path out;
 
-    @Option(names = "--step", paramLabel = "N", description = "Draw the timeline of step N (one of the traced: the first 10 and the"
-            + " last; default the last).")
+    @Option(names = "--step", paramLabel = "N", description = "Draw the timeline of step N (one of the traced: the first"
+            + " telemetry.trace_steps, 10 unless set, and the last; default the last).")
     Integer step;
 
     @Option(names = "--json", description = "Print the figures as JSON instead of writing HTML.")

@@ -200,6 +200,7 @@ public final class ConfigLoader {
         cfg.telemetry.stragglerSteps = telemetry.integer("straggler_steps", cfg.telemetry.stragglerSteps, 1, 1000);
         cfg.telemetry.stragglerWarmupSteps = telemetry.integer("straggler_warmup_steps", cfg.telemetry.stragglerWarmupSteps, 0,
                 1_000_000);
+        cfg.telemetry.traceSteps = telemetry.integer("trace_steps", cfg.telemetry.traceSteps, 0, 1_000_000);
         telemetry.rejectUnknownKeys();
         readGlobalEnv(top, cfg.globalEnv);                // tt-run rank-binding files carry these two
         String mgd = path(top, "mesh_graph_desc_path", null, baseDir);

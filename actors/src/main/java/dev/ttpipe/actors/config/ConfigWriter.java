@@ -162,6 +162,7 @@ public final class ConfigWriter {
         kv(y, 2, "straggler_margin", c.telemetry.stragglerMargin);
         kv(y, 2, "straggler_steps", c.telemetry.stragglerSteps);
         kv(y, 2, "straggler_warmup_steps", c.telemetry.stragglerWarmupSteps);
+        kv(y, 2, "trace_steps", c.telemetry.traceSteps);
         return y.toString();
     }
 

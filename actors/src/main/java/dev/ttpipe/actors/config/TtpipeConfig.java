@@ -377,6 +377,8 @@ public final class TtpipeConfig {
         public int stragglerSteps = 3;
         /** The first steps observed, left out of the straggler rule (the JIT compiles, buffers fill). */
         public int stragglerWarmupSteps = 5;
+        /** How many of a run's first steps trace.json keeps, besides the last (0: the last step only). */
+        public int traceSteps = 10;
     }
 
     /** {@code eval_config}: sampling at the end of training. */

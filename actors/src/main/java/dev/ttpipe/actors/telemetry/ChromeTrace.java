@@ -25,13 +25,18 @@ import java.util.Map;
  * SEND to the end of its RECV, when the data had left and when it had arrived (each a nanosecond inside its
  * slice, where Perfetto binds it), so they point forward in time; a global instant
  * marks the start of each step; counters per rank show buffered arrivals, stashed microbatches and
- * device memory.
+ * device memory, a sample written only where the rank's value changes (a counter is drawn as a step
+ * function, so a repeated sample adds bytes and nothing else; at 256 ranks most samples repeat). Times
+ * are microseconds written exactly to the nanosecond, from the integer nanoseconds.
  */
 public final class ChromeTrace {
-    /** Shortest span drawn, microseconds: a RECV whose data was already there is an empty span. */
-    private static final double MIN_DURATION_US = 0.01;
-    /** How far inside a slice a flow's end is bound, microseconds: one nanosecond, the trace viewers' resolution. */
-    private static final double BIND_INSIDE_US = 0.001;
+    /** Shortest span drawn, nanoseconds: a RECV whose data was already there is an empty span. */
+    private static final long MIN_DURATION_NS = 10;
+    /** How far inside a slice a flow's end is bound: one nanosecond, the trace viewers' resolution. */
+    private static final long BIND_INSIDE_NS = 1;
+    private static final int QUEUE = 0, STASH = 1, MEMORY = 2;
+    private static final String[] COUNTERS = {"buffered arrivals", "stashed microbatches", "device memory"};
+    private static final String[] UNITS = {"count", "count", "bytes"};
 
     private ChromeTrace() {
     }
@@ -48,7 +53,7 @@ public final class ChromeTrace {
         TraceEventWriter out = TraceEventWriter.begin(w, schedule, ",\"measured\":true");
         for (Coordinator.StepReport s : steps) {
             out.event("{\"ph\":\"i\",\"s\":\"g\",\"name\":\"step " + (s.step() + 1) + "\",\"cat\":\"step\",\"pid\":0,\"tid\":0,\"ts\":"
-                    + Json.num(us(s.startNs() - originNs)) + ",\"args\":{\"step\":" + (s.step() + 1) + ",\"loss\":"
+                    + us(s.startNs() - originNs) + ",\"args\":{\"step\":" + (s.step() + 1) + ",\"loss\":"
                     + Json.num(s.loss()) + "}}");
         }
         Map<String, ActionEvent> sends = new HashMap<>();
@@ -58,23 +63,20 @@ public final class ChromeTrace {
             }
         }
         long flowId = 1;
+        Map<Integer, long[]> lastCounters = new HashMap<>();
         for (ActionEvent e : events) {
             Action a = e.action();
             int pid = TraceLayout.pid(e.rank()), tid = TraceLayout.tid(a);
-            double ts = us(e.startNs() - originNs);
-            double dur = Math.max(MIN_DURATION_US, us(e.durationNs()));
+            long start = e.startNs() - originNs, end = e.endNs() - originNs;
             out.event("{\"ph\":\"X\",\"name\":" + Json.str(TraceLayout.spanName(a)) + ",\"cat\":" + Json.str(a.kind().name())
-                    + ",\"pid\":" + pid + ",\"tid\":" + tid + ",\"ts\":" + Json.num(ts) + ",\"dur\":" + Json.num(dur)
+                    + ",\"pid\":" + pid + ",\"tid\":" + tid + ",\"ts\":" + us(start) + ",\"dur\":" + us(drawnNs(e))
                     + ",\"args\":{\"microbatch\":" + e.microbatch() + ",\"pass\":" + e.pass()
                     + (e.bytes() > 0 ? ",\"bytes\":" + e.bytes() : "")
                     + (e.waitNs() > 0 ? ",\"wait_ms\":" + Json.num(e.waitNs() / 1e6) : "") + "}}");
-            double endTs = us(e.endNs() - originNs);
-            out.event("{\"ph\":\"C\",\"name\":\"buffered arrivals\",\"pid\":" + pid + ",\"ts\":" + Json.num(ts)
-                    + ",\"args\":{\"count\":" + e.queueDepth() + "}}");
-            out.event("{\"ph\":\"C\",\"name\":\"stashed microbatches\",\"pid\":" + pid + ",\"ts\":" + Json.num(endTs)
-                    + ",\"args\":{\"count\":" + e.stashed() + "}}");
-            out.event("{\"ph\":\"C\",\"name\":\"device memory\",\"pid\":" + pid + ",\"ts\":" + Json.num(endTs)
-                    + ",\"args\":{\"bytes\":" + e.memory() + "}}");
+            long[] last = lastCounters.computeIfAbsent(pid, k -> new long[]{-1, -1, -1});
+            counter(out, last, QUEUE, pid, start, e.queueDepth());
+            counter(out, last, STASH, pid, end, e.stashed());
+            counter(out, last, MEMORY, pid, end, e.memory());
             if (e.kind() == ActionKind.RECV_F || e.kind() == ActionKind.RECV_B) {
                 boolean forward = e.kind() == ActionKind.RECV_F;
                 int from = forward ? e.stage() - 1 : e.stage() + 1;
@@ -84,18 +86,31 @@ public final class ChromeTrace {
                     String name = Json.str(send.label() + " -> " + e.label());
                     out.event("{\"ph\":\"s\",\"id\":" + id + ",\"name\":" + name + ",\"cat\":\"dataflow\",\"pid\":"
                             + TraceLayout.pid(send.rank()) + ",\"tid\":" + TraceLayout.tid(send.action()) + ",\"ts\":"
-                            + Json.num(departure(send, e, originNs)) + "}");
+                            + us(departure(send, e, originNs)) + "}");
                     out.event("{\"ph\":\"f\",\"bp\":\"e\",\"id\":" + id + ",\"name\":" + name + ",\"cat\":\"dataflow\",\"pid\":"
-                            + pid + ",\"tid\":" + tid + ",\"ts\":" + Json.num(nearEnd(e, originNs)) + "}");
+                            + pid + ",\"tid\":" + tid + ",\"ts\":" + us(nearEnd(e, originNs)) + "}");
                 }
             }
         }
         out.end();
     }
 
+    /** A sample of counter {@code which} where rank {@code pid}'s value changed since its last one (always its first). */
+    private static void counter(TraceEventWriter out, long[] last, int which, int pid, long atNs, long value) throws IOException {
+        if (last[which] == value) return;
+        last[which] = value;
+        out.event("{\"ph\":\"C\",\"name\":\"" + COUNTERS[which] + "\",\"pid\":" + pid + ",\"ts\":" + us(atNs)
+                + ",\"args\":{\"" + UNITS[which] + "\":" + value + "}}");
+    }
+
+    /** The slice's length as drawn: its duration, at least {@link #MIN_DURATION_NS}. */
+    private static long drawnNs(ActionEvent e) {
+        return Math.max(MIN_DURATION_NS, e.durationNs());
+    }
+
     /** One nanosecond before the end of the slice as drawn (with its minimum duration): inside it, never on a neighbour's edge. */
-    private static double nearEnd(ActionEvent e, long originNs) {
-        return us(e.startNs() - originNs) + Math.max(MIN_DURATION_US, us(e.durationNs())) - BIND_INSIDE_US;
+    private static long nearEnd(ActionEvent e, long originNs) {
+        return e.startNs() - originNs + drawnNs(e) - BIND_INSIDE_NS;
     }
 
     /**
@@ -103,13 +118,39 @@ public final class ChromeTrace {
      * finished, a nanosecond before the RECV's end, kept inside the SEND's slice. So an arrow never points
      * back in time unless the RECV ended before the SEND began (clocks of two hosts).
      */
-    private static double departure(ActionEvent send, ActionEvent recv, long originNs) {
-        double start = us(send.startNs() - originNs) + BIND_INSIDE_US;
-        return Math.max(start, Math.min(nearEnd(send, originNs), nearEnd(recv, originNs) - BIND_INSIDE_US));
+    private static long departure(ActionEvent send, ActionEvent recv, long originNs) {
+        long start = send.startNs() - originNs + BIND_INSIDE_NS;
+        return Math.max(start, Math.min(nearEnd(send, originNs), nearEnd(recv, originNs) - BIND_INSIDE_NS));
     }
 
-    private static double us(long ns) {
-        return ns / 1e3;
+    /** Nanoseconds as microseconds, exactly and without trailing zeros: {@code 4219834.161}, {@code 12}, {@code -0.5}. */
+    static String us(long ns) {
+        StringBuilder b = new StringBuilder(20);
+        if (ns < 0) b.append('-');
+        long abs = Math.abs(ns);
+        b.append(abs / 1000);
+        int frac = (int) (abs % 1000);
+        if (frac != 0) {
+            b.append('.').append((char) ('0' + frac / 100));
+            if (frac % 100 != 0) b.append((char) ('0' + frac / 10 % 10));
+            if (frac % 10 != 0) b.append((char) ('0' + frac % 10));
+        }
+        return b.toString();
+    }
+
+    /** Step numbers in words, runs of consecutive ones as ranges: {@code steps 1-10 and 60}, {@code step 3}, {@code no step}. */
+    public static String stepsText(List<Integer> ascending) {
+        if (ascending.isEmpty()) return "no step";
+        StringBuilder b = new StringBuilder(ascending.size() == 1 ? "step " : "steps ");
+        for (int i = 0; i < ascending.size(); ) {
+            int j = i;
+            while (j + 1 < ascending.size() && ascending.get(j + 1) == ascending.get(j) + 1) j++;
+            if (i > 0) b.append(j + 1 == ascending.size() ? " and " : ", ");
+            b.append(ascending.get(i));
+            if (j > i) b.append('-').append(ascending.get(j));
+            i = j + 1;
+        }
+        return b.toString();
     }
 
     private static String flowKey(boolean forward, int fromStage, int mb, int pass) {

@@ -3,8 +3,6 @@ package dev.ttpipe.actors.telemetry;
 import dev.ttpipe.actors.config.ConfigLoader;
 import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.config.TtpipeConfig;
-import dev.ttpipe.schedules.Action;
-import dev.ttpipe.schedules.ActionKind;
 import dev.ttpipe.schedules.CostModel;
 import dev.ttpipe.schedules.Lowering;
 import dev.ttpipe.schedules.Schedule;
@@ -35,8 +33,8 @@ import java.util.function.Function;
  * F/I/B/W cost per stage, and the run's metadata. With two run directories they stand side by side.
  */
 public final class Report {
-    /** One run directory, read. */
-    public record Run(Path dir, List<Map<?, ?>> steps, Map<?, ?> record, TtpipeConfig config, Map<?, ?> trace) {
+    /** One run directory, read; {@code trace}: trace.json's compute spans, null without one. */
+    public record Run(Path dir, List<Map<?, ?>> steps, Map<?, ?> record, TtpipeConfig config, List<TracedSpans.Span> trace) {
         public static Run read(Path dir) {
             Path metrics = dir.resolve("metrics.jsonl");
             if (!Files.isRegularFile(metrics)) {
@@ -50,7 +48,7 @@ public final class Report {
                 Path cfg = dir.resolve("config.yaml");
                 TtpipeConfig config = Files.isRegularFile(cfg) ? ConfigLoader.load(cfg) : null;
                 Path tr = dir.resolve("trace.json");
-                Map<?, ?> trace = Files.isRegularFile(tr) ? object(tr.toString(), () -> MiniJson.read(tr)) : null;
+                List<TracedSpans.Span> trace = Files.isRegularFile(tr) ? TracedSpans.read(tr) : null;
                 return new Run(dir, steps, record, config, trace);
             } catch (IOException e) {
                 throw new IllegalArgumentException(dir + ": cannot be read (" + e.getMessage() + ")");
@@ -303,43 +301,28 @@ public final class Report {
         if (r.trace() == null || r.config() == null) return "<h2>Timeline</h2><p>(no trace.json or config.yaml)</p>\n";
         TtpipeConfig.PipelineConfig pc = r.config().pipeline();
         Schedule schedule = Lowering.lower(Schedules.generate(pc.schedule, pc.ranks(), pc.numMicrobatches, pc.effectiveVirtualStages(), null));
-        List<?> events = (List<?>) r.trace().get("traceEvents");
+        List<TracedSpans.Span> spans = r.trace();
         int lastPass = -1;
-        for (Object o : events) {
-            Map<?, ?> e = (Map<?, ?>) o;
-            if ("X".equals(e.get("ph")) && e.get("args") instanceof Map<?, ?> a && num(a.get("pass")) >= 0) {
-                lastPass = Math.max(lastPass, (int) num(a.get("pass")));
-            }
-        }
+        for (TracedSpans.Span e : spans) lastPass = Math.max(lastPass, e.pass());
         if (lastPass < 0) return "<h2>Timeline</h2><p>(no traced pass)</p>\n";
         int accumulation = Math.max(1, r.config().training.gradientAccumulationSteps);
         if (chosenStep != null) {
             int pass = (chosenStep - 1) * accumulation;
-            boolean traced = false;
-            for (Object o : events) {
-                Map<?, ?> e = (Map<?, ?>) o;
-                if ("X".equals(e.get("ph")) && e.get("args") instanceof Map<?, ?> a && (int) num(a.get("pass")) == pass) {
-                    traced = true;
-                    break;
-                }
-            }
-            if (!traced) {
+            if (spans.stream().noneMatch(e -> e.pass() == pass)) {
+                List<Integer> traced = spans.stream().map(e -> e.pass() / accumulation + 1).distinct().sorted().toList();
                 throw new IllegalArgumentException("--step: " + chosenStep + " is not in " + r.dir().resolve("trace.json")
-                        + ", expected one of the traced steps (the first 10 and the last)");
+                        + ", which holds " + ChromeTrace.stepsText(traced) + " (the first telemetry.trace_steps and the last)");
             }
             lastPass = pass;
         }
         int stepIndex = lastPass / accumulation;
         List<TimedAction> measured = new ArrayList<>();
         double t0 = Double.MAX_VALUE;
-        for (Object o : events) {
-            Map<?, ?> e = (Map<?, ?>) o;
-            if (!"X".equals(e.get("ph")) || !(e.get("args") instanceof Map<?, ?> a) || (int) num(a.get("pass")) != lastPass) continue;
-            Action action = Action.parse((String) e.get("name"));
-            if (!action.kind().isCompute()) continue;
-            double start = num(e.get("ts")) / 1e3, end = start + num(e.get("dur")) / 1e3;
+        for (TracedSpans.Span e : spans) {
+            if (e.pass() != lastPass) continue;
+            double start = e.tsUs() / 1e3, end = start + e.durUs() / 1e3;
             t0 = Math.min(t0, start);
-            measured.add(new TimedAction((int) num(e.get("pid")), action, start, end));
+            measured.add(new TimedAction(e.pid(), e.action(), start, end));
         }
         List<TimedAction> shifted = new ArrayList<>();
         for (TimedAction t : measured) shifted.add(new TimedAction(t.rank(), t.action(), t.start() - t0, t.end() - t0));

@@ -5,6 +5,7 @@ import dev.ttpipe.actors.UserInputException;
 import dev.ttpipe.actors.config.Backend;
 import dev.ttpipe.actors.config.ConfigDiff;
 import dev.ttpipe.actors.config.ConfigWriter;
+import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
@@ -70,11 +71,11 @@ import java.util.function.Consumer;
  * </pre>
  */
 public final class TrainingJob {
+    /** A trace.json larger than this gets a line on how to open it (Perfetto in a browser holds about 2 GB in all). */
+    static final long LARGE_TRACE_BYTES = 512L << 20;
+
     /** How long a failing job waits for each checkpoint still being written before it gives it up. */
     static final int FINISH_SAVES_ON_FAILURE_SECONDS = 5;
-
-    /** Steps whose timelines go into trace.json: the first ones and the last (keeps the file small). */
-    static final int TRACED_STEPS = 10;
 
     private final TtpipeConfig cfg;
     private final boolean fromConfig;
@@ -352,7 +353,7 @@ public final class TrainingJob {
 
         synchronized void stepped(int step, Coordinator.StepReport r, StepAnalysis a) {
             losses[step] = r.loss();
-            if (step - first < TRACED_STEPS || step == steps() - 1) {
+            if (step - first < cfg.telemetry.traceSteps || step == steps() - 1) {
                 if (traced.isEmpty()) traceOrigin = r.startNs();
                 traced.addAll(r.events());
                 tracedReports.add(r);
@@ -360,6 +361,13 @@ public final class TrainingJob {
             last = r;
             lastAnalysis = a;
             done = step + 1;
+        }
+
+        /** The steps trace.json holds, counted from 1: {@code steps 1-10 and 60}, {@code step 3}. */
+        synchronized String tracedSteps() {
+            List<Integer> steps = new ArrayList<>();
+            for (Coordinator.StepReport r : tracedReports) steps.add(r.step() + 1);
+            return ChromeTrace.stepsText(steps);
         }
 
         synchronized void writeTrace() throws IOException {
@@ -725,8 +733,16 @@ public final class TrainingJob {
         }
         if (runDir != null) {
             st.record.write("finished", steps, val);
-            Terminal.printWrapped(out, "wrote " + runDir.resolve("metrics.jsonl") + ", " + runDir.resolve("trace.json")
-                    + " (open in https://ui.perfetto.dev), run.json, stdout.log");
+            Path trace = runDir.resolve("trace.json");
+            long traceBytes = Files.isRegularFile(trace) ? Files.size(trace) : 0;
+            Terminal.printWrapped(out, "wrote " + runDir.resolve("metrics.jsonl") + ", " + trace + " (" + st.tracedSteps() + ", "
+                    + Sizes.format(traceBytes) + "; open in https://ui.perfetto.dev), run.json, stdout.log");
+            if (traceBytes > LARGE_TRACE_BYTES) {
+                Terminal.printWrapped(out, "trace.json is " + Sizes.format(traceBytes) + ": Perfetto in a browser holds a whole trace"
+                        + " in about 2 GB of memory, so open one this large through Perfetto's trace_processor"
+                        + " (docs/telemetry.md#large-traces), or keep fewer steps with telemetry.trace_steps"
+                        + " (now " + cfg.telemetry.traceSteps + ")");
+            }
         }
         return new Result(losses, tokensPerSecond, val, last, null);
     }

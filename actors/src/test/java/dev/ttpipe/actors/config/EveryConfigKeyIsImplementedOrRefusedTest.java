@@ -322,7 +322,8 @@ class EveryConfigKeyIsImplementedOrRefusedTest {
             changes("telemetry.straggler_margin", "telemetry: {straggler_margin: 2.5}", c -> c.telemetry.stragglerMargin),
             changes("telemetry.straggler_steps", "telemetry: {straggler_steps: 5}", c -> c.telemetry.stragglerSteps),
             changes("telemetry.straggler_warmup_steps", "telemetry: {straggler_warmup_steps: 2}",
-                    c -> c.telemetry.stragglerWarmupSteps));
+                    c -> c.telemetry.stragglerWarmupSteps),
+            changes("telemetry.trace_steps", "telemetry: {trace_steps: 0}", c -> c.telemetry.traceSteps));
 
     static TtpipeConfig read(String yaml) {
         return ConfigLoader.read(yaml.replace("DIR", dir.toString()), "job.yaml", dir);

@@ -17,6 +17,7 @@ import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -79,6 +80,32 @@ class ReportTest {
         for (String line : log.split("\n")) {
             assertFalse(line.contains("CONSOLE") || line.contains("Uncaught"), "console error: " + line);
         }
+    }
+
+    /**
+     * {@code telemetry.trace_steps: 1} keeps the first step and the last; --step of another names the ones held. A
+     * trace in another JSON layout (one line, as a tool that re-saves it writes it) is read whole and draws the same
+     * timeline as ttpipe's own layout, which is read a line at a time.
+     */
+    @Test
+    void theTracedStepsFollowTraceStepsAndATraceInAnotherLayoutReadsTheSame(@TempDir Path dir) throws Exception {
+        Path cfg = Files.writeString(dir.resolve("job.yaml"), CONFIG.replace("telemetry: {port: 0}", "telemetry: {port: 0, trace_steps: 1}"));
+        Path a = dir.resolve("a");
+        assertEquals(0, run("train", cfg.toString(), "--run-dir", a.toString()));
+        String trace = Files.readString(a.resolve("trace.json"));
+        assertTrue(trace.contains("\"name\":\"step 1\"") && trace.contains("\"name\":\"step 6\""), "the first and the last");
+        assertFalse(trace.contains("\"name\":\"step 2\""), "step 2 is not traced");
+        Report.Run read = Report.Run.read(a);
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Report.html(List.of(read), 3));
+        assertTrue(e.getMessage().contains("--step: 3 is not in") && e.getMessage().contains("which holds steps 1 and 6"), e.getMessage());
+        String streamed = Report.timeline(read, 1);
+        assertTrue(streamed.contains("Timeline of step 1 (ms)") && streamed.contains("<rect"), streamed);
+
+        Files.writeString(a.resolve("trace.json"), trace.replace("\n", ""));           // one line: read whole
+        Report.Run whole = Report.Run.read(a);
+        assertEquals(read.trace(), whole.trace());
+        assertEquals(streamed, Report.timeline(whole, 1));
+        assertEquals(2, run("report", a.toString(), "--step", "3"));
     }
 
     /** A lost tail: a resume from an earlier step than the last drops the steps after it, whatever came later. */

@@ -39,13 +39,7 @@ class TraceLayoutTest {
 
     @Test
     void measuredAndSimulatedTracesShareProcessesTracksAndSpanNames(@TempDir Path dir) throws Exception {
-        Path config = Path.of("..", "configs", "nanogpt-pp4-1f1b.yaml");
-        TtpipeConfig cfg = ConfigLoader.load(config);
-        cfg.training.maxSteps = 1;
-        TrainingJob job = TrainingJob.fromConfig(cfg);
-        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan())) {
-            job.run(runtime, dir, null);
-        }
+        TrainingJob job = train(dir, 1);
         String measured = Files.readString(dir.resolve("trace.json"));
         String simulated = dev.ttpipe.schedules.ChromeTrace.render(Simulator.simulate(job.plan().schedule(),
                 CostModel.uniform(1, 2, 1, 1, 0.1)));
@@ -66,12 +60,7 @@ class TraceLayoutTest {
 
     @Test
     void flowArrowsRunForwardInTimeFromInsideTheSendToInsideTheReceive(@TempDir Path dir) throws Exception {
-        TtpipeConfig cfg = ConfigLoader.load(Path.of("..", "configs", "nanogpt-pp4-1f1b.yaml"));
-        cfg.training.maxSteps = 1;
-        TrainingJob job = TrainingJob.fromConfig(cfg);
-        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan())) {
-            job.run(runtime, dir, null);
-        }
+        train(dir, 1);
         String trace = Files.readString(dir.resolve("trace.json"));
         Pattern slice = Pattern.compile("\"ph\":\"X\",\"name\":\"([^\"]+)\".*?\"pid\":(\\d+),\"tid\":(\\d+),\"ts\":([-0-9.E]+),\"dur\":([-0-9.E]+)");
         Pattern flow = Pattern.compile("\"ph\":\"([sf])\"(?:,\"bp\":\"e\")?,\"id\":(\\d+),\"name\":\"([^\"]+)\".*?\"pid\":(\\d+),\"tid\":(\\d+),\"ts\":([-0-9.E]+)");
@@ -104,6 +93,57 @@ class TraceLayoutTest {
         }
         // 8 microbatches, 3 stage boundaries, activations and gradients
         assertEquals(8 * 3 * 2, ends);
+    }
+
+    /**
+     * Counters are step functions: each rank's buffered arrivals, stash and memory are written where they change,
+     * never twice in a row with one value, and every rank has all three.
+     */
+    @Test
+    void countersAreWrittenWhereTheirValueChanges(@TempDir Path dir) throws Exception {
+        train(dir, 2);
+        Pattern counter = Pattern.compile("\\{\"ph\":\"C\",\"name\":\"([a-z ]+)\",\"pid\":(\\d+),\"ts\":[-0-9.]+,\"args\":\\{\"[a-z]+\":(\\d+)\\}\\}");
+        Map<String, String> last = new HashMap<>();
+        int samples = 0;
+        Matcher m = counter.matcher(Files.readString(dir.resolve("trace.json")));
+        while (m.find()) {
+            String key = m.group(2) + " " + m.group(1);
+            assertFalse(m.group(3).equals(last.put(key, m.group(3))), key + " written twice in a row with " + m.group(3));
+            samples++;
+        }
+        Set<String> keys = new TreeSet<>(last.keySet());
+        for (int rank = 0; rank < 4; rank++) {
+            for (String name : List.of("buffered arrivals", "stashed microbatches", "device memory")) {
+                assertTrue(keys.contains(rank + " " + name), rank + " " + name + " missing from " + keys);
+            }
+        }
+        assertTrue(samples > 4 * 3, "the counters change over the steps: " + samples + " samples");
+    }
+
+    @Test
+    void timesAreMicrosecondsWrittenExactlyToTheNanosecond() {
+        assertEquals("4219834.161", ChromeTrace.us(4_219_834_161L));
+        assertEquals("12", ChromeTrace.us(12_000));
+        assertEquals("0.005", ChromeTrace.us(5));
+        assertEquals("0.15", ChromeTrace.us(150));
+        assertEquals("1000.01", ChromeTrace.us(1_000_010));
+        assertEquals("-0.5", ChromeTrace.us(-500));
+        assertEquals("0", ChromeTrace.us(0));
+        assertEquals("steps 1-10 and 60", ChromeTrace.stepsText(List.of(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 60)));
+        assertEquals("steps 1, 3-4 and 6", ChromeTrace.stepsText(List.of(1, 3, 4, 6)));
+        assertEquals("step 3", ChromeTrace.stepsText(List.of(3)));
+        assertEquals("no step", ChromeTrace.stepsText(List.of()));
+    }
+
+    /** Trains configs/nanogpt-pp4-1f1b.yaml for {@code steps} steps into run directory {@code dir}. */
+    private static TrainingJob train(Path dir, int steps) throws Exception {
+        TtpipeConfig cfg = ConfigLoader.load(Path.of("..", "configs", "nanogpt-pp4-1f1b.yaml"));
+        cfg.training.maxSteps = steps;
+        TrainingJob job = TrainingJob.fromConfig(cfg);
+        try (PipelineRuntime runtime = PipelineRuntime.start(job.plan())) {
+            job.run(runtime, dir, null);
+        }
+        return job;
     }
 
     private static Set<String> matches(Pattern p, String text, Function<Matcher, String> key) {
