@@ -12,10 +12,17 @@ import java.util.Locale;
  * <p>The plot is as wide as its actions need: at least {@value #MIN_PLOT_WIDTH} px, and wider where the
  * shortest labelled action would be too narrow for its label (so at P=8, M=32 every microbatch number shows,
  * and twice the microbatches make it about twice as wide), up to {@value #MAX_PLOT_WIDTH} px.
+ *
+ * <p>A timeline of more than {@value #MAX_BOXES} actions (a pipeline of 128 ranks and 512 microbatches has
+ * 131,072 compute actions) is drawn thinned, so the page stays a few MB instead of hundreds: the comm bars are
+ * left out and every k-th rank drawn (the first and the last always), k the least that brings the boxes within
+ * the limit. The heading says which ranks are drawn; the trace has every action.
  */
 public final class SvgTimeline {
     static final int MIN_PLOT_WIDTH = 1200;
     static final int MAX_PLOT_WIDTH = 30_000;
+    /** The most boxes drawn; a larger timeline is thinned (every k-th rank, no comm bars). */
+    static final int MAX_BOXES = 40_000;
     /** The width a label's character takes at font size 11, and the margin around a label in its box. */
     private static final double CHAR_PX = 6.5, LABEL_MARGIN_PX = 2;
     private static final int LEFT = 70;
@@ -35,21 +42,28 @@ public final class SvgTimeline {
         int plotWidth = plotWidth(result, stagePrefix);
         double scale = makespan > 0 ? plotWidth / makespan : 1;
         double t0 = result.start();
-        int plotHeight = ranks * (ROW + ROW_GAP);
+        int stride = rankStride(result);
+        int[] row = new int[ranks];                       // the row of each rank drawn, -1 for one left out
+        int rows = 0;
+        for (int r = 0; r < ranks; r++) row[r] = r % stride == 0 || r == ranks - 1 ? rows++ : -1;
+        int plotHeight = rows * (ROW + ROW_GAP);
         int width = LEFT + plotWidth + 20;
         int height = TOP + plotHeight + 70;
-        StringBuilder svg = new StringBuilder(256 + result.events().size() * 160);
+        StringBuilder svg = new StringBuilder(256 + Math.min(result.events().size(), MAX_BOXES) * 160);
         svg.append("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"").append(width).append("\" height=\"").append(height)
                 .append("\" viewBox=\"0 0 ").append(width).append(' ').append(height)
                 .append("\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"11\">\n");
         svg.append("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
         String heading = title + " \u2014 P=" + ranks + (schedule.virtualStages() > 1 ? ", V=" + schedule.virtualStages() : "")
                 + ", M=" + schedule.microbatches() + ", makespan " + AsciiGrid.number(makespan) + ", bubble "
-                + String.format(Locale.ROOT, "%.1f%%", 100 * result.bubbleFraction());
+                + String.format(Locale.ROOT, "%.1f%%", 100 * result.bubbleFraction())
+                + (stride > 1 ? "; drawn: every " + ordinal(stride) + " rank (" + rows + " of " + ranks
+                + "), no comm bars" : "");
         svg.append("<text x=\"").append(LEFT).append("\" y=\"24\" font-size=\"15\" font-weight=\"bold\">")
                 .append(escape(heading)).append("</text>\n");
         for (int r = 0; r < ranks; r++) {
-            int y = TOP + r * (ROW + ROW_GAP);
+            if (row[r] < 0) continue;
+            int y = TOP + row[r] * (ROW + ROW_GAP);
             svg.append("<text x=\"").append(LEFT - 8).append("\" y=\"").append(y + ROW / 2 + 4)
                     .append("\" text-anchor=\"end\">rank ").append(r).append("</text>\n");
             svg.append("<rect x=\"").append(LEFT).append("\" y=\"").append(y).append("\" width=\"").append(plotWidth)
@@ -57,10 +71,11 @@ public final class SvgTimeline {
         }
         for (TimedAction e : result.events()) {
             Action a = e.action();
-            double x = LEFT + (e.start() - t0) * scale;
-            double w = Math.max(e.duration() * scale, a.kind().isComm() ? 1 : 0.5);
-            int y = TOP + e.rank() * (ROW + ROW_GAP);
             boolean thin = a.kind().isComm();
+            if (row[e.rank()] < 0 || (thin && stride > 1)) continue;
+            double x = LEFT + (e.start() - t0) * scale;
+            double w = Math.max(e.duration() * scale, thin ? 1 : 0.5);
+            int y = TOP + row[e.rank()] * (ROW + ROW_GAP);
             svg.append("<rect x=\"").append(fmt(x)).append("\" y=\"").append(thin ? y + ROW - 5 : y).append("\" width=\"")
                     .append(fmt(w)).append("\" height=\"").append(thin ? 5 : ROW).append("\" fill=\"").append(color(a.kind()))
                     .append("\" stroke=\"white\" stroke-width=\"0.5\"><title>").append(a).append(" on rank ").append(e.rank())
@@ -117,6 +132,30 @@ public final class SvgTimeline {
         if (shortest == Double.POSITIVE_INFINITY) return MIN_PLOT_WIDTH;
         double needed = makespan / shortest * (CHAR_PX * longestLabel + LABEL_MARGIN_PX + 0.5);
         return (int) Math.ceil(Math.max(MIN_PLOT_WIDTH, Math.min(MAX_PLOT_WIDTH, needed)));
+    }
+
+    /**
+     * 1 where every action fits in {@link #MAX_BOXES}; else the least k for which every k-th rank's compute actions
+     * (and the last rank's) do, counted from the timeline itself.
+     */
+    static int rankStride(SimResult result) {
+        if (result.events().size() <= MAX_BOXES) return 1;
+        int ranks = result.schedule().ranks();
+        long[] perRank = new long[ranks];
+        for (TimedAction e : result.events()) if (!e.action().kind().isComm()) perRank[e.rank()]++;
+        for (int k = 1; k < ranks; k++) {
+            long boxes = 0;
+            for (int r = 0; r < ranks; r++) if (r % k == 0 || r == ranks - 1) boxes += perRank[r];
+            if (boxes <= MAX_BOXES) return k;
+        }
+        return ranks;
+    }
+
+    /** 2nd, 3rd, 4th, 11th, 21st. */
+    private static String ordinal(int n) {
+        int tens = n % 100, ones = n % 10;
+        String suffix = tens >= 11 && tens <= 13 ? "th" : ones == 1 ? "st" : ones == 2 ? "nd" : ones == 3 ? "rd" : "th";
+        return n + suffix;
     }
 
     /** The text inside an action's box: its microbatch, after its stage where ranks hold several ({@code 3:12}). */

@@ -109,6 +109,32 @@ class RenderersTest {
         assertTrue(svg.contains(">time</text>") && svg.contains(">idle</text>") && svg.contains(">rank 3</text>"));
     }
 
+    /**
+     * 128 ranks and 512 microbatches: 131,072 compute actions, more than {@link SvgTimeline#MAX_BOXES}, so every 4th
+     * rank (and the last) is drawn, without comm bars, and the heading says so; the page stays a few MB.
+     */
+    @Test
+    void aLargeTimelineIsDrawnThinnedAndSaysSo() throws Exception {
+        int p = 128;
+        SimResult r = Simulator.simulate(Lowering.lower(Schedules.generate("1f1b", p, 512, 1, null)),
+                CostModel.uniform(1, 2, 1, 1, 0.1));
+        assertEquals(4, SvgTimeline.rankStride(r));
+        String svg = SvgTimeline.render(r, "1f1b");
+        assertTrue(svg.length() < 15_000_000, svg.length() + " characters");
+        Document doc = DocumentBuilderFactory.newInstance().newDocumentBuilder()
+                .parse(new ByteArrayInputStream(svg.getBytes(StandardCharsets.UTF_8)));
+        String title = doc.getElementsByTagName("text").item(0).getTextContent();
+        assertTrue(title.endsWith("; drawn: every 4th rank (33 of 128), no comm bars"), title);
+        Map<String, Integer> byColour = new HashMap<>();
+        NodeList rects = doc.getElementsByTagName("rect");
+        for (int i = 0; i < rects.getLength(); i++) byColour.merge(((Element) rects.item(i)).getAttribute("fill"), 1, Integer::sum);
+        assertEquals(33 * 512 + 1, byColour.get(SvgTimeline.color(ActionKind.F)), "every drawn rank's forwards, and the legend's");
+        assertEquals(1, byColour.get(SvgTimeline.color(ActionKind.SEND_F)), "the legend's comm square only");
+        assertTrue(svg.contains(">rank 124</text>") && svg.contains(">rank 127</text>") && !svg.contains(">rank 125</text>"));
+        SimResult small = Simulator.simulate(Schedules.generate("1f1b", 8, 32, 1, null), COSTS);
+        assertEquals(1, SvgTimeline.rankStride(small));
+    }
+
     @Test
     void svgTimelineIsAsWideAsItsActionsNeedSoEveryMicrobatchIsLabelled() throws Exception {
         SimResult r = Simulator.simulate(Schedules.generate("1f1b", 8, 32, 1, null), COSTS);

@@ -5,6 +5,7 @@ import dev.ttpipe.stages.checkpoint.MiniJson;
 
 import java.io.BufferedReader;
 import java.io.IOException;
+import java.io.Reader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -23,7 +24,7 @@ final class TracedSpans {
     /** The line ttpipe's traces begin with (up to the schedule's name). */
     private static final String HEADER = "{\"displayTimeUnit\":\"ms\",\"otherData\":{";
     /** ttpipe's second line: the list of events opens, each event then on a line of its own. */
-    private static final String EVENTS = "\"traceEvents\":[\n";
+    private static final String EVENTS = "\"traceEvents\":[";
     /** The longest header line looked for (the schedule's name and other data are short). */
     private static final int MAX_HEADER = 1 << 16;
     /** The longest event line read; ttpipe's are a few hundred characters. */
@@ -44,18 +45,22 @@ final class TracedSpans {
     static List<Span> read(Path file) throws IOException {
         if (!ownLayout(file)) return whole(file);
         List<Span> spans = new ArrayList<>();
-        try (BufferedReader in = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+        try (Reader in = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
+            Lines lines = new Lines(in);
             StringBuilder buf = new StringBuilder(512);
             int n = 0;
-            while (nextLine(in, buf)) {
+            while (lines.next(buf)) {
                 n++;
                 if (buf.length() > MAX_LINE) {
                     throw new IllegalArgumentException(file + ":" + n + ": a line of more than " + MAX_LINE
                             + " characters, expected one trace event per line");
                 }
                 String line = buf.toString();
-                if (!line.contains("\"ph\":\"X\"")) continue;
-                String event = line.endsWith(",") ? line.substring(0, line.length() - 1) : line;
+                if (!line.contains("\"ph\":\"X\"") || line.contains("\"cat\":\"SEND_") || line.contains("\"cat\":\"RECV_")) {
+                    continue;                                        // not a span, or a comm span: parsing it is wasted
+                }
+                String event = line.strip();
+                if (event.endsWith(",")) event = event.substring(0, event.length() - 1);
                 Object parsed;
                 try {
                     parsed = MiniJson.parse(event);
@@ -69,30 +74,54 @@ final class TracedSpans {
         return spans;
     }
 
-    /**
-     * Reads the next line (without its line break) into {@code buf}, stopping a line longer than {@link #MAX_LINE} one
-     * character past it; false at the end of the file.
-     */
-    private static boolean nextLine(BufferedReader in, StringBuilder buf) throws IOException {
-        buf.setLength(0);
-        int c = in.read();
-        if (c < 0) return false;
-        for (; c >= 0 && c != '\n'; c = in.read()) {
-            buf.append((char) c);
-            if (buf.length() > MAX_LINE) return true;
+    /** Lines of a reader, each cut one character past {@link #MAX_LINE} (so a file without line breaks is not read whole). */
+    private static final class Lines {
+        private final Reader in;
+        private final char[] buf = new char[1 << 16];
+        private int at;
+        private int end;
+
+        Lines(Reader in) {
+            this.in = in;
         }
-        return true;
+
+        /** The next line, without its line break, into {@code line}; false at the end of the file. */
+        boolean next(StringBuilder line) throws IOException {
+            line.setLength(0);
+            boolean any = false;
+            while (true) {
+                if (at == end) {
+                    end = in.read(buf, 0, buf.length);
+                    at = 0;
+                    if (end <= 0) {
+                        end = 0;
+                        return any;
+                    }
+                }
+                any = true;
+                int from = at;
+                while (at < end && buf[at] != '\n') at++;
+                line.append(buf, from, at - from);
+                if (at < end) {
+                    at++;                                            // the line break
+                    return true;
+                }
+                if (line.length() > MAX_LINE) return true;
+            }
+        }
     }
 
     /** Whether {@code file} begins as ttpipe writes a trace: the header line, then a line that opens the list of events. */
-    private static boolean ownLayout(Path file) throws IOException {
+    static boolean ownLayout(Path file) throws IOException {
         try (BufferedReader in = Files.newBufferedReader(file, StandardCharsets.UTF_8)) {
             char[] head = new char[MAX_HEADER];
             int got = 0;
             for (int n; got < head.length && (n = in.read(head, got, head.length - got)) > 0; ) got += n;
             String text = new String(head, 0, got);
             int eol = text.indexOf('\n');
-            return text.startsWith(HEADER) && eol > 0 && text.startsWith(EVENTS, eol + 1);
+            int after = eol + 1 + EVENTS.length();
+            return text.startsWith(HEADER) && eol > 0 && text.startsWith(EVENTS, eol + 1) && after < text.length()
+                    && (text.charAt(after) == '\n' || text.charAt(after) == '\r');
         }
     }
 

@@ -101,7 +101,12 @@ class ReportTest {
         String streamed = Report.timeline(read, 1);
         assertTrue(streamed.contains("Timeline of step 1 (ms)") && streamed.contains("<rect"), streamed);
 
+        assertTrue(TracedSpans.ownLayout(a.resolve("trace.json")));
+        Files.writeString(a.resolve("trace.json"), trace.replace("\n", "\r\n"));       // CRLF line breaks: still a line at a time
+        assertTrue(TracedSpans.ownLayout(a.resolve("trace.json")));
+        assertEquals(read.trace(), Report.Run.read(a).trace());
         Files.writeString(a.resolve("trace.json"), trace.replace("\n", ""));           // one line: read whole
+        assertFalse(TracedSpans.ownLayout(a.resolve("trace.json")));
         Report.Run whole = Report.Run.read(a);
         assertEquals(read.trace(), whole.trace());
         assertEquals(streamed, Report.timeline(whole, 1));
