@@ -44,6 +44,8 @@ final class ActionGraph {
     /** For each dependency: the stage boundary (s between s and s+1) it crosses ranks at, or -1 when local. */
     final int[] depHop;
 
+    /** A dependency that is an input gradient, either B or I ({@link #depText}). */
+    private static final int B_OR_I = -1;
     /** Kinds that carry a microbatch are the first eight of {@link ActionKind}. */
     private static final int MICROBATCH_KINDS = 8;
     private final int[] index;
@@ -204,55 +206,54 @@ final class ActionGraph {
         switch (a.kind()) {
             case F -> {
                 if (s > 0) {
-                    if (schedule.rankOfStage(s - 1) == r) local(i, find(F, s - 1, m), (s - 1) + "F" + m);
+                    if (schedule.rankOfStage(s - 1) == r) local(i, find(F, s - 1, m), F.ordinal(), s - 1, m);
                     else if (lowered) needRecv(i, RECV_F, s - 1);
-                    else remote(i, find(F, s - 1, m), s - 1, (s - 1) + "F" + m);
+                    else remote(i, find(F, s - 1, m), s - 1, F.ordinal(), s - 1, m);
                 }
             }
             case B, I -> {
                 if (a.kind() == I && find(B, s, m) >= 0) {
                     report(i, a + " and " + s + "B" + m + " are both scheduled; B is the whole backward and excludes I and W");
                 }
-                local(i, find(F, s, m), s + "F" + m);
+                local(i, find(F, s, m), F.ordinal(), s, m);
                 if (s < stages - 1) {
-                    String grad = (s + 1) + "B" + m + " or " + (s + 1) + "I" + m;
-                    if (schedule.rankOfStage(s + 1) == r) local(i, inputGrad(s + 1, m), grad);
+                    if (schedule.rankOfStage(s + 1) == r) local(i, inputGrad(s + 1, m), B_OR_I, s + 1, m);
                     else if (lowered) needRecv(i, RECV_B, s);
-                    else remote(i, inputGrad(s + 1, m), s, grad);
+                    else remote(i, inputGrad(s + 1, m), s, B_OR_I, s + 1, m);
                 }
             }
             case W -> {
                 if (find(B, s, m) >= 0) {
                     report(i, a + " and " + s + "B" + m + " are both scheduled; B already computes the weight gradient");
                 }
-                local(i, find(I, s, m), s + "I" + m);
+                local(i, find(I, s, m), I.ordinal(), s, m);
             }
             case SEND_F -> {
                 if (commPeerOk(i, s + 1, "send its forward output to")) {
-                    local(i, find(F, s, m), s + "F" + m);
-                    matchingRecv(i, find(RECV_F, s + 1, m), (s + 1) + "RECV_F" + m);
+                    local(i, find(F, s, m), F.ordinal(), s, m);
+                    matchingRecv(i, find(RECV_F, s + 1, m), RECV_F.ordinal(), s + 1, m);
                 }
             }
             case SEND_B -> {
                 if (commPeerOk(i, s - 1, "send its input gradient to")) {
-                    local(i, inputGrad(s, m), s + "B" + m + " or " + s + "I" + m);
-                    matchingRecv(i, find(RECV_B, s - 1, m), (s - 1) + "RECV_B" + m);
+                    local(i, inputGrad(s, m), B_OR_I, s, m);
+                    matchingRecv(i, find(RECV_B, s - 1, m), RECV_B.ordinal(), s - 1, m);
                 }
             }
             case RECV_F -> {
                 if (commPeerOk(i, s - 1, "receive its forward input from")) {
-                    remote(i, find(SEND_F, s - 1, m), s - 1, (s - 1) + "SEND_F" + m);
+                    remote(i, find(SEND_F, s - 1, m), s - 1, SEND_F.ordinal(), s - 1, m);
                 }
             }
             case RECV_B -> {
                 if (commPeerOk(i, s + 1, "receive its output gradient from")) {
-                    remote(i, find(SEND_B, s + 1, m), s, (s + 1) + "SEND_B" + m);
+                    remote(i, find(SEND_B, s + 1, m), s, SEND_B.ordinal(), s + 1, m);
                 }
             }
             case REDUCE_GRAD -> needAllWeightGrads(i, s);
             case OPTIMIZER_STEP -> {
                 int reduce = find(REDUCE_GRAD, s, -1);
-                if (reduce >= 0) local(i, reduce, s + "REDUCE_GRAD");
+                if (reduce >= 0) local(i, reduce, REDUCE_GRAD.ordinal(), s, -1);
                 else needAllWeightGrads(i, s);
             }
         }
@@ -271,7 +272,7 @@ final class ActionGraph {
     private void needAllWeightGrads(int i, int stage) {
         for (int m = 0; m < microbatches; m++) {
             int w = weightGrad(stage, m);
-            if (w >= 0) local(i, w, stage + "W" + m);
+            if (w >= 0) local(i, w, W.ordinal(), stage, m);
         }
     }
 
@@ -293,28 +294,37 @@ final class ActionGraph {
 
     private void needRecv(int i, ActionKind recvKind, int peerStage) {
         Action a = actions[i];
-        String recv = a.stage() + recvKind.name() + a.microbatch();
         int recvIndex = find(recvKind, a.stage(), a.microbatch());
         if (recvIndex < 0) {
-            report(i, a + " needs " + recv + " (its " + (recvKind == RECV_F ? "input comes" : "output gradient comes")
+            report(i, a + " needs " + depText(recvKind.ordinal(), a.stage(), a.microbatch()) + " (its " + (recvKind == RECV_F ? "input comes" : "output gradient comes")
                     + " from stage " + peerStage + " on rank " + schedule.rankOfStage(peerStage) + "), which rank "
                     + rankOf[i] + " never runs");
             return;
         }
-        local(i, recvIndex, recv);
+        local(i, recvIndex, recvKind.ordinal(), a.stage(), a.microbatch());
     }
 
-    private void matchingRecv(int i, int recvIndex, String recv) {
+    private void matchingRecv(int i, int recvIndex, int kind, int stage, int mb) {
         if (recvIndex < 0) {
             Action a = actions[i];
             int peer = a.kind() == SEND_F ? a.stage() + 1 : a.stage() - 1;
-            report(i, a + " has no matching " + recv + " on rank " + schedule.rankOfStage(peer));
+            report(i, a + " has no matching " + depText(kind, stage, mb) + " on rank " + schedule.rankOfStage(peer));
         }
     }
 
-    private void local(int i, int dep, String depText) {
+    /**
+     * A dependency in words, built only for a problem's message (a graph of a million actions would otherwise build a
+     * few million strings it never shows): the action {@code stage, kind, mb} ({@code 2F3}, {@code 0REDUCE_GRAD}), or
+     * for {@link #B_OR_I} the input gradient's two forms ({@code 2B3 or 2I3}).
+     */
+    private static String depText(int kind, int stage, int mb) {
+        if (kind == B_OR_I) return stage + "B" + mb + " or " + stage + "I" + mb;
+        return stage + ActionKind.values()[kind].name() + (mb >= 0 ? Integer.toString(mb) : "");
+    }
+
+    private void local(int i, int dep, int kind, int stage, int mb) {
         if (dep < 0) {
-            report(i, actions[i] + " needs " + depText + ", which no rank runs");
+            report(i, actions[i] + " needs " + depText(kind, stage, mb) + ", which no rank runs");
             return;
         }
         if (dep > i) {
@@ -325,9 +335,9 @@ final class ActionGraph {
         add(dep, -1);
     }
 
-    private void remote(int i, int dep, int hop, String depText) {
+    private void remote(int i, int dep, int hop, int kind, int stage, int mb) {
         if (dep < 0) {
-            report(i, actions[i] + " needs " + depText + ", which no rank runs");
+            report(i, actions[i] + " needs " + depText(kind, stage, mb) + ", which no rank runs");
             return;
         }
         add(dep, hop);

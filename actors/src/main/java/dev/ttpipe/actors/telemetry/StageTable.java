@@ -3,7 +3,6 @@ package dev.ttpipe.actors.telemetry;
 import dev.ttpipe.actors.config.Sizes;
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.actors.runtime.JobPlan;
-import dev.ttpipe.schedules.SimResult;
 import dev.ttpipe.stages.StageSlice;
 
 import java.io.PrintStream;
@@ -15,7 +14,7 @@ public final class StageTable {
     }
 
     public static void print(PrintStream out, JobPlan plan, StepAnalysis a, Coordinator.StepReport r) {
-        SimResult p = a.predicted();
+        StepAnalysis.Prediction p = a.predicted();
         int columns = Terminal.columns();
         out.println(TextWrap.wrap(String.format(Locale.ROOT, "last step: %.3f s; passes %.3f s wall, simulator predicts %s for the"
                 + " measured costs", r.seconds(), a.wallSeconds(),

@@ -2,7 +2,6 @@ package dev.ttpipe.actors.telemetry;
 
 import dev.ttpipe.actors.runtime.Coordinator;
 import dev.ttpipe.schedules.Schedule;
-import dev.ttpipe.schedules.SimResult;
 
 import java.nio.file.Path;
 import java.time.Instant;
@@ -77,7 +76,7 @@ public final class StepMetrics {
         double[] busy = new double[a.ranks()];
         for (int k = 0; k < busy.length; k++) busy[k] = a.busySeconds(k);
         sb.append(",\"busy_seconds_per_rank\":").append(Json.nums(busy));
-        SimResult p = a.predicted();
+        StepAnalysis.Prediction p = a.predicted();
         if (p != null) {
             sb.append(",\"predicted_bubble\":").append(Json.num(p.bubbleFraction()));
             sb.append(",\"predicted_pass_seconds\":").append(Json.num(p.makespan()));
