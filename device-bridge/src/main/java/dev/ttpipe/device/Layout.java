@@ -7,6 +7,14 @@ package dev.ttpipe.device;
 public record Layout(Placement axis0, Placement axis1) {
     public static final Layout REPLICATED = new Layout(Placement.REPLICATE, Placement.REPLICATE);
 
+    /**
+     * The layout {@code (axis0, axis1)}: {@link #REPLICATED} itself where both replicate (most tensors of a pipeline's
+     * stage are, and every op derives its output's layout, so this spares an object per op).
+     */
+    public static Layout of(Placement axis0, Placement axis1) {
+        return axis0 instanceof Placement.Replicate && axis1 instanceof Placement.Replicate ? REPLICATED : new Layout(axis0, axis1);
+    }
+
     /** Shards tensor dimension {@code dim} over mesh axis {@code axis}, replicated on the other axis. */
     public static Layout shard(int dim, int axis) {
         return axis == 0 ? new Layout(Placement.shard(dim), Placement.REPLICATE)
@@ -20,7 +28,7 @@ public record Layout(Placement axis0, Placement axis1) {
     }
 
     public Layout with(int axis, Placement p) {
-        return axis == 0 ? new Layout(p, axis1) : new Layout(axis0, p);
+        return axis == 0 ? of(p, axis1) : of(axis0, p);
     }
 
     public boolean isReplicated() {

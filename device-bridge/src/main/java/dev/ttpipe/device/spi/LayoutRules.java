@@ -48,7 +48,7 @@ public final class LayoutRules {
             throw new DeviceException(op + ": layout " + layout + " shards dim " + s0.dim() + " of " + shape
                     + " on both mesh axes; shard different dims");
         }
-        return new Layout(p0, p1);
+        return p0 == layout.axis0() && p1 == layout.axis1() ? layout : Layout.of(p0, p1);
     }
 
     private static Placement normalize(String op, Shape shape, Placement p, int axis, MeshShape mesh) {
@@ -177,7 +177,7 @@ public final class LayoutRules {
             throw new DeviceException(op + ": layouts " + la + " x " + lb + " would shard output dim " + s0.dim()
                     + " on both mesh axes");
         }
-        return new Layout(out[0], out[1]);
+        return Layout.of(out[0], out[1]);
     }
 
     private static String role(Placement p, int rank, int mOrN, boolean isB) {
@@ -203,7 +203,7 @@ public final class LayoutRules {
             if (p instanceof Shard s) out[axis] = s.dim() == last ? Placement.shard(0) : Placement.PARTIAL;
             else out[axis] = p;
         }
-        return new Layout(out[0], out[1]);
+        return Layout.of(out[0], out[1]);
     }
 
     /** The layout of a sum over {@code dim}: Partial on the axis that shards it; later shard dims shift if the dim is dropped. */
@@ -218,7 +218,7 @@ public final class LayoutRules {
                 out[axis] = p;
             }
         }
-        return new Layout(out[0], out[1]);
+        return Layout.of(out[0], out[1]);
     }
 
     /** The layout of a tensor's statistics over its last dim (norm mean/rstd, per-token targets): same shards, last dim removed. */
@@ -238,7 +238,7 @@ public final class LayoutRules {
                 }
             }
         }
-        return new Layout(out[0], out[1]);
+        return Layout.of(out[0], out[1]);
     }
 
     /**
@@ -276,7 +276,7 @@ public final class LayoutRules {
             throw new DeviceException(op + ": cannot reshape " + from + " with layout " + l + " to " + to
                     + ": both shards would land on dim " + s0.dim());
         }
-        return new Layout(out[0], out[1]);
+        return Layout.of(out[0], out[1]);
     }
 
     /** The layout of {@code x.repeatInterleave(dim)} or {@code sumGroups(dim)}: unchanged (a sharded dim repeats locally). */
@@ -309,7 +309,7 @@ public final class LayoutRules {
             }
             out[axis] = r;
         }
-        return new Layout(out[0], out[1]);
+        return Layout.of(out[0], out[1]);
     }
 
     /**
