@@ -494,6 +494,10 @@ public final class TrainingJob {
         Terminal.printWrapped(out, describe());
         if (plan.backend() == Backend.TTNN) Terminal.printWrapped(out, bridgeLine());
         if (memory != null) Terminal.printWrapped(out, memory.summary());
+        if (plan.backend() == Backend.SIM && allLocal(runtime)) {
+            String note = collectorNote(plan.schedule().ranks(), plan.schedule().microbatches(), collectors());
+            if (note != null) Terminal.printWrapped(out, note);
+        }
         if (runDir != null) {
             Terminal.printWrapped(out, "run directory: " + runDir);
             if (plan.backend() == Backend.TTNN) st.record.bridgeLibrary(BridgeLibrary.loaded().orElse(null));
@@ -865,6 +869,29 @@ public final class TrainingJob {
      */
     public LinkCheck.Report checkLinks(PipelineRuntime runtime) {
         return runtime.checkLinks(cfg.multihost.linkCheckBytes, Duration.ofMillis(Math.round(cfg.multihost.linkCheckTimeoutS * 1000)));
+    }
+
+    /** At least this many ranks x microbatches of the sim backend in one JVM: G1's pauses grow long enough to show. */
+    static final long SIM_PAUSES_SHOW = 100_000;
+
+    /**
+     * A note for a sim run of {@code ranks x microbatches} in this JVM under G1 ({@code collectors}: the collectors'
+     * names), or null: every rank's stash and actions are Java objects, and at 256 x 1024 the young collections copy
+     * about 100 MB each, pausing 100-200 ms, which lengthen a pass where they land; ZGC does not pause for it.
+     */
+    static String collectorNote(int ranks, int microbatches, List<String> collectors) {
+        if ((long) ranks * microbatches < SIM_PAUSES_SHOW || collectors.stream().noneMatch(c -> c.startsWith("G1"))) return null;
+        return "note: " + ranks + " ranks x " + microbatches + " microbatches of the sim backend in one JVM: the G1 collector"
+                + " pauses 100-200 ms at this size, and where a pause lands it lengthens a pass against the simulator"
+                + " (12-34% over in 5 of 44 runs of 256 x 1024 measured); TTPIPE_JAVA_OPTS=-XX:+UseZGC avoids it"
+                + " (docs/backends.md#sim)";
+    }
+
+    /** The names of this JVM's garbage collectors ({@code G1 Young Generation}, {@code ZGC Cycles}, ...). */
+    private static List<String> collectors() {
+        List<String> names = new ArrayList<>();
+        for (var gc : java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()) names.add(gc.getName());
+        return names;
     }
 
     private static boolean allLocal(PipelineRuntime runtime) {

@@ -1,0 +1,25 @@
+package dev.ttpipe.actors.train;
+
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * A sim run of 256 ranks and 1024 microbatches in one JVM under G1 is told about the collector's pauses and ZGC; a
+ * smaller one, or one under ZGC, is not.
+ */
+class SimCollectorNoteTest {
+    private static final List<String> G1 = List.of("G1 Young Generation", "G1 Old Generation");
+
+    @Test
+    void aLargeSimRunUnderG1IsToldOfThePausesAndZgc() {
+        String note = TrainingJob.collectorNote(256, 1024, G1);
+        assertTrue(note != null && note.startsWith("note: 256 ranks x 1024 microbatches of the sim backend")
+                && note.contains("TTPIPE_JAVA_OPTS=-XX:+UseZGC"), note);
+        assertNull(TrainingJob.collectorNote(128, 512, G1), "sim-pp128 held within 1% in every run measured");
+        assertNull(TrainingJob.collectorNote(256, 1024, List.of("ZGC Cycles", "ZGC Pauses")));
+    }
+}
