@@ -6,9 +6,11 @@ import dev.ttpipe.actors.cluster.ClusterSettings;
 import com.typesafe.config.Config;
 import com.typesafe.config.ConfigFactory;
 import dev.ttpipe.device.Backends;
+import dev.ttpipe.device.DType;
 import dev.ttpipe.device.MeshDevice;
 import dev.ttpipe.device.MeshShape;
 import dev.ttpipe.device.Submesh;
+import dev.ttpipe.device.cpu.CpuMeshDevice;
 import dev.ttpipe.stages.Stage;
 import dev.ttpipe.stages.checkpoint.CheckpointException;
 import dev.ttpipe.stages.data.Batch;
@@ -91,6 +93,16 @@ public final class PipelineRuntime implements AutoCloseable {
         return start(plan, Faults.NONE);
     }
 
+    /**
+     * Opens the plan's mesh of {@code shape}. On the cpu backend with bf16 weights, the bf16 matmul engine is chosen
+     * here rather than at the first product, so the run's header and run.json name the engine bf16 products run on.
+     */
+    private static MeshDevice open(JobPlan plan, MeshShape shape) {
+        MeshDevice mesh = Backends.open(plan.backend().id(), shape, plan.meshOptions());
+        if (mesh instanceof CpuMeshDevice cpu && plan.model().dtype() == DType.BF16) cpu.bf16MatmulKernel();
+        return mesh;
+    }
+
     /** Opens the mesh and starts the actors, with {@code faults} injected (tests, {@code ttpipe bench faults}). */
     public static PipelineRuntime start(JobPlan plan, Faults faults) {
         return start(plan, Duration.ofMinutes(30), faults);
@@ -98,8 +110,7 @@ public final class PipelineRuntime implements AutoCloseable {
 
     public static PipelineRuntime start(JobPlan plan, Duration stepTimeout, Faults faults) {
         MeshShape rankMesh = plan.rankMesh();
-        MeshDevice mesh = Backends.open(plan.backend().id(),
-                new MeshShape(rankMesh.rows() * plan.ranks(), rankMesh.cols()), plan.meshOptions());
+        MeshDevice mesh = open(plan, new MeshShape(rankMesh.rows() * plan.ranks(), rankMesh.cols()));
         try {
             List<Submesh> subs = mesh.createSubmeshes(rankMesh);
             Map<Integer, Submesh> byRank = new HashMap<>();
@@ -167,7 +178,7 @@ public final class PipelineRuntime implements AutoCloseable {
     public static PipelineRuntime startWorker(JobPlan plan, Deployment deployment, int rank, Transport transport,
                                               Duration joinTimeout, Consumer<HostGuardian.Preempt> onPreempt,
                                               boolean killDeclaredDead) {
-        MeshDevice mesh = Backends.open(plan.backend().id(), plan.rankMesh(), plan.meshOptions());
+        MeshDevice mesh = open(plan, plan.rankMesh());
         try {
             Map<Integer, Submesh> byRank = Map.of(rank, mesh.createSubmeshes(plan.rankMesh()).get(0));
             CompletableFuture<String> ended = new CompletableFuture<>();
@@ -212,7 +223,7 @@ public final class PipelineRuntime implements AutoCloseable {
     public static PipelineRuntime startAnnouncing(JobPlan plan, Deployment deployment, int rank,
                                                   Function<Deployment, Transport> transportFor, Duration joinTimeout,
                                                   Consumer<HostGuardian.Preempt> onPreempt, String source) {
-        MeshDevice mesh = Backends.open(plan.backend().id(), plan.rankMesh(), plan.meshOptions());
+        MeshDevice mesh = open(plan, plan.rankMesh());
         ActorSystem<HostGuardian.Command> system = null;
         Transport transport = null;
         try {
