@@ -66,7 +66,8 @@ public final class BenchMatmulCommand implements Callable<Integer> {
     @Option(names = "--kernel", paramLabel = "KERNEL", defaultValue = "auto",
             description = {"auto, blas, dnnl or java (default: ${DEFAULT-VALUE}: for fp32 oneDNN's sgemm, OpenBLAS where",
                     "oneDNN does not load; for bf16, oneDNN's bf16 GEMM where the CPU has avx512_bf16). With --dtype bf16:",
-                    "blas is the fp32 sgemm on widened operands, dnnl oneDNN's bf16 GEMM."})
+                    "blas is OpenBLAS's sgemm on widened operands, dnnl oneDNN's bf16 GEMM, and sgemm the default fp32",
+                    "engine on widened operands (what a CPU without avx512_bf16 runs)."})
     String kernel;
 
     @Option(names = "--dtype", paramLabel = "DTYPE", defaultValue = "fp32",
@@ -94,12 +95,13 @@ public final class BenchMatmulCommand implements Callable<Integer> {
             throw new UserInputException("--threads " + threads + ": expected 0 (all processors) or a positive count");
         }
         String k = kernel.toLowerCase(Locale.ROOT);
-        if (!KERNELS.contains(k)) {
-            throw new UserInputException("--kernel " + kernel + ": expected auto, blas, dnnl or java");
-        }
         String d = dtype.toLowerCase(Locale.ROOT);
         if (!d.equals("fp32") && !d.equals("bf16")) {
             throw new UserInputException("--dtype " + dtype + ": expected fp32 or bf16");
+        }
+        if (!KERNELS.contains(k) && !(d.equals("bf16") && k.equals("sgemm"))) {
+            throw new UserInputException("--kernel " + kernel + ": expected auto, blas, dnnl or java"
+                    + (d.equals("bf16") ? ", or sgemm" : " (sgemm with --dtype bf16)"));
         }
         PrintWriter out = spec.commandLine().getOut();
         if (!json) {

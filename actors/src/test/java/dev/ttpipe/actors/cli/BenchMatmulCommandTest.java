@@ -58,8 +58,21 @@ class BenchMatmulCommandTest {
         assertTrue(err.toString().contains("--size 0"), err.toString());
         assertEquals(2, run("bench", "matmul", "--kernel", "cuda"));
         assertTrue(err.toString().contains("--kernel cuda"), err.toString());
+        assertEquals(2, run("bench", "matmul", "--kernel", "sgemm"));
+        assertTrue(err.toString().contains("--kernel sgemm: expected auto, blas, dnnl or java (sgemm with --dtype bf16)"),
+                err.toString());
         assertEquals(2, run("bench", "matmul", "--threads", "-1"));
         assertEquals(2, run("bench", "matmul", "--size", "many"));
+    }
+
+    /** With bf16, sgemm times the sgemm engine on the default fp32 engine: what a CPU without avx512_bf16 runs. */
+    @Test
+    void bf16SgemmTimesTheDefaultFp32EngineOnWidenedOperands() {
+        assertEquals(0, run("bench", "matmul", "--size", "64", "--threads", "1", "--dtype", "bf16", "--kernel", "sgemm", "--json"),
+                err.toString());
+        String json = out.toString().trim();
+        assertTrue(json.contains("\"kernel\": \"bf16 operands widened to fp32, then the fp32 sgemm"), json);
+        assertTrue(!json.contains("blas kernel"), "the default fp32 engine, not OpenBLAS where oneDNN loads: " + json);
     }
 
     @Test

@@ -51,8 +51,8 @@ public final class Bf16MatmulBenchmark {
     }
 
     /**
-     * Measures an m x k by k x n bf16 product; threads 0: all processors; kernel: auto, dnnl, or blas or java (the fp32
-     * kernel on widened operands).
+     * Measures an m x k by k x n bf16 product; threads 0: all processors; kernel: auto, dnnl, blas or java (that fp32
+     * kernel on widened operands), or sgemm (the default fp32 kernel on widened operands).
      */
     public static Result run(int m, int k, int n, int threads, String kernel) {
         MatmulBenchmark.checkShape(m, k, n);
@@ -62,9 +62,11 @@ public final class Bf16MatmulBenchmark {
         double peakGflops = peak.bf16Gflops();
         String how = peak.bf16How() + "; fp32: " + peak.how();
         // --kernel names the bf16 engine too: blas the fp32 sgemm on widened operands, dnnl oneDNN's bf16 GEMM.
-        String engine = "blas".equals(kernel) || "java".equals(kernel) ? "sgemm" : "dnnl".equals(kernel) ? "dnnl" : "auto";
+        String engine = "blas".equals(kernel) || "java".equals(kernel) || "sgemm".equals(kernel) ? "sgemm"
+                : "dnnl".equals(kernel) ? "dnnl" : "auto";
         MeshOptions options = MeshOptions.defaults().withThreads(t).withEnvironment(Map.of("TTPIPE_BF16_GEMM", engine));
-        try (CpuMeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), options, "dnnl".equals(kernel) ? "auto" : kernel)) {
+        try (CpuMeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), options,
+                "dnnl".equals(kernel) || "sgemm".equals(kernel) ? "auto" : kernel)) {
             if (bf16Dot && !mesh.bf16Gemm().packedOperands()) {
                 how += "; the kernel that runs is the fp32 sgemm, which cannot use vdpbf16ps: it reaches at most half of this";
             }
