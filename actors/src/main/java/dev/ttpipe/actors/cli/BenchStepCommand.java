@@ -143,8 +143,8 @@ public final class BenchStepCommand implements Callable<Integer> {
             figures.add(new Figure("reference", refName, ref, loss));
         }
         if (!json) {
-            Terminal.printWrapped(System.out, "matmul kernels: fp32 " + CpuKernels.matmul()
-                    + (CpuKernels.bf16Matmul() == null ? "" : "; bf16 " + CpuKernels.bf16Matmul()));
+            Terminal.printWrapped(System.out, "matmul kernels: fp32: " + CpuKernels.matmul()
+                    + (CpuKernels.bf16Matmul() == null ? "" : "; bf16: " + CpuKernels.bf16Matmul()));
         }
         if (profile && !json) {
             double total = Arrays.stream(ref).sum();
