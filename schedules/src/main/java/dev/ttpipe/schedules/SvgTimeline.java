@@ -15,8 +15,8 @@ import java.util.Locale;
  *
  * <p>A timeline of more than {@value #MAX_BOXES} actions (a pipeline of 128 ranks and 512 microbatches has
  * 131,072 compute actions) is drawn thinned, so the page stays a few MB instead of hundreds: the comm bars are
- * left out and every k-th rank drawn (the first and the last always), k the least that brings the boxes within
- * the limit. The heading says which ranks are drawn; the trace has every action.
+ * left out and, where the compute actions alone are still more, every k-th rank drawn (the first and the last
+ * always), k the least that brings them within the limit. The heading says so; the trace has every action.
  */
 public final class SvgTimeline {
     static final int MIN_PLOT_WIDTH = 1200;
@@ -42,6 +42,7 @@ public final class SvgTimeline {
         int plotWidth = plotWidth(result, stagePrefix);
         double scale = makespan > 0 ? plotWidth / makespan : 1;
         double t0 = result.start();
+        boolean thinned = result.events().size() > MAX_BOXES;
         int stride = rankStride(result);
         int[] row = new int[ranks];                       // the row of each rank drawn, -1 for one left out
         int rows = 0;
@@ -57,8 +58,8 @@ public final class SvgTimeline {
         String heading = title + " \u2014 P=" + ranks + (schedule.virtualStages() > 1 ? ", V=" + schedule.virtualStages() : "")
                 + ", M=" + schedule.microbatches() + ", makespan " + AsciiGrid.number(makespan) + ", bubble "
                 + String.format(Locale.ROOT, "%.1f%%", 100 * result.bubbleFraction())
-                + (stride > 1 ? "; drawn: every " + ordinal(stride) + " rank (" + rows + " of " + ranks
-                + "), no comm bars" : "");
+                + (!thinned ? "" : stride > 1 ? "; drawn: every " + ordinal(stride) + " rank (" + rows + " of " + ranks
+                + "), no comm bars" : "; drawn: no comm bars");
         svg.append("<text x=\"").append(LEFT).append("\" y=\"24\" font-size=\"15\" font-weight=\"bold\">")
                 .append(escape(heading)).append("</text>\n");
         for (int r = 0; r < ranks; r++) {
@@ -72,7 +73,7 @@ public final class SvgTimeline {
         for (TimedAction e : result.events()) {
             Action a = e.action();
             boolean thin = a.kind().isComm();
-            if (row[e.rank()] < 0 || (thin && stride > 1)) continue;
+            if (row[e.rank()] < 0 || (thin && thinned)) continue;
             double x = LEFT + (e.start() - t0) * scale;
             double w = Math.max(e.duration() * scale, thin ? 1 : 0.5);
             int y = TOP + row[e.rank()] * (ROW + ROW_GAP);

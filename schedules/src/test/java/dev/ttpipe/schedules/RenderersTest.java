@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class RenderersTest {
@@ -133,6 +134,14 @@ class RenderersTest {
         assertTrue(svg.contains(">rank 124</text>") && svg.contains(">rank 127</text>") && !svg.contains(">rank 125</text>"));
         SimResult small = Simulator.simulate(Schedules.generate("1f1b", 8, 32, 1, null), COSTS);
         assertEquals(1, SvgTimeline.rankStride(small));
+        assertFalse(SvgTimeline.render(small, "1f1b").contains("drawn:"));
+        // 16 ranks x 1024 microbatches, lowered: 32,768 compute actions and 65,536 comm: every rank, no comm bars
+        SimResult wide = Simulator.simulate(Lowering.lower(Schedules.generate("1f1b", 16, 1024, 1, null)),
+                CostModel.uniform(1, 2, 1, 1, 0.1));
+        assertEquals(1, SvgTimeline.rankStride(wide));
+        String wideSvg = SvgTimeline.render(wide, "1f1b");
+        assertTrue(wideSvg.contains("; drawn: no comm bars</text>"), wideSvg.substring(0, 600));
+        assertFalse(wideSvg.contains("fill=\"" + SvgTimeline.color(ActionKind.SEND_F) + "\" stroke"), "no comm bar drawn");
     }
 
     @Test
