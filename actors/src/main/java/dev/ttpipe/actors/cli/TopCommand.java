@@ -78,7 +78,8 @@ public final class TopCommand implements Callable<Integer> {
                 try {
                     Map<?, ?> status = fetch(http, base);
                     view.observe(status);
-                    screen = view.render(base, status, terminal.getWidth());
+                    int height = terminal.getHeight() > 0 ? terminal.getHeight() : Integer.MAX_VALUE;
+                    screen = view.render(base, status, terminal.getWidth(), height);
                 } catch (UserInputException e) {
                     screen = e.getMessage() + "\n(retrying; q quits)\n";
                 }

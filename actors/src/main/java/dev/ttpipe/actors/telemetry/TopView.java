@@ -18,7 +18,9 @@ import java.util.TreeSet;
  * rank with what it does in the schedule notation ({@code 2RECV_F5 waiting 1.2 s}), a bar of busy
  * against idle over the last step, memory and queue depth; below them, only when a rank's transport
  * dropped frames, how many and why; then each straggler ({@link Stragglers}) and the split that would
- * even the ranks out. Fits {@code width} columns (at least 80).
+ * even the ranks out. Fits {@code width} columns (at least 80) and, given a height, that many lines less one:
+ * where the ranks do not fit, consecutive ranks share a row ({@code 0-6}: how many run, wait and idle, their mean
+ * busy share, the largest memory and queue), so a pipeline of 256 ranks shows whole on one screen.
  */
 public final class TopView {
     private static final String SPARKS = "▁▂▃▄▅▆▇█";
@@ -53,7 +55,13 @@ public final class TopView {
         }
     }
 
+    /** Every rank on a row of its own ({@code top --once}). */
     public String render(String url, Map<?, ?> status, int width) {
+        return render(url, status, width, Integer.MAX_VALUE);
+    }
+
+    /** Within {@code width} columns and {@code height - 1} lines (the caller's last line says how to quit). */
+    public String render(String url, Map<?, ?> status, int width, int height) {
         int w = Math.max(80, width);
         StringBuilder sb = new StringBuilder();
         String val = status.get("val_loss") instanceof Number v ? String.format(Locale.ROOT, " | val %.4f @%s", v.doubleValue(),
@@ -63,21 +71,72 @@ public final class TopView {
                 human(status.get("tokens_per_second")), pct(status.get("bubble")), pct(status.get("predicted_bubble")));
         sb.append(cut("ttpipe top " + url, w)).append('\n');
         sb.append(cut(head, w)).append('\n');
-        sb.append(cut(String.format(Locale.ROOT, "%-4s %-34s %-22s %10s %5s", "rank", "doing", "busy|idle (last step)", "memory",
-                "queue"), w)).append('\n');
-        for (Object o : (List<?>) status.get("ranks")) {
+        List<?> ranks = (List<?>) status.get("ranks");
+        List<String> below = new ArrayList<>();
+        String dropped = droppedFrames(ranks);
+        if (dropped != null) below.add(dropped);
+        below.addAll(stragglers(status.get("stragglers")));
+        int room = height == Integer.MAX_VALUE ? Integer.MAX_VALUE : height - 1 - 3 - below.size();
+        if (ranks.size() <= room) {
+            sb.append(cut(String.format(Locale.ROOT, "%-4s %-34s %-22s %10s %5s", "rank", "doing", "busy|idle (last step)", "memory",
+                    "queue"), w)).append('\n');
+            for (Object o : ranks) {
+                Map<?, ?> r = (Map<?, ?>) o;
+                if (!Boolean.TRUE.equals(r.get("up"))) {
+                    sb.append(cut(String.format(Locale.ROOT, "%-4s %s", r.get("rank"), "no answer"), w)).append('\n');
+                    continue;
+                }
+                sb.append(cut(String.format(Locale.ROOT, "%-4s %-34s %-22s %10s %5s", r.get("rank"), doing(r), bar(r.get("bubble")),
+                        Sizes.format(((Number) r.get("memory_bytes")).longValue()), r.get("queue_depth")), w)).append('\n');
+            }
+        } else {
+            int rows = Math.max(1, room - 1);                 // one line says how the ranks are grouped
+            int group = (ranks.size() + rows - 1) / rows;
+            sb.append(cut(String.format(Locale.ROOT, "%-9s %-29s %-22s %10s %5s", "ranks", "doing", "busy|idle (last step)",
+                    "max memory", "queue"), w)).append('\n');
+            for (int from = 0; from < ranks.size(); from += group) {
+                sb.append(cut(groupRow(ranks.subList(from, Math.min(ranks.size(), from + group))), w)).append('\n');
+            }
+            sb.append(cut("(" + ranks.size() + " ranks in rows of " + group + " to fit the terminal; top --once lists"
+                    + " every rank)", w)).append('\n');
+        }
+        for (String line : below) sb.append(cut(line, w)).append('\n');
+        return sb.toString();
+    }
+
+    /**
+     * One row for consecutive ranks: {@code 0-6}, how many run, wait, idle or do not answer, the mean busy share over
+     * the last step, the largest memory and queue.
+     */
+    static String groupRow(List<?> ranks) {
+        int running = 0, waiting = 0, idle = 0, silent = 0, withBubble = 0;
+        double bubble = 0;
+        long memory = 0, queue = 0;
+        for (Object o : ranks) {
             Map<?, ?> r = (Map<?, ?>) o;
             if (!Boolean.TRUE.equals(r.get("up"))) {
-                sb.append(cut(String.format(Locale.ROOT, "%-4s %s", r.get("rank"), "no answer"), w)).append('\n');
+                silent++;
                 continue;
             }
-            sb.append(cut(String.format(Locale.ROOT, "%-4s %-34s %-22s %10s %5s", r.get("rank"), doing(r), bar(r.get("bubble")),
-                    Sizes.format(((Number) r.get("memory_bytes")).longValue()), r.get("queue_depth")), w)).append('\n');
+            if (r.get("running") != null) running++;
+            else if (r.get("waiting_for") != null) waiting++;
+            else idle++;
+            if (r.get("bubble") instanceof Number b) {
+                bubble += b.doubleValue();
+                withBubble++;
+            }
+            if (r.get("memory_bytes") instanceof Number m) memory = Math.max(memory, m.longValue());
+            if (r.get("queue_depth") instanceof Number q) queue = Math.max(queue, q.longValue());
         }
-        String dropped = droppedFrames((List<?>) status.get("ranks"));
-        if (dropped != null) sb.append(cut(dropped, w)).append('\n');
-        for (String line : stragglers(status.get("stragglers"))) sb.append(cut(line, w)).append('\n');
-        return sb.toString();
+        List<String> doing = new ArrayList<>();
+        if (running > 0) doing.add(running + " running");
+        if (waiting > 0) doing.add(waiting + " waiting");
+        if (idle > 0) doing.add(idle + " idle");
+        if (silent > 0) doing.add(silent + " no answer");
+        Map<?, ?> first = (Map<?, ?>) ranks.get(0), last = (Map<?, ?>) ranks.get(ranks.size() - 1);
+        String label = ranks.size() == 1 ? String.valueOf(first.get("rank")) : first.get("rank") + "-" + last.get("rank");
+        return String.format(Locale.ROOT, "%-9s %-29s %-22s %10s %5s", label, String.join(", ", doing),
+                withBubble == 0 ? "" : bar(bubble / withBubble), Sizes.format(memory), queue);
     }
 
     /**

@@ -20,7 +20,7 @@ import java.util.Map;
  * one event per line) is read a line at a time, each event parsed alone and only compute spans kept. Any
  * other JSON trace is read whole, within {@link MiniJson}'s bound on a file's size.
  */
-final class TracedSpans {
+public final class TracedSpans {
     /** The line ttpipe's traces begin with (up to the schedule's name). */
     private static final String HEADER = "{\"displayTimeUnit\":\"ms\",\"otherData\":{";
     /** ttpipe's second line: the list of events opens, each event then on a line of its own. */
@@ -31,7 +31,7 @@ final class TracedSpans {
     private static final int MAX_LINE = 1 << 20;
 
     /** One compute span: its action, its rank's process id, its start and length in microseconds, its pass. */
-    record Span(Action action, int pid, double tsUs, double durUs, int pass) {
+    public record Span(Action action, int pid, double tsUs, double durUs, int pass) {
     }
 
     private TracedSpans() {

@@ -38,6 +38,43 @@ class TopViewTest {
         assertTrue(top.lines().skip(1).findFirst().orElseThrow().contains("| recovered @2"), top);
     }
 
+    /**
+     * 256 ranks on a 40-line terminal: rows of 8 consecutive ranks (how many run, wait, idle or do not answer, the
+     * mean busy share, the largest memory and queue), every line within 80 columns and the screen within 39 lines;
+     * without a height (--once) every rank has its own row.
+     */
+    @Test
+    void manyRanksShareRowsToFitTheTerminal() {
+        List<Map<String, Object>> ranks = new java.util.ArrayList<>();
+        for (int r = 0; r < 256; r++) {
+            Map<String, Object> m = new HashMap<>();
+            m.put("rank", r);
+            m.put("up", r != 5);
+            if (r < 100) m.put("running", r + "F3");
+            else if (r < 200) m.put("waiting_for", r + "RECV_F3");
+            m.put("running_ms", 10);
+            m.put("waiting_ms", 10);
+            m.put("waiting_from_rank", r - 1);
+            m.put("bubble", r < 8 ? 0.5 : 0.25);
+            m.put("memory_bytes", (long) (r + 1) << 20);
+            m.put("queue_depth", r % 3);
+            ranks.add(m);
+        }
+        Map<String, Object> status = status(3, 2.0, null);
+        status.put("ranks", ranks);
+        String screen = new TopView().render("http://x", status, 80, 40);
+        String[] lines = screen.split("\n");
+        assertTrue(lines.length <= 39, lines.length + " lines:\n" + screen);
+        for (String line : lines) assertTrue(line.length() <= 80, line);
+        assertTrue(screen.contains("\n0-7       7 running, 1 no answer"), screen);
+        assertTrue(screen.contains("[#######.......]  50%     8.0 MiB     2"), screen);
+        assertTrue(screen.contains("\n96-103    4 running, 4 waiting"), screen);
+        assertTrue(screen.contains("\n248-255   8 idle"), screen);
+        assertTrue(screen.contains("(256 ranks in rows of 8 to fit the terminal; top --once lists every rank)"), screen);
+        String once = new TopView().render("http://x", status, 80);
+        assertEquals(3 + 256, once.split("\n").length, "every rank on its own row");
+    }
+
     @Test
     void aResumeIsNamedAndItsFirstStepsDrawnAfterABar() {
         TopView view = new TopView();
