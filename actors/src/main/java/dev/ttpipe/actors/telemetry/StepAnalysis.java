@@ -150,8 +150,13 @@ public final class StepAnalysis {
         return count[stage] == 0 ? null : sum[stage] / count[stage];
     }
 
+    /** A rank's action in a pass: the key its events are found by (a record, not text: a step of 256 ranks has 1.5 million). */
+    private record Key(int pass, Action action) {
+    }
+
     private static Overhead overhead(List<ActionEvent> events, int ranks) {
-        List<Double> gaps = new ArrayList<>();
+        double[] gaps = new double[64];
+        int count = 0;
         int waited = 0;
         List<List<ActionEvent>> byRank = new ArrayList<>();
         for (int r = 0; r < ranks; r++) byRank.add(new ArrayList<>());
@@ -160,30 +165,29 @@ public final class StepAnalysis {
         }
         for (int r = 0; r < ranks; r++) {
             List<ActionEvent> compute = new ArrayList<>();
-            Map<String, ActionEvent> byLabel = new HashMap<>();
+            Map<Key, ActionEvent> byAction = new HashMap<>();
             for (ActionEvent e : byRank.get(r)) {
-                byLabel.put(e.pass() + ":" + e.label(), e);
+                byAction.put(new Key(e.pass(), e.action()), e);
                 if (kindIndex(e.kind()) >= 0) compute.add(e);
             }
             compute.sort(Comparator.comparingLong(ActionEvent::startNs));
             ActionEvent prev = null;
             for (ActionEvent e : compute) {
                 if (prev != null && e.pass() == prev.pass()) {
-                    long ready = dataReadyNs(e, byLabel);
+                    long ready = dataReadyNs(e, byAction);
                     if (ready > prev.endNs()) waited++;
-                    gaps.add((double) Math.max(0, e.startNs() - Math.max(prev.endNs(), ready)));
+                    if (count == gaps.length) gaps = Arrays.copyOf(gaps, 2 * count);
+                    gaps[count++] = Math.max(0, e.startNs() - Math.max(prev.endNs(), ready));
                 }
                 prev = e;
             }
         }
-        double[] a = new double[gaps.size()];
-        for (int k = 0; k < a.length; k++) a[k] = gaps.get(k);
-        return Overhead.of(a, waited);
+        return Overhead.of(Arrays.copyOf(gaps, count), waited);
     }
 
     /** When {@code e}'s input was on the rank: its RECV's end, else its same-rank producer's end, else never late. */
-    private static long dataReadyNs(ActionEvent e, Map<String, ActionEvent> byLabel) {
-        String pass = e.pass() + ":";
+    private static long dataReadyNs(ActionEvent e, Map<Key, ActionEvent> byAction) {
+        int pass = e.pass();
         int s = e.stage(), mb = e.microbatch();
         Action recv, producer;
         switch (e.kind()) {
@@ -194,7 +198,7 @@ public final class StepAnalysis {
             case B:
             case I: {
                 recv = new Action(s, ActionKind.RECV_B, mb);
-                ActionEvent b = byLabel.get(pass + new Action(s + 1, ActionKind.B, mb));
+                ActionEvent b = byAction.get(new Key(pass, new Action(s + 1, ActionKind.B, mb)));
                 producer = new Action(s + 1, b != null ? ActionKind.B : ActionKind.I, mb);
                 break;
             }
@@ -202,8 +206,8 @@ public final class StepAnalysis {
                 recv = null;
                 producer = new Action(s, ActionKind.I, mb);
         }
-        ActionEvent got = recv == null ? null : byLabel.get(pass + recv);
-        if (got == null && producer != null) got = byLabel.get(pass + producer);
+        ActionEvent got = recv == null ? null : byAction.get(new Key(pass, recv));
+        if (got == null && producer != null) got = byAction.get(new Key(pass, producer));
         return got == null ? Long.MIN_VALUE : got.endNs();
     }
 
