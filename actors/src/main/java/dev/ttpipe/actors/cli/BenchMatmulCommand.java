@@ -64,8 +64,9 @@ public final class BenchMatmulCommand implements Callable<Integer> {
     int threads;
 
     @Option(names = "--kernel", paramLabel = "KERNEL", defaultValue = "auto",
-            description = {"auto, blas, dnnl or java (default: ${DEFAULT-VALUE}: for fp32 oneDNN's sgemm, OpenBLAS where",
-                    "oneDNN does not load; for bf16, oneDNN's bf16 GEMM where the CPU has avx512_bf16). With --dtype bf16:",
+            description = {"auto, blas, dnnl, java, or with bf16 sgemm (default: ${DEFAULT-VALUE}: for fp32 oneDNN's",
+                    "sgemm, OpenBLAS where oneDNN does not load; for bf16, oneDNN's bf16 GEMM where the CPU has avx512_bf16).",
+                    "With --dtype bf16:",
                     "blas is OpenBLAS's sgemm on widened operands, dnnl oneDNN's bf16 GEMM, and sgemm the default fp32",
                     "engine on widened operands (what a CPU without avx512_bf16 runs)."})
     String kernel;

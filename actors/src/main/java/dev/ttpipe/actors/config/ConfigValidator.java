@@ -126,7 +126,7 @@ public final class ConfigValidator {
                         + " itself (from rank_bindings and training_config.max_restarts), expected the variable left out");
             }
         }
-        checkMatmulTable(cfg, p);
+        checkMatmulSettings(cfg, p);
         String mgd = cfg.meshGraphDescPath;
         if (mgd == null) return;
         if (!Files.isRegularFile(Path.of(mgd))) {
@@ -146,7 +146,7 @@ public final class ConfigValidator {
      * reads, with no fixed kernel ({@code TTPIPE_BLAS}) asked for beside it: checked here so a bad setting is one
      * line before anything runs, not a failure when the first mesh opens.
      */
-    private static void checkMatmulTable(TtpipeConfig cfg, ConfigProblems p) {
+    private static void checkMatmulSettings(TtpipeConfig cfg, ConfigProblems p) {
         if (cfg.device.backend != Backend.CPU) return;
         Setting table = setting(cfg, "TTPIPE_MATMUL_TABLE", "ttpipe.matmul.table");
         Setting kernel = setting(cfg, "TTPIPE_BLAS", "ttpipe.blas");

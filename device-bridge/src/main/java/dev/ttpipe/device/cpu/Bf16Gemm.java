@@ -67,7 +67,7 @@ final class Bf16Gemm {
         String asked = requested(getenv);
         if (!CpuKernels.BF16_ENGINES.contains(asked)) {
             throw new DeviceException("bf16 matmul engine '" + asked + "' (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM) unknown,"
-                    + " expected auto, dnnl, sbgemm or sgemm");
+                    + " expected one of " + String.join(", ", CpuKernels.BF16_ENGINES));
         }
         boolean bf16Dot = MachinePeak.hasBf16Dot();
         List<String> whyNot = new ArrayList<>();

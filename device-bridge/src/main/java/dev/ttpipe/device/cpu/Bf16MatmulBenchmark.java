@@ -61,7 +61,8 @@ public final class Bf16MatmulBenchmark {
         boolean bf16Dot = MachinePeak.hasBf16Dot();
         double peakGflops = peak.bf16Gflops();
         String how = peak.bf16How() + "; fp32: " + peak.how();
-        // --kernel names the bf16 engine too: blas the fp32 sgemm on widened operands, dnnl oneDNN's bf16 GEMM.
+        // --kernel names the bf16 engine too: blas, java or sgemm (the default fp32 kernel) on widened operands, dnnl
+        // oneDNN's bf16 GEMM.
         String engine = "blas".equals(kernel) || "java".equals(kernel) || "sgemm".equals(kernel) ? "sgemm"
                 : "dnnl".equals(kernel) ? "dnnl" : "auto";
         MeshOptions options = MeshOptions.defaults().withThreads(t).withEnvironment(Map.of("TTPIPE_BF16_GEMM", engine));

@@ -19,8 +19,9 @@ import java.util.function.UnaryOperator;
  *
  * <p>Why oneDNN first: on every CPU measured (docs/measurements), a training step ran faster on its
  * {@code dnnl_sgemm} than on the bundled OpenBLAS (it lost only on some small attention tiles of a Zen 4), by 2x
- * where the environment holds OpenBLAS to AVX2 kernels ({@code OPENBLAS_CORETYPE=Haswell}) on an AVX-512 CPU. The choice depends on what loads, never on timing, so two
- * processes on one machine pick the same engine whatever the load.
+ * where the environment holds OpenBLAS to AVX2 kernels ({@code OPENBLAS_CORETYPE=Haswell}) on an AVX-512 CPU.
+ * The choice depends on what loads, never on timing, so two processes on one machine pick the same engine
+ * whatever the load.
  */
 final class GemmChoice {
     private static final Logger LOG = LoggerFactory.getLogger(GemmChoice.class);

@@ -75,7 +75,7 @@ class Bf16GemmTest {
     void anEngineThatCannotRunIsRefusedWithWhy() {
         Assumptions.assumeTrue(blas != null, "OpenBLAS does not load here");
         DeviceException unknown = assertThrows(DeviceException.class, () -> choose(Map.of("TTPIPE_BF16_GEMM", "amx")));
-        assertTrue(unknown.getMessage().contains("'amx'") && unknown.getMessage().contains("expected auto, dnnl, sbgemm or sgemm"),
+        assertTrue(unknown.getMessage().contains("'amx'") && unknown.getMessage().contains("expected one of auto, dnnl, sbgemm, sgemm"),
                 unknown.getMessage());
         // The bundled OpenBLAS exports no cblas_sbgemm: asking for it names that.
         Assumptions.assumeTrue(OpenBlas.isBundled(), "the bundled OpenBLAS is not the one loaded here");
