@@ -741,12 +741,8 @@ public final class TrainingJob {
             long traceBytes = Files.isRegularFile(trace) ? Files.size(trace) : 0;
             Terminal.printWrapped(out, "wrote " + runDir.resolve("metrics.jsonl") + ", " + trace + " (" + st.tracedSteps() + ", "
                     + Sizes.format(traceBytes) + "; open in https://ui.perfetto.dev), run.json, stdout.log");
-            if (traceBytes > LARGE_TRACE_BYTES) {
-                Terminal.printWrapped(out, "trace.json is " + Sizes.format(traceBytes) + ": Perfetto in a browser holds a whole trace"
-                        + " in about 2 GB of memory, so open one this large through Perfetto's trace_processor"
-                        + " (docs/telemetry.md#large-traces), or keep fewer steps with telemetry.trace_steps"
-                        + " (now " + cfg.telemetry.traceSteps + ")");
-            }
+            String large = largeTraceNote(traceBytes, cfg.telemetry.traceSteps);
+            if (large != null) Terminal.printWrapped(out, large);
         }
         return new Result(losses, tokensPerSecond, val, last, null);
     }
@@ -869,6 +865,14 @@ public final class TrainingJob {
      */
     public LinkCheck.Report checkLinks(PipelineRuntime runtime) {
         return runtime.checkLinks(cfg.multihost.linkCheckBytes, Duration.ofMillis(Math.round(cfg.multihost.linkCheckTimeoutS * 1000)));
+    }
+
+    /** How to open a trace.json of {@code bytes} (over {@link #LARGE_TRACE_BYTES}), or null for a smaller one. */
+    static String largeTraceNote(long bytes, int traceSteps) {
+        if (bytes <= LARGE_TRACE_BYTES) return null;
+        return "trace.json is " + Sizes.format(bytes) + ": Perfetto in a browser holds a whole trace in about 2 GB of memory,"
+                + " so open one this large through Perfetto's trace_processor (docs/telemetry.md#large-traces), or keep fewer"
+                + " steps with telemetry.trace_steps (now " + traceSteps + ")";
     }
 
     /** At least this many ranks x microbatches of the sim backend in one JVM: G1's pauses grow long enough to show. */
