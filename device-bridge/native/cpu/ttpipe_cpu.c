@@ -18,6 +18,7 @@
  * AVX2 and baseline SSE2 and the loader picks the clone the CPU runs (GCC's target_clones). To check one
  * level alone, build with -DTTPIPE_NO_CLONES -march=x86-64-v3 (or v2, x86-64) and run CpuNativeTest.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +99,7 @@ static inline float sigmoid(float x) {
 }
 
 EXPORT int ttpipe_cpu_abi_version(void) {
-    return 5;
+    return 6;
 }
 
 /*
@@ -879,4 +880,291 @@ CLONES EXPORT double ttpipe_cpu_sum_squares(const float *restrict x, int64_t n) 
     double s = acc[0];
     for (int l = 1; l < LANES; l++) s += acc[l];
     return s;
+}
+
+/*
+ * C = alpha op(A) op(B) + beta C with A and B bf16 and C fp32, row-major (op: transposed when ta / tb; A is [m, k],
+ * stored [k, m] when ta, B [k, n], stored [n, k] when tb), for CPUs without a bf16 dot product: the operands are widened
+ * to fp32 while they are packed into cache-sized panels (BLIS's layout: A in MR-row slivers, B in NR-column slivers, both
+ * [kc] deep), so no fp32 copy of an operand ever goes through memory, and the products are fp32 FMAs. One thread.
+ *
+ * The bits are a function of the shape alone, whichever kernel runs (AVX-512, AVX2): element (i, j) is, for each block of
+ * GB_KC indices p (from 0), s = the FMA chain s = fma(a[i][p], b[p][j], s) from s = 0 in increasing p; the first block
+ * gives c = alpha s (beta == 0) or alpha s + beta c, each later one c = c + alpha s, every operation rounded as written
+ * (no contraction). A product of two bf16 values is exact in fp32, so these are the bf16 products, summed in fp32.
+ */
+enum { GB_KC = 384, GB_MC = 96 };
+
+/* Per thread: the packed panels of A (GB_MC + MR rows) and of B (as many NR-column slivers as n needs), grown as needed. */
+static pthread_key_t gb_key;
+static pthread_once_t gb_once = PTHREAD_ONCE_INIT;
+struct gb_work {
+    size_t cap;
+    float *buf;
+};
+
+static void gb_free(void *p) {
+    struct gb_work *w = p;
+    free(w->buf);
+    free(w);
+}
+
+static void gb_init(void) {
+    pthread_key_create(&gb_key, gb_free);
+}
+
+static float *gb_buffer(size_t floats) {
+    pthread_once(&gb_once, gb_init);
+    struct gb_work *w = pthread_getspecific(gb_key);
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w) return NULL;
+        if (pthread_setspecific(gb_key, w) != 0) {
+            free(w);
+            return NULL;
+        }
+    }
+    if (w->cap < floats) {
+        free(w->buf);
+        w->buf = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+        w->cap = w->buf ? floats : 0;
+    }
+    return w->buf;
+}
+
+/* Rows i0 .. i0+rows of op(A), columns p0 .. p0+kc, widened into pa as [kc][mr] (rows past `rows` zero). */
+INLINE void gb_pack_a(float *restrict pa, int mr, const uint16_t *a, int lda, int ta, int i0, int rows, int p0, int kc) {
+    if (!ta) {
+        for (int r = 0; r < mr; r++) {
+            if (r < rows) {
+                const uint16_t *s = a + (int64_t) (i0 + r) * lda + p0;
+                for (int p = 0; p < kc; p++) pa[p * mr + r] = widen(s[p]);
+            } else {
+                for (int p = 0; p < kc; p++) pa[p * mr + r] = 0.0f;
+            }
+        }
+    } else {
+        for (int p = 0; p < kc; p++) {
+            const uint16_t *s = a + (int64_t) (p0 + p) * lda + i0;
+            int r = 0;
+            for (; r < rows; r++) pa[p * mr + r] = widen(s[r]);
+            for (; r < mr; r++) pa[p * mr + r] = 0.0f;
+        }
+    }
+}
+
+/* Rows p0 .. p0+kc of op(B), columns j0 .. j0+cols, widened into pb as [kc][nr] (columns past `cols` zero). */
+INLINE void gb_pack_b(float *restrict pb, int nr, const uint16_t *b, int ldb, int tb, int j0, int cols, int p0, int kc) {
+    if (!tb) {
+        for (int p = 0; p < kc; p++) {
+            const uint16_t *s = b + (int64_t) (p0 + p) * ldb + j0;
+            int c = 0;
+            for (; c < cols; c++) pb[p * nr + c] = widen(s[c]);
+            for (; c < nr; c++) pb[p * nr + c] = 0.0f;
+        }
+        return;
+    }
+    for (int q0 = 0; q0 < kc; q0 += 16) {                /* 16 rows at a time, so the strided writes stay in L1 */
+        int qn = kc - q0 < 16 ? kc - q0 : 16;
+        for (int c = 0; c < nr; c++) {
+            float *d = pb + (int64_t) q0 * nr + c;
+            if (c < cols) {
+                const uint16_t *s = b + (int64_t) (j0 + c) * ldb + p0 + q0;
+                for (int p = 0; p < qn; p++) d[p * nr] = widen(s[p]);
+            } else {
+                for (int p = 0; p < qn; p++) d[p * nr] = 0.0f;
+            }
+        }
+    }
+}
+
+/* The epilogue of one element: c from the block's sum s, as the comment above says. */
+INLINE float gb_store(float s, float c, float alpha, float beta, int first) {
+    float v = alpha * s;
+    if (!first) return c + v;
+    return beta == 0.0f ? v : v + beta * c;
+}
+
+/* The epilogue of a partial sliver from its sums t [mr][nr]. */
+INLINE void gb_store_partial(const float *t, int nr, float *c, int ldc, int rows, int cols, float alpha, float beta,
+                             int first) {
+    for (int r = 0; r < rows; r++) {
+        for (int q = 0; q < cols; q++) c[(int64_t) r * ldc + q] = gb_store(t[r * nr + q], c[(int64_t) r * ldc + q], alpha, beta, first);
+    }
+}
+
+typedef void (*gb_kernel_fn)(int kc, const float *pa, const float *pb, float *c, int ldc, int rows, int cols, float alpha,
+                             float beta, int first);
+
+/* The blocked loops around a kernel of mr x nr slivers. 0, or -1 when the panels cannot be allocated. */
+INLINE int gb_run(int mr, int nr, gb_kernel_fn kern, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a,
+                  int lda, const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+    int slivers = (n + nr - 1) / nr;
+    int mc = GB_MC / mr * mr;
+    size_t bfloats = (size_t) GB_KC * nr * slivers, afloats = (size_t) GB_KC * (mc + mr);
+    float *work = gb_buffer(afloats + bfloats);
+    if (!work) return -1;
+    float *pa = work, *pb = work + afloats;
+    for (int p0 = 0; p0 < k; p0 += GB_KC) {
+        int kc = k - p0 < GB_KC ? k - p0 : GB_KC;
+        for (int s = 0; s < slivers; s++) {
+            int j0 = s * nr;
+            gb_pack_b(pb + (size_t) s * kc * nr, nr, b, ldb, tb, j0, n - j0 < nr ? n - j0 : nr, p0, kc);
+        }
+        for (int ib = 0; ib < m; ib += mc) {
+            int rows = m - ib < mc ? m - ib : mc, na = (rows + mr - 1) / mr;
+            for (int q = 0; q < na; q++) {
+                int i0 = ib + q * mr;
+                gb_pack_a(pa + (size_t) q * kc * mr, mr, a, lda, ta, i0, m - i0 < mr ? m - i0 : mr, p0, kc);
+            }
+            for (int s = 0; s < slivers; s++) {
+                int j0 = s * nr, cols = n - j0 < nr ? n - j0 : nr;
+                for (int q = 0; q < na; q++) {
+                    int i0 = ib + q * mr;
+                    kern(kc, pa + (size_t) q * kc * mr, pb + (size_t) s * kc * nr, c + (int64_t) i0 * ldc + j0, ldc,
+                         m - i0 < mr ? m - i0 : mr, cols, alpha, beta, p0 == 0);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) \
+    && (!defined(TTPIPE_NO_CLONES) || (defined(__AVX2__) && defined(__FMA__)))
+#include <immintrin.h>
+#define GB_X86 1
+#if defined(TTPIPE_NO_CLONES)
+#define GB_TARGET512 /* the whole file is built for one level */
+#define GB_TARGET256
+#else
+#define GB_TARGET512 __attribute__((target("avx512f,fma")))
+#define GB_TARGET256 __attribute__((target("avx2,fma")))
+#endif
+
+#if !defined(TTPIPE_NO_CLONES) || defined(__AVX512F__)
+#define GB_AVX512 1
+/* 12 x 32: 24 accumulators of 16 lanes. */
+GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *pb, float *c, int ldc, int rows, int cols,
+                                          float alpha, float beta, int first) {
+    enum { MR = 12, NR = 32 };
+    __m512 acc[MR][2];
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int p = 0; p < kc; p++) {
+        __m512 b0 = _mm512_load_ps(pb + p * NR), b1 = _mm512_load_ps(pb + p * NR + 16);
+        for (int r = 0; r < MR; r++) {
+            __m512 av = _mm512_set1_ps(pa[p * MR + r]);
+            acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+        }
+    }
+    if (rows == MR && cols == NR) {
+        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+        for (int r = 0; r < MR; r++) {
+            for (int h = 0; h < 2; h++) {
+                float *cp = c + (int64_t) r * ldc + 16 * h;
+                __m512 v = _mm512_mul_ps(va, acc[r][h]);
+                if (!first) v = _mm512_add_ps(_mm512_loadu_ps(cp), v);
+                else if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_loadu_ps(cp)));
+                _mm512_storeu_ps(cp, v);
+            }
+        }
+        return;
+    }
+    float t[MR * NR] __attribute__((aligned(64)));
+    for (int r = 0; r < MR; r++) {
+        _mm512_store_ps(t + r * NR, acc[r][0]);
+        _mm512_store_ps(t + r * NR + 16, acc[r][1]);
+    }
+    gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first);
+}
+
+GB_TARGET512 static int gb_avx512(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                                  const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+    return gb_run(12, 32, gb_kernel_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+#endif
+
+/* 6 x 16: 12 accumulators of 8 lanes (16 ymm registers). */
+GB_TARGET256 static void gb_kernel_avx2(int kc, const float *pa, const float *pb, float *c, int ldc, int rows, int cols,
+                                        float alpha, float beta, int first) {
+    enum { MR = 6, NR = 16 };
+    __m256 acc[MR][2];
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int p = 0; p < kc; p++) {
+        __m256 b0 = _mm256_load_ps(pb + p * NR), b1 = _mm256_load_ps(pb + p * NR + 8);
+        for (int r = 0; r < MR; r++) {
+            __m256 av = _mm256_broadcast_ss(pa + p * MR + r);
+            acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+        }
+    }
+    if (rows == MR && cols == NR) {
+        __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+        for (int r = 0; r < MR; r++) {
+            for (int h = 0; h < 2; h++) {
+                float *cp = c + (int64_t) r * ldc + 8 * h;
+                __m256 v = _mm256_mul_ps(va, acc[r][h]);
+                if (!first) v = _mm256_add_ps(_mm256_loadu_ps(cp), v);
+                else if (beta != 0.0f) v = _mm256_add_ps(v, _mm256_mul_ps(vb, _mm256_loadu_ps(cp)));
+                _mm256_storeu_ps(cp, v);
+            }
+        }
+        return;
+    }
+    float t[MR * NR] __attribute__((aligned(32)));
+    for (int r = 0; r < MR; r++) {
+        _mm256_store_ps(t + r * NR, acc[r][0]);
+        _mm256_store_ps(t + r * NR + 8, acc[r][1]);
+    }
+    gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first);
+}
+
+GB_TARGET256 static int gb_avx2(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                                const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+    return gb_run(6, 16, gb_kernel_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+#endif
+
+/* Which kernel ttpipe_cpu_gemm_bf16 runs here: "avx512", "avx2", or NULL where none (no FMA: the caller uses another engine). */
+EXPORT const char *ttpipe_cpu_gemm_bf16_kernel(void) {
+#if defined(GB_X86) && defined(TTPIPE_NO_CLONES)
+#if defined(GB_AVX512)
+    return "avx512";
+#else
+    return "avx2";
+#endif
+#elif defined(GB_X86)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return "avx512";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+    return NULL;
+#else
+    return NULL;
+#endif
+}
+
+/* 0, -1 when the panels cannot be allocated, -2 where no kernel runs (ttpipe_cpu_gemm_bf16_kernel is NULL). */
+EXPORT int ttpipe_cpu_gemm_bf16(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                                const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+    if (m <= 0 || n <= 0) return 0;
+#if defined(GB_X86)
+    static int kernel = -1;                             /* 2: avx512, 1: avx2, 0: none */
+    if (kernel < 0) {
+        const char *kn = ttpipe_cpu_gemm_bf16_kernel();
+        kernel = kn == NULL ? 0 : kn[3] == '5' ? 2 : 1;
+    }
+    if (k <= 0) {                                       /* no products: C = beta C, as a GEMM does */
+        for (int i = 0; i < m; i++) {
+            for (int j = 0; j < n; j++) c[(int64_t) i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(int64_t) i * ldc + j];
+        }
+        return kernel ? 0 : -2;
+    }
+#if defined(GB_AVX512)
+    if (kernel == 2) return gb_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+    if (kernel >= 1) return gb_avx2(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+    (void) ta; (void) tb; (void) k; (void) alpha; (void) a; (void) lda; (void) b; (void) ldb; (void) beta; (void) c; (void) ldc;
+    return -2;
 }

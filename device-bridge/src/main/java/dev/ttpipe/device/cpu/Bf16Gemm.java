@@ -18,7 +18,7 @@ import java.util.function.UnaryOperator;
  * operands are taken at bf16 precision (an fp32 operand is first rounded to nearest even), every
  * product of two bf16 values is exact in fp32, and the products are summed in fp32.
  *
- * <p>Three engines, the first that applies:
+ * <p>Four engines, the first that applies:
  * <ul>
  *   <li>{@code dnnl}: oneDNN's {@code dnnl_gemm_bf16bf16f32} on bf16 buffers ({@link Dnnl}), on CPUs with
  *   {@code avx512_bf16} (the {@code vdpbf16ps} dot product: twice the fp32 FMA rate) when oneDNN loads.
@@ -27,12 +27,17 @@ import java.util.function.UnaryOperator;
  *   <li>{@code sbgemm}: OpenBLAS's {@code cblas_sbgemm}, where the loaded OpenBLAS exports it and the CPU
  *   has {@code avx512_bf16}. The bundled OpenBLAS ({@code org.bytedeco:openblas} 0.3.31) is built without
  *   BUILD_BFLOAT16 and exports none, so this runs only with a system OpenBLAS on another OS.</li>
+ *   <li>{@code fma}: ttpipe's own GEMM for CPUs without a bf16 dot product ({@code ttpipe_cpu_gemm_bf16} in the native
+ *   kernels, AVX-512 or AVX2 with FMA): bf16 operands widened to fp32 as they are packed into cache-sized panels, then
+ *   fp32 FMAs, so no fp32 copy of an operand goes through memory. Threaded as {@code dnnl}. Its bits are a function of
+ *   the shape alone, the same from its AVX-512 and its AVX2 kernel.</li>
  *   <li>{@code sgemm}: the fp32 kernel ({@link Gemm}) on operands rounded to bf16 and widened back to fp32
- *   ({@link Fp32Staging#bf16Operand}): the same products, no bf16 arithmetic.</li>
+ *   ({@link Fp32Staging#bf16Operand}): the same products, no bf16 arithmetic. Where the native kernels do not load or
+ *   the CPU has no FMA.</li>
  * </ul>
  * The engines' products are the same; the order of the fp32 sums differs, so they agree to fp32
  * rounding of the sums, not bit for bit. A pipeline and its reference trainer in one process use one
- * engine, so {@code verify} compares like with like. {@code -Dttpipe.bf16.gemm=dnnl|sbgemm|sgemm} (or
+ * engine, so {@code verify} compares like with like. {@code -Dttpipe.bf16.gemm=dnnl|sbgemm|fma|sgemm} (or
  * {@code TTPIPE_BF16_GEMM}) forces one; {@code -Dttpipe.sbgemm=off} ({@code TTPIPE_SBGEMM=off}) means
  * {@code sgemm}. {@link #describe} says which runs and why not the others. Thread-safe.
  */
@@ -42,7 +47,7 @@ final class Bf16Gemm {
     private static final Set<String> LOGGED = ConcurrentHashMap.newKeySet();
 
     /** Which engine multiplies. */
-    enum Engine { DNNL, SBGEMM, SGEMM }
+    enum Engine { DNNL, SBGEMM, FMA, SGEMM }
 
     private final Gemm fp32;
     private final Parallel parallel;
@@ -75,14 +80,15 @@ final class Bf16Gemm {
         if (asked.equals("sgemm")) {
             whyNot.add("sgemm asked for (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM, or TTPIPE_SBGEMM=off)");
         } else {
+            if (asked.equals("fma")) whyNot.add("fma asked for (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM)");
             if (!bf16Dot) whyNot.add("this CPU has no avx512_bf16");
             boolean dnnlOk = false;
-            if (!asked.equals("sbgemm") && bf16Dot) {         // without avx512_bf16 it is never used: not loaded
+            if (!asked.equals("sbgemm") && !asked.equals("fma") && bf16Dot) {   // without avx512_bf16 never used: not loaded
                 if (!Dnnl.load()) whyNot.add("oneDNN does not load (" + Dnnl.failure() + ")");
                 else dnnlOk = true;
             }
             boolean sbgemmOk = false;
-            if (!asked.equals("dnnl")) {
+            if (!asked.equals("dnnl") && !asked.equals("fma")) {
                 if (!(fp32 instanceof BlasGemm)) {
                     whyNot.add("the fp32 kernel is " + fp32.kind() + ", not OpenBLAS, so no cblas_sbgemm");
                 } else if (!bindSbgemm()) {
@@ -92,8 +98,14 @@ final class Bf16Gemm {
                     sbgemmOk = true;
                 }
             }
-            if (bf16Dot && dnnlOk) engine = Engine.DNNL;
-            else if (bf16Dot && sbgemmOk) engine = Engine.SBGEMM;
+            String fmaKernel = fmaKernel();
+            if (bf16Dot && dnnlOk && !asked.equals("fma")) engine = Engine.DNNL;
+            else if (bf16Dot && sbgemmOk && !asked.equals("fma")) engine = Engine.SBGEMM;
+            else if (fmaKernel != null && (asked.equals("auto") || asked.equals("fma"))) engine = Engine.FMA;
+            if (fmaKernel == null) {
+                whyNot.add("ttpipe's bf16-reading GEMM (fma) needs the native kernels on a CPU with AVX2 and FMA: "
+                        + CpuNative.describe());
+            }
             if (engine == Engine.SGEMM && !asked.equals("auto")) {
                 throw new DeviceException("bf16 matmul engine " + asked + " asked for, but it cannot run: " + String.join("; ", whyNot));
             }
@@ -102,6 +114,21 @@ final class Bf16Gemm {
         if (LOGGED.add(g.describe())) LOG.info("cpu bf16 matmuls: {}", g.describe());
         CpuKernels.choseBf16(g.describe());
         return g;
+    }
+
+    /** The kernel of the {@code fma} engine here ("avx512", "avx2"), or null where it cannot run. */
+    static String fmaKernel() {
+        return CpuNative.active() ? CpuNative.ttpipe_cpu_gemm_bf16_kernel() : null;
+    }
+
+    /** {@link BlasGemm.TileCall} of the {@code fma} engine: one single-threaded call of {@code ttpipe_cpu_gemm_bf16}. */
+    static void fmaTile(boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda, long b, int ldb,
+                        float beta, long c, int ldc) {
+        int rc = CpuNative.ttpipe_cpu_gemm_bf16(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        if (rc != 0) {
+            throw new DeviceException("bf16 gemm (fma engine) on " + m + " x " + k + " x " + n + " failed: "
+                    + (rc == -1 ? "its packed panels could not be allocated" : "no kernel runs on this CPU"));
+        }
     }
 
     private static String requested(UnaryOperator<String> getenv) {
@@ -141,11 +168,12 @@ final class Bf16Gemm {
         return engine;
     }
 
-    /** {@code dnnl}, {@code sbgemm} or {@code sgemm on bf16 operands widened to fp32}. */
+    /** {@code dnnl}, {@code sbgemm}, {@code fma} or {@code sgemm on bf16 operands widened to fp32}. */
     String kind() {
         return switch (engine) {
             case DNNL -> "dnnl";
             case SBGEMM -> "sbgemm";
+            case FMA -> "fma";
             case SGEMM -> "sgemm on bf16 operands widened to fp32";
         };
     }
@@ -157,6 +185,10 @@ final class Bf16Gemm {
                     + " single-threaded calls on tiles of C up to " + BlasGemm.TILE_M + "x" + BlasGemm.TILE_N + " over "
                     + parallel.threads() + " threads";
             case SBGEMM -> "OpenBLAS cblas_sbgemm on bf16 operands (avx512_bf16), fp32 accumulation";
+            case FMA -> "ttpipe's bf16-reading GEMM (" + fmaKernel() + " kernel in " + CpuNative.FILE + "): bf16 operands"
+                    + " widened to fp32 as they are packed, fp32 FMAs; single-threaded calls on tiles of C up to "
+                    + BlasGemm.TILE_M + "x" + BlasGemm.TILE_N + " over " + parallel.threads() + " threads; no bf16 dot"
+                    + " product runs (" + whyNot + ")";
             case SGEMM -> "bf16 operands widened to fp32, then the fp32 sgemm (" + fp32.kind() + " kernel), fp32 accumulation;"
                     + " no bf16 GEMM runs (" + whyNot + ")";
         };
@@ -179,9 +211,9 @@ final class Bf16Gemm {
         if (m == 0 || n == 0) return;
         if (k == 0) {
             Gemm.scaleC(m, n, beta, c, cOff, ldc);
-        } else if (engine == Engine.DNNL) {
+        } else if (engine == Engine.DNNL || engine == Engine.FMA) {
             BlasGemm.tiles(parallel, transA, transB, m, n, k, alpha, a.address + 2L * aOff, lda, 2, b.address + 2L * bOff,
-                    ldb, 2, beta, c.address + 4L * cOff, ldc, Dnnl::gemmBf16);
+                    ldb, 2, beta, c.address + 4L * cOff, ldc, engine == Engine.DNNL ? Dnnl::gemmBf16 : Bf16Gemm::fmaTile);
         } else {
             cblas_sbgemm(OpenBlas.ROW_MAJOR, transA ? OpenBlas.TRANS : OpenBlas.NO_TRANS,
                     transB ? OpenBlas.TRANS : OpenBlas.NO_TRANS, m, n, k, alpha, a.address + 2L * aOff, lda,
@@ -191,7 +223,7 @@ final class Bf16Gemm {
 
     /**
      * {@code out = alpha * op(A) @ op(B) + beta * out (+ bias[j] on every row)} for a bf16 {@code out} (row stride
-     * {@code ldo}), rounded once. Where the engine works tile by tile (oneDNN's bf16 GEMM; the sgemm engine on
+     * {@code ldo}), rounded once. Where the engine works tile by tile (oneDNN's bf16 GEMM, the fma engine; the sgemm engine on
      * OpenBLAS or oneDNN), each tile's fp32 sums go to a scratch buffer taken from {@code scratch} by the thread that
      * computes the tile and given back after its rounding, so the sums stay in that thread's cache and no fp32 copy
      * of the whole result exists; otherwise (the pure-JVM kernel, or k = 0), fp32 sums of the whole result, then the
@@ -204,6 +236,7 @@ final class Bf16Gemm {
         if (m <= 0 || n <= 0) return;
         BlasGemm.TileCall call = k <= 0 ? null : switch (engine) {
             case DNNL -> Dnnl::gemmBf16;
+            case FMA -> Bf16Gemm::fmaTile;
             case SGEMM -> fp32.tileCall(transA, transB, m, n, k);
             case SBGEMM -> null;
         };
@@ -221,7 +254,7 @@ final class Bf16Gemm {
             }
             return;
         }
-        int bytes = engine == Engine.DNNL ? 2 : 4;                 // the sgemm engine's operands are widened to fp32
+        int bytes = engine == Engine.SGEMM ? 4 : 2;                // the sgemm engine's operands are widened to fp32
         if (bytes == 2) {
             checkBf16Bounds("A", a, aOff, transA ? k : m, transA ? m : k, lda);
             checkBf16Bounds("B", b, bOff, transB ? n : k, transB ? k : n, ldb);

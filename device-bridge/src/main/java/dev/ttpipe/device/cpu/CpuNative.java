@@ -44,7 +44,7 @@ final class CpuNative {
     static final String PROPERTY = "ttpipe.cpu.native";
     /** A libttpipe_cpu.so to load instead of the bundled one, e.g. one built for a single x86-64 level. */
     static final String LIBRARY_PROPERTY = "ttpipe.cpu.native.library";
-    static final int ABI_VERSION = 5;
+    static final int ABI_VERSION = 6;
 
     private static volatile boolean loaded;
     private static volatile String description = "not loaded yet";
@@ -67,6 +67,17 @@ final class CpuNative {
     static native void ttpipe_cpu_round_to_bf16(long out, long x, long n);
 
     static native void ttpipe_cpu_tile_to_bf16(long out, long ldo, long c, long ldc, long rows, long cols, long bias);
+
+    /** The kernel {@link #ttpipe_cpu_gemm_bf16} runs here ("avx512" or "avx2"), or null where it has none (no FMA). */
+    static native String ttpipe_cpu_gemm_bf16_kernel();
+
+    /**
+     * {@code C = alpha op(A) op(B) + beta C} on bf16 A and B (widened to fp32 as they are packed) and fp32 C, by fp32
+     * FMAs, on the calling thread; the bits a function of the shape alone ({@link Bf16Gemm}'s {@code fma} engine).
+     * 0, -1 when its panels cannot be allocated, -2 where no kernel runs.
+     */
+    static native int ttpipe_cpu_gemm_bf16(int transA, int transB, int m, int n, int k, float alpha, long a, int lda, long b,
+                                           int ldb, float beta, long c, int ldc);
 
     // Kernels with a `types` argument take bf16 arrays too: bit i set when the i-th array operand holds bf16 (see
     // ttpipe_cpu.c and DirectKernels); 0 is all fp32.

@@ -21,9 +21,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * What a bf16 matmul runs on the cpu backend and that it says so (docs/backends-bf16.md): oneDNN's bf16
- * GEMM on a CPU with avx512_bf16, else the fp32 sgemm on operands rounded to bf16; the engine asked for
+ * GEMM on a CPU with avx512_bf16, else ttpipe's fma engine (bf16 operands widened while packed), else the fp32 sgemm
+ * on operands rounded to bf16; the engine asked for
  * by name or refused with why; and oneDNN's products: the same bits on any number of threads, and the
- * exact bf16 products summed in fp32 (against a double reference).
+ * exact bf16 products summed in fp32 (against a double reference); the same for the fma engine.
  */
 class Bf16GemmTest {
     private static Parallel par;
@@ -53,12 +54,31 @@ class Bf16GemmTest {
             assertTrue(g.packedOperands());
             assertTrue(g.describe().startsWith("oneDNN "), g.describe());
             assertTrue(g.describe().contains("dnnl_gemm_bf16bf16f32 on bf16 operands (avx512_bf16)"), g.describe());
+        } else if (Bf16Gemm.fmaKernel() != null) {
+            assertEquals(Bf16Gemm.Engine.FMA, g.engine());
+            assertTrue(g.packedOperands());
+            assertTrue(g.describe().startsWith("ttpipe's bf16-reading GEMM (" + Bf16Gemm.fmaKernel() + " kernel"), g.describe());
+            assertEquals(MachinePeak.hasBf16Dot(), !g.describe().contains("this CPU has no avx512_bf16"), g.describe());
         } else {
             assertEquals(Bf16Gemm.Engine.SGEMM, g.engine());
             assertFalse(g.packedOperands());
             assertTrue(g.describe().startsWith("bf16 operands widened to fp32, then the fp32 sgemm (blas kernel)"), g.describe());
-            assertEquals(MachinePeak.hasBf16Dot(), !g.describe().contains("this CPU has no avx512_bf16"), g.describe());
+            assertTrue(g.describe().contains("(fma) needs the native kernels"), g.describe());
         }
+    }
+
+    @Test
+    void theFmaEngineCanBeAskedForWhereTheNativeKernelsRun() {
+        Assumptions.assumeTrue(blas != null, "OpenBLAS does not load here");
+        Map<String, String> env = Map.of("TTPIPE_BF16_GEMM", "fma");
+        if (Bf16Gemm.fmaKernel() == null) {
+            DeviceException e = assertThrows(DeviceException.class, () -> choose(env));
+            assertTrue(e.getMessage().contains("(fma) needs the native kernels"), e.getMessage());
+            return;
+        }
+        Bf16Gemm g = choose(env);
+        assertEquals(Bf16Gemm.Engine.FMA, g.engine());
+        assertTrue(g.describe().contains("fma asked for"), g.describe());
     }
 
     @Test
@@ -75,7 +95,7 @@ class Bf16GemmTest {
     void anEngineThatCannotRunIsRefusedWithWhy() {
         Assumptions.assumeTrue(blas != null, "OpenBLAS does not load here");
         DeviceException unknown = assertThrows(DeviceException.class, () -> choose(Map.of("TTPIPE_BF16_GEMM", "amx")));
-        assertTrue(unknown.getMessage().contains("'amx'") && unknown.getMessage().contains("expected one of auto, dnnl, sbgemm, sgemm"),
+        assertTrue(unknown.getMessage().contains("'amx'") && unknown.getMessage().contains("expected one of auto, dnnl, sbgemm, fma, sgemm"),
                 unknown.getMessage());
         // The bundled OpenBLAS exports no cblas_sbgemm: asking for it names that.
         Assumptions.assumeTrue(OpenBlas.isBundled(), "the bundled OpenBLAS is not the one loaded here");
@@ -89,6 +109,8 @@ class Bf16GemmTest {
             String d = mesh.bf16MatmulKernel();
             if (mesh.bf16Gemm().engine() == Bf16Gemm.Engine.DNNL) {
                 assertTrue(d.startsWith("oneDNN "), d);          // oneDNN does not need OpenBLAS
+            } else if (Bf16Gemm.fmaKernel() != null) {
+                assertEquals(Bf16Gemm.Engine.FMA, mesh.bf16Gemm().engine());   // it does not need OpenBLAS either
             } else {
                 assertEquals(Bf16Gemm.Engine.SGEMM, mesh.bf16Gemm().engine());
                 assertTrue(d.startsWith("bf16 operands widened to fp32, then the fp32 sgemm (java kernel)"), d);
@@ -96,12 +118,20 @@ class Bf16GemmTest {
         }
     }
 
-    /** oneDNN's bf16 GEMM, tiled by ttpipe: the same bits on 1, 2 and 3 threads, and within fp32 rounding of the exact sums. */
-    @ParameterizedTest(name = "{0}x{1}x{2} transA={3} transB={4}")
-    @CsvSource({"512,384,384,false,false", "384,1536,512,false,true", "700,1100,300,true,false", "33,5000,100,true,true",
-            "1,7,3,false,false"})
-    void oneDnnBf16ProductsAreExactProductsSummedInFp32OnAnyNumberOfThreads(int m, int n, int k, boolean ta, boolean tb) {
-        Assumptions.assumeTrue(MachinePeak.hasBf16Dot() && Dnnl.load(), "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());
+    /**
+     * oneDNN's bf16 GEMM and the fma engine, tiled by ttpipe: the same bits on 1, 2 and 3 threads, and within fp32 rounding
+     * of the exact sums.
+     */
+    @ParameterizedTest(name = "{0}x{1}x{2} transA={3} transB={4} {5}")
+    @CsvSource({"512,384,384,false,false,dnnl", "384,1536,512,false,true,dnnl", "700,1100,300,true,false,dnnl",
+            "33,5000,100,true,true,dnnl", "1,7,3,false,false,dnnl", "512,384,384,false,false,fma",
+            "384,1536,512,false,true,fma", "700,1100,300,true,false,fma", "33,5000,100,true,true,fma", "1,7,3,false,false,fma"})
+    void bf16ProductsAreExactProductsSummedInFp32OnAnyNumberOfThreads(int m, int n, int k, boolean ta, boolean tb, String engine) {
+        if (engine.equals("fma")) {
+            Assumptions.assumeTrue(Bf16Gemm.fmaKernel() != null, "no native kernels with AVX2 and FMA here: " + CpuNative.describe());
+        } else {
+            Assumptions.assumeTrue(MachinePeak.hasBf16Dot() && Dnnl.load(), "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());
+        }
         Random rnd = new Random(m * 31L + n * 7L + k);
         int off = 3, pad = 5;
         int aRows = ta ? k : m, aCols = ta ? m : k, lda = aCols + pad;
@@ -113,8 +143,8 @@ class Bf16GemmTest {
             int[] first = null;
             for (int threads : new int[]{1, 2, 3}) {
                 try (Parallel p = new Parallel(threads)) {
-                    Bf16Gemm g = Bf16Gemm.choose(blas == null ? new JavaGemm(p) : blas, p, Map.<String, String>of()::get);
-                    assertEquals(Bf16Gemm.Engine.DNNL, g.engine());
+                    Bf16Gemm g = Bf16Gemm.choose(blas == null ? new JavaGemm(p) : blas, p, Map.of("TTPIPE_BF16_GEMM", engine)::get);
+                    assertEquals(engine.equals("fma") ? Bf16Gemm.Engine.FMA : Bf16Gemm.Engine.DNNL, g.engine());
                     for (int i = 0; i < off + m * ldc; i++) c.floats.put(i, 0.25f);
                     g.gemm(ta, tb, m, n, k, -0.5f, a, off, lda, b, off, ldb, 2f, c, off, ldc);
                     int[] bits = new int[m * n];
@@ -159,10 +189,16 @@ class Bf16GemmTest {
     @ParameterizedTest(name = "{0}x{1}x{2} transA={3} transB={4} engine={5}")
     @CsvSource({"2048,384,384,false,true,dnnl", "1100,1536,200,false,false,dnnl", "700,1100,300,true,false,dnnl",
             "7,5,3,false,false,dnnl", "300,200,100,false,true,sgemm", "5,3,0,false,false,dnnl",
-            "1100,1536,200,false,false,sgemm", "700,1100,300,true,false,sgemm-on-dnnl", "2048,384,384,false,true,sgemm-on-dnnl"})
+            "1100,1536,200,false,false,sgemm", "700,1100,300,true,false,sgemm-on-dnnl", "2048,384,384,false,true,sgemm-on-dnnl",
+            "2048,384,384,false,true,fma", "1100,1536,200,false,false,fma", "700,1100,300,true,false,fma", "7,5,3,false,false,fma",
+            "5,3,0,false,false,fma"})
     void aBf16ResultHasTheBitsOfFp32SumsRoundedOnce(int m, int n, int k, boolean ta, boolean tb, String engine) {
-        Assumptions.assumeTrue(engine.equals("sgemm") || engine.equals("sgemm-on-dnnl") && Dnnl.load()
-                || MachinePeak.hasBf16Dot() && Dnnl.load(), "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());
+        if (engine.equals("fma")) {
+            Assumptions.assumeTrue(Bf16Gemm.fmaKernel() != null, "no native kernels with AVX2 and FMA here: " + CpuNative.describe());
+        } else {
+            Assumptions.assumeTrue(engine.equals("sgemm") || engine.equals("sgemm-on-dnnl") && Dnnl.load()
+                    || MachinePeak.hasBf16Dot() && Dnnl.load(), "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());
+        }
         Random rnd = new Random(m * 13L + n * 5L + k);
         int lda = ta ? m : k, ldb = tb ? k : n, ldo = n + 3;
         NativeBuffer a16 = bf16(rnd, Math.max(1, m * k)), b16 = bf16(rnd, Math.max(1, n * k));

@@ -1,6 +1,7 @@
 package dev.ttpipe.device.cpu;
 
 import dev.ttpipe.device.AdamWParams;
+import dev.ttpipe.device.BFloat16;
 import dev.ttpipe.device.DType;
 import dev.ttpipe.device.Layout;
 import dev.ttpipe.device.MeshDevice;
@@ -70,6 +71,85 @@ class CpuNativeTest {
         String d = CpuNative.describe();
         if (LEVEL.isEmpty()) assertTrue(d.matches("native (avx512|avx2|sse2|generic) \\(libttpipe_cpu.so\\)"), d);
         else assertEquals("native " + LEVEL + " (libttpipe_cpu.so)", d, "the library built for " + LEVEL + " alone");
+    }
+
+    /**
+     * The fma engine's GEMM ({@code ttpipe_cpu_gemm_bf16}) gives the bits of its definition on every kernel a level has:
+     * per block of 384 indices, an FMA chain from 0 in increasing k, then alpha times it, added to C (the first block:
+     * to beta C, or alone when beta is 0), each operation rounded. Shapes with partial slivers in both directions, every
+     * transpose, row strides wider than the rows. A level without AVX2 and FMA has no kernel and says so.
+     */
+    @Test
+    void bf16GemmGivesTheBitsOfItsDefinition() {
+        String kernel = CpuNative.ttpipe_cpu_gemm_bf16_kernel();
+        if (LEVEL.equals("x86-64") || LEVEL.equals("x86-64-v2")) {
+            assertEquals(null, kernel, "no FMA at " + LEVEL);
+            return;
+        }
+        if (LEVEL.equals("x86-64-v3")) assertEquals("avx2", kernel);
+        if (LEVEL.equals("x86-64-v4")) assertEquals("avx512", kernel);
+        assumeTrue(kernel != null, "skipped: this CPU has no AVX2 with FMA, so the fma engine has no kernel");
+        int[][] shapes = {{1, 1, 1}, {13, 7, 5}, {12, 32, 384}, {97, 65, 385}, {50, 70, 800}, {7, 33, 1537}};
+        for (int[] sh : shapes) {
+            int m = sh[0], n = sh[1], k = sh[2];
+            for (int t = 0; t < 4; t++) {
+                boolean ta = (t & 1) != 0, tb = (t & 2) != 0;
+                int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 1, ldc = n + 2;
+                NativeBuffer a = randomBf16((ta ? k : m) * lda), b = randomBf16((tb ? n : k) * ldb);
+                NativeBuffer got = NativeBuffer.malloc(4 * m * ldc), want = NativeBuffer.malloc(4 * m * ldc);
+                try {
+                    for (float beta : new float[]{0f, 0.75f}) {
+                        for (int i = 0; i < m * ldc; i++) {
+                            float v = (float) rnd.nextGaussian();
+                            got.floats.put(i, v);
+                            want.floats.put(i, v);
+                        }
+                        assertEquals(0, CpuNative.ttpipe_cpu_gemm_bf16(ta ? 1 : 0, tb ? 1 : 0, m, n, k, 1.25f, a.address, lda,
+                                b.address, ldb, beta, got.address, ldc));
+                        gemmBf16Definition(ta, tb, m, n, k, 1.25f, a, lda, b, ldb, beta, want, ldc);
+                        for (int i = 0; i < m * ldc; i++) {
+                            if (Float.floatToRawIntBits(got.floats.get(i)) != Float.floatToRawIntBits(want.floats.get(i))) {
+                                throw new AssertionError(m + "x" + k + "x" + n + " ta=" + ta + " tb=" + tb + " beta=" + beta
+                                        + ", " + kernel + " kernel: element (" + i / ldc + ", " + i % ldc + ") is "
+                                        + got.floats.get(i) + ", its definition " + want.floats.get(i));
+                            }
+                        }
+                    }
+                } finally {
+                    for (NativeBuffer x : new NativeBuffer[]{a, b, got, want}) x.free();
+                }
+            }
+        }
+    }
+
+    private NativeBuffer randomBf16(int n) {
+        NativeBuffer buf = NativeBuffer.malloc(2 * Math.max(1, n));
+        for (int i = 0; i < n; i++) {
+            float v = i % 97 == 0 ? -0f : (float) rnd.nextGaussian() * (i % 5 == 0 ? 8f : 1f);
+            buf.bytes.putShort(2 * i, BFloat16.fromFloat(v));
+        }
+        return buf;
+    }
+
+    /** What ttpipe_cpu_gemm_bf16 computes, element by element (see its comment in ttpipe_cpu.c). */
+    private static void gemmBf16Definition(boolean ta, boolean tb, int m, int n, int k, float alpha, NativeBuffer a, int lda,
+                                           NativeBuffer b, int ldb, float beta, NativeBuffer c, int ldc) {
+        for (int i = 0; i < m; i++) {
+            for (int j = 0; j < n; j++) {
+                float cv = c.floats.get(i * ldc + j);
+                for (int p0 = 0; p0 < k; p0 += 384) {
+                    float s = 0f;
+                    for (int p = p0; p < Math.min(k, p0 + 384); p++) {
+                        float av = BFloat16.toFloat(a.bytes.getShort(2 * (ta ? p * lda + i : i * lda + p)));
+                        float bv = BFloat16.toFloat(b.bytes.getShort(2 * (tb ? j * ldb + p : p * ldb + j)));
+                        s = Math.fma(av, bv, s);
+                    }
+                    float v = alpha * s;
+                    cv = p0 > 0 ? cv + v : beta == 0f ? v : v + beta * cv;
+                }
+                c.floats.put(i * ldc + j, cv);
+            }
+        }
     }
 
     /** Random values at several scales, then the edges: zeros, exp's clamps, overflow, subnormals, infinities, NaN. */
