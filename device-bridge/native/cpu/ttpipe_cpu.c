@@ -995,10 +995,12 @@ INLINE void gb_store_partial(const float *t, int nr, float *c, int ldc, int rows
 
 typedef void (*gb_kernel_fn)(int kc, const float *pa, const float *pb, float *c, int ldc, int rows, int cols, float alpha,
                              float beta, int first);
+typedef void (*gb_pack_fn)(float *restrict dst, int w, const uint16_t *src, int ld, int trans, int at, int count, int p0,
+                           int kc);
 
-/* The blocked loops around a kernel of mr x nr slivers. 0, or -1 when the panels cannot be allocated. */
-INLINE int gb_run(int mr, int nr, gb_kernel_fn kern, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a,
-                  int lda, const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+/* The blocked loops around a kernel of mr x nr slivers and its packing. 0, or -1 when the panels cannot be allocated. */
+INLINE int gb_run(int mr, int nr, gb_kernel_fn kern, gb_pack_fn pack_a, gb_pack_fn pack_b, int ta, int tb, int m, int n,
+                  int k, float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta, float *c, int ldc) {
     int slivers = (n + nr - 1) / nr;
     int mc = GB_MC / mr * mr;
     size_t bfloats = (size_t) GB_KC * nr * slivers, afloats = (size_t) GB_KC * (mc + mr);
@@ -1009,13 +1011,13 @@ INLINE int gb_run(int mr, int nr, gb_kernel_fn kern, int ta, int tb, int m, int 
         int kc = k - p0 < GB_KC ? k - p0 : GB_KC;
         for (int s = 0; s < slivers; s++) {
             int j0 = s * nr;
-            gb_pack_b(pb + (size_t) s * kc * nr, nr, b, ldb, tb, j0, n - j0 < nr ? n - j0 : nr, p0, kc);
+            pack_b(pb + (size_t) s * kc * nr, nr, b, ldb, tb, j0, n - j0 < nr ? n - j0 : nr, p0, kc);
         }
         for (int ib = 0; ib < m; ib += mc) {
             int rows = m - ib < mc ? m - ib : mc, na = (rows + mr - 1) / mr;
             for (int q = 0; q < na; q++) {
                 int i0 = ib + q * mr;
-                gb_pack_a(pa + (size_t) q * kc * mr, mr, a, lda, ta, i0, m - i0 < mr ? m - i0 : mr, p0, kc);
+                pack_a(pa + (size_t) q * kc * mr, mr, a, lda, ta, i0, m - i0 < mr ? m - i0 : mr, p0, kc);
             }
             for (int s = 0; s < slivers; s++) {
                 int j0 = s * nr, cols = n - j0 < nr ? n - j0 : nr;
@@ -1038,11 +1040,11 @@ INLINE int gb_run(int mr, int nr, gb_kernel_fn kern, int ta, int tb, int m, int 
 #define GB_TARGET512 /* the whole file is built for one level */
 #define GB_TARGET256
 #else
-#define GB_TARGET512 __attribute__((target("avx512f,fma")))
+#define GB_TARGET512 __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
 #define GB_TARGET256 __attribute__((target("avx2,fma")))
 #endif
 
-#if !defined(TTPIPE_NO_CLONES) || defined(__AVX512F__)
+#if !defined(TTPIPE_NO_CLONES) || (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__))
 #define GB_AVX512 1
 /* 12 x 32: 24 accumulators of 16 lanes. */
 GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *pb, float *c, int ldc, int rows, int cols,
@@ -1079,9 +1081,116 @@ GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *
     gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first);
 }
 
+/* 16 bf16 values widened to 16 floats. */
+GB_TARGET512 static inline __m512 gb_widen16(const uint16_t *s) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *) s));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+/* r[i][j] -> r[j][i] for a 16 x 16 block of floats in 16 registers. */
+GB_TARGET512 static inline void gb_transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int h = 0; h < 16; h += 8) {
+        for (int i = 0; i < 4; i++) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+/*
+ * `count` (<= 16) source rows of 16 bf16 values each (row i at src + i ld), widened and transposed: out[q] holds
+ * element q of every row (rows past count zero).
+ */
+GB_TARGET512 static inline void gb_rows16(__m512 out[16], const uint16_t *src, int64_t ld, int count) {
+    for (int i = 0; i < 16; i++) out[i] = i < count ? gb_widen16(src + i * ld) : _mm512_setzero_ps();
+    gb_transpose16(out);
+}
+
+/*
+ * gb_pack_a for rows of A stored as rows (not ta): 16 indices p at a time through a register transpose instead of
+ * strided scalar stores; the rest as gb_pack_a. The same values in the same places.
+ */
+GB_TARGET512 static void gb_pack_a_avx512(float *restrict pa, int mr, const uint16_t *a, int lda, int ta, int i0, int rows,
+                                          int p0, int kc) {
+    if (mr > 16) {
+        gb_pack_a(pa, mr, a, lda, ta, i0, rows, p0, kc);
+        return;
+    }
+    __mmask16 lanes = (__mmask16) ((1u << mr) - 1);
+    if (ta) {                                            /* each p's rows are contiguous: a masked load of `rows` */
+        __mmask16 valid = (__mmask16) ((1u << rows) - 1);
+        for (int p = 0; p < kc; p++) {
+            __m256i h = _mm256_maskz_loadu_epi16(valid, a + (int64_t) (p0 + p) * lda + i0);
+            __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            _mm512_mask_storeu_ps(pa + p * mr, lanes, v);
+        }
+        return;
+    }
+    int q0 = 0;
+    for (; q0 + 16 <= kc; q0 += 16) {
+        __m512 r[16];
+        gb_rows16(r, a + (int64_t) i0 * lda + p0 + q0, lda, rows);
+        for (int q = 0; q < 16; q++) _mm512_mask_storeu_ps(pa + (q0 + q) * mr, lanes, r[q]);
+    }
+    for (int r = 0; r < mr; r++) {
+        const uint16_t *s = a + (int64_t) (i0 + r) * lda + p0;
+        for (int p = q0; p < kc; p++) pa[p * mr + r] = r < rows ? widen(s[p]) : 0.0f;
+    }
+}
+
+/* gb_pack_b for B stored transposed (tb), 16 columns by 16 indices at a time, as gb_pack_a_avx512; the rest as gb_pack_b. */
+GB_TARGET512 static void gb_pack_b_avx512(float *restrict pb, int nr, const uint16_t *b, int ldb, int tb, int j0, int cols,
+                                          int p0, int kc) {
+    if (nr % 16 != 0) {
+        gb_pack_b(pb, nr, b, ldb, tb, j0, cols, p0, kc);
+        return;
+    }
+    if (!tb) {                                           /* each p's columns are contiguous: masked loads of `cols` */
+        for (int p = 0; p < kc; p++) {
+            const uint16_t *src = b + (int64_t) (p0 + p) * ldb + j0;
+            for (int h = 0; h < nr; h += 16) {
+                int count = cols - h < 0 ? 0 : cols - h > 16 ? 16 : cols - h;
+                __m256i w = _mm256_maskz_loadu_epi16((__mmask16) ((1u << count) - 1), src + h);
+                __m512 v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(w), 16));
+                _mm512_storeu_ps(pb + (int64_t) p * nr + h, v);
+            }
+        }
+        return;
+    }
+    int q0 = 0;
+    for (; q0 + 16 <= kc; q0 += 16) {
+        for (int h = 0; h < nr; h += 16) {
+            __m512 r[16];
+            int count = cols - h < 0 ? 0 : cols - h > 16 ? 16 : cols - h;
+            gb_rows16(r, b + (int64_t) (j0 + h) * ldb + p0 + q0, ldb, count);
+            for (int q = 0; q < 16; q++) _mm512_storeu_ps(pb + (int64_t) (q0 + q) * nr + h, r[q]);
+        }
+    }
+    for (int c = 0; c < nr; c++) {
+        const uint16_t *s = b + (int64_t) (j0 + c) * ldb + p0;
+        for (int p = q0; p < kc; p++) pb[(int64_t) p * nr + c] = c < cols ? widen(s[p]) : 0.0f;
+    }
+}
+
 GB_TARGET512 static int gb_avx512(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
                                   const uint16_t *b, int ldb, float beta, float *c, int ldc) {
-    return gb_run(12, 32, gb_kernel_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return gb_run(12, 32, gb_kernel_avx512, gb_pack_a_avx512, gb_pack_b_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
+                  c, ldc);
 }
 #endif
 
@@ -1120,9 +1229,81 @@ GB_TARGET256 static void gb_kernel_avx2(int kc, const float *pa, const float *pb
     gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first);
 }
 
+/* 8 bf16 values widened to 8 floats. */
+GB_TARGET256 static inline __m256 gb_widen8(const uint16_t *s) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) s));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+/* `count` (<= 8) source rows of 8 bf16 values (row i at src + i ld), widened and transposed: out[q] holds element q of each. */
+GB_TARGET256 static inline void gb_rows8(__m256 r[8], const uint16_t *src, int64_t ld, int count) {
+    for (int i = 0; i < 8; i++) r[i] = i < count ? gb_widen8(src + i * ld) : _mm256_setzero_ps();
+    __m256 t[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+        t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+    }
+    for (int i = 0; i < 8; i++) r[i] = t[i];
+}
+
+/* gb_pack_a for rows of A stored as rows (not ta), 8 indices p at a time through a register transpose; else gb_pack_a. */
+GB_TARGET256 static void gb_pack_a_avx2(float *restrict pa, int mr, const uint16_t *a, int lda, int ta, int i0, int rows,
+                                        int p0, int kc) {
+    if (ta || mr > 8) {
+        gb_pack_a(pa, mr, a, lda, ta, i0, rows, p0, kc);
+        return;
+    }
+    int q0 = 0;
+    for (; q0 + 8 <= kc; q0 += 8) {
+        __m256 r[8];
+        float t[8];
+        gb_rows8(r, a + (int64_t) i0 * lda + p0 + q0, lda, rows);
+        for (int q = 0; q < 8; q++) {                    /* mr (< 8) lanes of each: through a small buffer */
+            _mm256_storeu_ps(t, r[q]);
+            memcpy(pa + (q0 + q) * mr, t, (size_t) mr * sizeof(float));
+        }
+    }
+    for (int r = 0; r < mr; r++) {
+        const uint16_t *s = a + (int64_t) (i0 + r) * lda + p0;
+        for (int p = q0; p < kc; p++) pa[p * mr + r] = r < rows ? widen(s[p]) : 0.0f;
+    }
+}
+
+/* gb_pack_b for B stored transposed (tb), 8 columns by 8 indices at a time; else gb_pack_b. */
+GB_TARGET256 static void gb_pack_b_avx2(float *restrict pb, int nr, const uint16_t *b, int ldb, int tb, int j0, int cols,
+                                        int p0, int kc) {
+    if (!tb || nr % 8 != 0) {
+        gb_pack_b(pb, nr, b, ldb, tb, j0, cols, p0, kc);
+        return;
+    }
+    int q0 = 0;
+    for (; q0 + 8 <= kc; q0 += 8) {
+        for (int h = 0; h < nr; h += 8) {
+            __m256 r[8];
+            int count = cols - h < 0 ? 0 : cols - h > 8 ? 8 : cols - h;
+            gb_rows8(r, b + (int64_t) (j0 + h) * ldb + p0 + q0, ldb, count);
+            for (int q = 0; q < 8; q++) _mm256_storeu_ps(pb + (int64_t) (q0 + q) * nr + h, r[q]);
+        }
+    }
+    for (int c = 0; c < nr; c++) {
+        const uint16_t *s = b + (int64_t) (j0 + c) * ldb + p0;
+        for (int p = q0; p < kc; p++) pb[(int64_t) p * nr + c] = c < cols ? widen(s[p]) : 0.0f;
+    }
+}
+
 GB_TARGET256 static int gb_avx2(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
                                 const uint16_t *b, int ldb, float beta, float *c, int ldc) {
-    return gb_run(6, 16, gb_kernel_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return gb_run(6, 16, gb_kernel_avx2, gb_pack_a_avx2, gb_pack_b_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 #endif
 
@@ -1136,7 +1317,10 @@ EXPORT const char *ttpipe_cpu_gemm_bf16_kernel(void) {
 #endif
 #elif defined(GB_X86)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) return "avx512";
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")
+        && __builtin_cpu_supports("fma")) {
+        return "avx512";
+    }
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
     return NULL;
 #else

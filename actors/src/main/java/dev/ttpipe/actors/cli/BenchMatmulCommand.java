@@ -42,7 +42,8 @@ import java.util.concurrent.Callable;
                         + " org.bytedeco:dnnl); java is the pure-JVM fallback the cpu backend uses where neither"
                         + " loads (or with TTPIPE_BLAS=java).",
                 "--dtype bf16 times the backend's bf16 matmul (BF16 operands, fp32 accumulation, operand staging included):"
-                        + " oneDNN's bf16 GEMM on a CPU with avx512_bf16, else the fp32 sgemm on bf16 operands widened to fp32;"
+                        + " oneDNN's bf16 GEMM on a CPU with avx512_bf16, else ttpipe's fma GEMM (bf16 operands widened as they"
+                        + " are packed), else the fp32 sgemm on bf16 operands widened to fp32;"
                         + " the line 'kernel' says which; its peak is the fp32 FMA peak without avx512_bf16, twice it with."
                         + " See docs/backends-bf16.md."})
 public final class BenchMatmulCommand implements Callable<Integer> {
@@ -64,11 +65,12 @@ public final class BenchMatmulCommand implements Callable<Integer> {
     int threads;
 
     @Option(names = "--kernel", paramLabel = "KERNEL", defaultValue = "auto",
-            description = {"auto, blas, dnnl, java, or with bf16 sgemm (default: ${DEFAULT-VALUE}: for fp32 oneDNN's",
-                    "sgemm, OpenBLAS where oneDNN does not load; for bf16, oneDNN's bf16 GEMM where the CPU has avx512_bf16).",
-                    "With --dtype bf16:",
-                    "blas is OpenBLAS's sgemm on widened operands, dnnl oneDNN's bf16 GEMM, and sgemm the default fp32",
-                    "engine on widened operands (what a CPU without avx512_bf16 runs)."})
+            description = {"auto, blas, dnnl, java, or with bf16 fma or sgemm (default: ${DEFAULT-VALUE}: for fp32",
+                    "oneDNN's sgemm, OpenBLAS where oneDNN does not load; for bf16, oneDNN's bf16 GEMM where the CPU has",
+                    "avx512_bf16, else fma). With --dtype bf16:",
+                    "blas is OpenBLAS's sgemm on widened operands, dnnl oneDNN's bf16 GEMM, fma ttpipe's GEMM that widens",
+                    "bf16 operands as it packs them (what a CPU without avx512_bf16 runs), and sgemm the default fp32",
+                    "engine on widened operands."})
     String kernel;
 
     @Option(names = "--dtype", paramLabel = "DTYPE", defaultValue = "fp32",
@@ -100,9 +102,9 @@ public final class BenchMatmulCommand implements Callable<Integer> {
         if (!d.equals("fp32") && !d.equals("bf16")) {
             throw new UserInputException("--dtype " + dtype + ": expected fp32 or bf16");
         }
-        if (!KERNELS.contains(k) && !(d.equals("bf16") && k.equals("sgemm"))) {
+        if (!KERNELS.contains(k) && !(d.equals("bf16") && (k.equals("sgemm") || k.equals("fma")))) {
             throw new UserInputException("--kernel " + kernel + ": expected auto, blas, dnnl or java"
-                    + (d.equals("bf16") ? ", or sgemm" : " (sgemm with --dtype bf16)"));
+                    + (d.equals("bf16") ? ", or fma or sgemm" : " (fma and sgemm with --dtype bf16)"));
         }
         PrintWriter out = spec.commandLine().getOut();
         if (!json) {

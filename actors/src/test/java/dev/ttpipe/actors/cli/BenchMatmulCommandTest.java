@@ -59,7 +59,7 @@ class BenchMatmulCommandTest {
         assertEquals(2, run("bench", "matmul", "--kernel", "cuda"));
         assertTrue(err.toString().contains("--kernel cuda"), err.toString());
         assertEquals(2, run("bench", "matmul", "--kernel", "sgemm"));
-        assertTrue(err.toString().contains("--kernel sgemm: expected auto, blas, dnnl or java (sgemm with --dtype bf16)"),
+        assertTrue(err.toString().contains("--kernel sgemm: expected auto, blas, dnnl or java (fma and sgemm with --dtype bf16)"),
                 err.toString());
         assertEquals(2, run("bench", "matmul", "--threads", "-1"));
         assertEquals(2, run("bench", "matmul", "--size", "many"));
@@ -73,6 +73,19 @@ class BenchMatmulCommandTest {
         String json = out.toString().trim();
         assertTrue(json.contains("\"kernel\": \"bf16 operands widened to fp32, then the fp32 sgemm"), json);
         assertTrue(!json.contains("blas kernel"), "the default fp32 engine, not OpenBLAS where oneDNN loads: " + json);
+    }
+
+    /** With bf16, fma times ttpipe's GEMM that widens bf16 operands as it packs them, or says in one line why it cannot. */
+    @Test
+    void bf16FmaTimesTheWideningGemm() {
+        int code = run("bench", "matmul", "--size", "64", "--threads", "1", "--dtype", "bf16", "--kernel", "fma", "--json");
+        if (code == 2) {
+            assertTrue(err.toString().contains("(fma) needs the native kernels"), err.toString());
+            return;
+        }
+        assertEquals(0, code, err.toString());
+        String json = out.toString().trim();
+        assertTrue(json.contains("\"kernel\": \"ttpipe's bf16-reading GEMM ("), json);
     }
 
     @Test

@@ -18,7 +18,7 @@ import java.util.function.UnaryOperator;
  * operands are taken at bf16 precision (an fp32 operand is first rounded to nearest even), every
  * product of two bf16 values is exact in fp32, and the products are summed in fp32.
  *
- * <p>Three engines, the first that applies:
+ * <p>Four engines, the first that applies:
  * <ul>
  *   <li>{@code dnnl}: oneDNN's {@code dnnl_gemm_bf16bf16f32} on bf16 buffers ({@link Dnnl}), on CPUs with
  *   {@code avx512_bf16} (the {@code vdpbf16ps} dot product: twice the fp32 FMA rate) when oneDNN loads.
@@ -27,15 +27,14 @@ import java.util.function.UnaryOperator;
  *   <li>{@code sbgemm}: OpenBLAS's {@code cblas_sbgemm}, where the loaded OpenBLAS exports it and the CPU
  *   has {@code avx512_bf16}. The bundled OpenBLAS ({@code org.bytedeco:openblas} 0.3.31) is built without
  *   BUILD_BFLOAT16 and exports none, so this runs only with a system OpenBLAS on another OS.</li>
+ *   <li>{@code fma}: ttpipe's own GEMM for CPUs without a bf16 dot product ({@code ttpipe_cpu_gemm_bf16} in the native
+ *   kernels, AVX-512 or AVX2 with FMA): bf16 operands widened to fp32 as they are packed into cache-sized panels, then
+ *   fp32 FMAs, so no fp32 copy of an operand goes through memory. Threaded as {@code dnnl}; its bits are a function of
+ *   the shape alone, the same from its AVX-512 and its AVX2 kernel.</li>
  *   <li>{@code sgemm}: the fp32 kernel ({@link Gemm}) on operands rounded to bf16 and widened back to fp32
- *   ({@link Fp32Staging#bf16Operand}): the same products, no bf16 arithmetic.</li>
+ *   ({@link Fp32Staging#bf16Operand}): the same products, no bf16 arithmetic. Where the native kernels do not run, or
+ *   the CPU has no AVX2 with FMA.</li>
  * </ul>
- * and one that runs only when asked for: {@code fma}, ttpipe's own GEMM for CPUs without a bf16 dot product
- * ({@code ttpipe_cpu_gemm_bf16} in the native kernels, AVX-512 or AVX2 with FMA): bf16 operands widened to fp32 as they
- * are packed into cache-sized panels, then fp32 FMAs, so no fp32 copy of an operand goes through memory. Threaded as
- * {@code dnnl}; its bits are a function of the shape alone, the same from its AVX-512 and its AVX2 kernel. It is not
- * the default because its packing (scalar) costs what the widening it saves did: a GPT-S step ran no faster on it than
- * on {@code sgemm} (docs/measurements/2026-11-27-bf16-fma-engine.md).
  * The engines' products are the same; the order of the fp32 sums differs, so they agree to fp32
  * rounding of the sums, not bit for bit. A pipeline and its reference trainer in one process use one
  * engine, so {@code verify} compares like with like. {@code -Dttpipe.bf16.gemm=dnnl|sbgemm|fma|sgemm} (or
@@ -102,8 +101,8 @@ final class Bf16Gemm {
             String fmaKernel = fmaKernel();
             if (bf16Dot && dnnlOk && !asked.equals("fma")) engine = Engine.DNNL;
             else if (bf16Dot && sbgemmOk && !asked.equals("fma")) engine = Engine.SBGEMM;
-            else if (fmaKernel != null && asked.equals("fma")) engine = Engine.FMA;
-            if (fmaKernel == null && asked.equals("fma")) {
+            else if (fmaKernel != null && (asked.equals("auto") || asked.equals("fma"))) engine = Engine.FMA;
+            if (fmaKernel == null) {
                 whyNot.add("ttpipe's bf16-reading GEMM (fma) needs the native kernels on a CPU with AVX2 and FMA: "
                         + CpuNative.describe());
             }
@@ -166,13 +165,11 @@ final class Bf16Gemm {
     }
 
     /**
-     * Whether fused attention multiplies its bf16 tiles here ({@link FlashAttention#forwardBf16}): on the engines with a
-     * bf16 dot product. The fma engine's small tiles are slower than the fp32 kernel's on operands widened once (154
-     * against 228 GFLOP/s for a 64 x 256 x 64 tile on one thread of an AMD EPYC (family 26)), so there attention, as on
-     * the sgemm engine, widens q, k, v and dO once and runs in fp32.
+     * Whether fused attention multiplies its bf16 tiles here ({@link FlashAttention#forwardBf16}): on every engine that
+     * takes bf16 operands. On sgemm attention widens q, k, v, o and dO once and runs in fp32.
      */
     boolean bf16Attention() {
-        return engine == Engine.DNNL || engine == Engine.SBGEMM;
+        return engine == Engine.DNNL || engine == Engine.SBGEMM || engine == Engine.FMA;
     }
 
     Engine engine() {

@@ -51,7 +51,7 @@ public final class Bf16MatmulBenchmark {
     }
 
     /**
-     * Measures an m x k by k x n bf16 product; threads 0: all processors; kernel: auto, dnnl, blas or java (that fp32
+     * Measures an m x k by k x n bf16 product; threads 0: all processors; kernel: auto, dnnl, fma, blas or java (that fp32
      * kernel on widened operands), or sgemm (the default fp32 kernel on widened operands).
      */
     public static Result run(int m, int k, int n, int threads, String kernel) {
@@ -64,12 +64,14 @@ public final class Bf16MatmulBenchmark {
         // --kernel names the bf16 engine too: blas, java or sgemm (the default fp32 kernel) on widened operands, dnnl
         // oneDNN's bf16 GEMM.
         String engine = "blas".equals(kernel) || "java".equals(kernel) || "sgemm".equals(kernel) ? "sgemm"
-                : "dnnl".equals(kernel) ? "dnnl" : "auto";
+                : "dnnl".equals(kernel) || "fma".equals(kernel) ? kernel : "auto";
         MeshOptions options = MeshOptions.defaults().withThreads(t).withEnvironment(Map.of("TTPIPE_BF16_GEMM", engine));
         try (CpuMeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), options,
-                "dnnl".equals(kernel) || "sgemm".equals(kernel) ? "auto" : kernel)) {
-            if (bf16Dot && !mesh.bf16Gemm().packedOperands()) {
-                how += "; the kernel that runs is the fp32 sgemm, which cannot use vdpbf16ps: it reaches at most half of this";
+                "dnnl".equals(kernel) || "sgemm".equals(kernel) || "fma".equals(kernel) ? "auto" : kernel)) {
+            Bf16Gemm.Engine e = mesh.bf16Gemm().engine();
+            if (bf16Dot && (e == Bf16Gemm.Engine.SGEMM || e == Bf16Gemm.Engine.FMA)) {
+                how += "; the kernel that runs multiplies in fp32 (" + (e == Bf16Gemm.Engine.FMA ? "fma" : "sgemm")
+                        + "), which cannot use vdpbf16ps: it reaches at most half of this";
             }
             Ops ops = mesh.asSubmesh().ops();
             Random rnd = new Random(1);

@@ -21,8 +21,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * What a bf16 matmul runs on the cpu backend and that it says so (docs/backends-bf16.md): oneDNN's bf16
- * GEMM on a CPU with avx512_bf16, else the fp32 sgemm on operands rounded to bf16; ttpipe's fma engine (bf16 operands
- * widened while packed) when asked for; the engine asked for
+ * GEMM on a CPU with avx512_bf16, else ttpipe's fma engine (bf16 operands widened while packed), else the fp32 sgemm
+ * on operands rounded to bf16; the engine asked for
  * by name or refused with why; and oneDNN's products: the same bits on any number of threads, and the
  * exact bf16 products summed in fp32 (against a double reference); the same for the fma engine.
  */
@@ -54,11 +54,16 @@ class Bf16GemmTest {
             assertTrue(g.packedOperands());
             assertTrue(g.describe().startsWith("oneDNN "), g.describe());
             assertTrue(g.describe().contains("dnnl_gemm_bf16bf16f32 on bf16 operands (avx512_bf16)"), g.describe());
+        } else if (Bf16Gemm.fmaKernel() != null) {
+            assertEquals(Bf16Gemm.Engine.FMA, g.engine());
+            assertTrue(g.packedOperands());
+            assertTrue(g.describe().startsWith("ttpipe's bf16-reading GEMM (" + Bf16Gemm.fmaKernel() + " kernel"), g.describe());
+            assertEquals(MachinePeak.hasBf16Dot(), !g.describe().contains("this CPU has no avx512_bf16"), g.describe());
         } else {
             assertEquals(Bf16Gemm.Engine.SGEMM, g.engine());
             assertFalse(g.packedOperands());
             assertTrue(g.describe().startsWith("bf16 operands widened to fp32, then the fp32 sgemm (blas kernel)"), g.describe());
-            assertEquals(MachinePeak.hasBf16Dot(), !g.describe().contains("this CPU has no avx512_bf16"), g.describe());
+            assertTrue(g.describe().contains("(fma) needs the native kernels"), g.describe());
         }
     }
 
@@ -106,6 +111,8 @@ class Bf16GemmTest {
             String d = mesh.bf16MatmulKernel();
             if (mesh.bf16Gemm().engine() == Bf16Gemm.Engine.DNNL) {
                 assertTrue(d.startsWith("oneDNN "), d);          // oneDNN does not need OpenBLAS
+            } else if (Bf16Gemm.fmaKernel() != null) {
+                assertEquals(Bf16Gemm.Engine.FMA, mesh.bf16Gemm().engine());   // it does not need OpenBLAS either
             } else {
                 assertEquals(Bf16Gemm.Engine.SGEMM, mesh.bf16Gemm().engine());
                 assertTrue(d.startsWith("bf16 operands widened to fp32, then the fp32 sgemm (java kernel)"), d);
