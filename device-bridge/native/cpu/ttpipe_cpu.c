@@ -1,8 +1,9 @@
 /*
  * The cpu backend's memory-bound and elementwise kernels in C, bound with JNA by
- * dev.ttpipe.device.cpu.CpuNative. Each function computes exactly what its Java twin computes
- * (Elementwise, FlashAttention, FloatExp, Norms, Optimizers, Reductions, Permute), operation by operation,
- * so the two give the same bits:
+ * dev.ttpipe.device.cpu.CpuNative, and the fma engine's GEMM on bf16 operands (ttpipe_cpu_gemm_bf16, at the end: its
+ * bits are its written definition, which CpuNativeTest holds in Java). Each other function computes exactly what its
+ * Java twin computes (Elementwise, FlashAttention, FloatExp, Norms, Optimizers, Reductions, Permute), operation by
+ * operation, so the two give the same bits:
  *
  *  - no contraction of a * b + c into an FMA (-ffp-contract=off), no reassociation (no -ffast-math);
  *    each vector lane then performs the scalar code's IEEE operations, and a vectorised loop equals

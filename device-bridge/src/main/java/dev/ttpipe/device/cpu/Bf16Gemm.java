@@ -164,14 +164,6 @@ final class Bf16Gemm {
         return engine != Engine.SGEMM;
     }
 
-    /**
-     * Whether fused attention multiplies its bf16 tiles here ({@link FlashAttention#forwardBf16}): on every engine that
-     * takes bf16 operands. On sgemm attention widens q, k, v, o and dO once and runs in fp32.
-     */
-    boolean bf16Attention() {
-        return engine == Engine.DNNL || engine == Engine.SBGEMM || engine == Engine.FMA;
-    }
-
     Engine engine() {
         return engine;
     }

@@ -20,7 +20,8 @@ import java.util.zip.CRC32;
 /**
  * The cpu backend's native kernels ({@code device-bridge/native/cpu/ttpipe_cpu.c}): GELU and SiLU forward and
  * backward, the fused attention's row work (softmax rows, backward rows), LayerNorm forward and backward,
- * broadcast add and multiply, AdamW, sums of rows and of squares, 4-byte permutes. Bound with JNA direct
+ * broadcast add and multiply, AdamW, sums of rows and of squares, 4-byte permutes; and the GEMM on bf16 operands of
+ * {@link Bf16Gemm}'s fma engine. Bound with JNA direct
  * mapping; pointers are passed as {@code long} addresses, so a call allocates nothing.
  *
  * <p>Why native: C2 does not vectorise the JVM's loops over {@link FloatExp} (float-to-int bit moves), nor a

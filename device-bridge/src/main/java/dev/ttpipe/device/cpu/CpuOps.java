@@ -699,13 +699,13 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
     }
 
     /**
-     * Whether fused attention runs in bf16 ({@link FlashAttention#forwardBf16}): every tensor BF16 and a bf16 dot-product
-     * GEMM ({@link Bf16Gemm#bf16Attention}: oneDNN's, on a CPU with avx512_bf16). Otherwise the pieces are staged through
-     * fp32 as for any op.
+     * Whether fused attention runs in bf16 ({@link FlashAttention#forwardBf16}): every tensor BF16 and a bf16 GEMM on bf16
+     * operands (oneDNN's on a CPU with avx512_bf16, else the fma engine). Otherwise (the sgemm engine) the pieces are
+     * staged through fp32 as for any op.
      */
     private boolean bf16Attention(MeshTensor... ts) {
         for (MeshTensor x : ts) if (x.dtype() != DType.BF16) return false;
-        return mesh.bf16Gemm().bf16Attention();
+        return mesh.bf16Gemm().packedOperands();
     }
 
     /** {@code -Dttpipe.attention=composed}: the composed ops instead of {@link FlashAttention}, to compare the two. */
