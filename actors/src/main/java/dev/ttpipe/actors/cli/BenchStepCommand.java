@@ -169,6 +169,11 @@ public final class BenchStepCommand implements Callable<Integer> {
             }
             figures.add(new Figure("pipeline", pipeName, pipe, loss));
         }
+        if (bf16Dot && !CpuKernels.bf16DotProduct()) {
+            // the bf16 engine that ran multiplies in fp32 (fma, sgemm): it cannot pass the fp32 FMA peak
+            peakGflops = peak.gflops();
+            peakName = "the measured peak (the bf16 matmuls multiply in fp32 on this engine)";
+        }
         if (json) {
             StringBuilder sb = new StringBuilder("{\"config\":" + Json.str(config.toString()) + ",\"model_gflop_per_step\":"
                     + Json.num(flops / 1e9) + ",\"tokens_per_step\":" + tokensPerStep + ",\"peak_gflops\":" + Json.num(peakGflops)

@@ -39,6 +39,16 @@ class BenchStepProfileTest {
         assertEquals(100, share, 1.5, "the shares (outside ops included) add up to the step:\n" + out);
     }
 
+    /** A bf16 step on an engine that multiplies in fp32 (here sgemm, which runs everywhere) is not held to the bf16 peak. */
+    @Test
+    void aBf16StepOnAnFp32EngineHasItsMfuAgainstTheFp32Peak(@TempDir Path dir) throws Exception {
+        Path cfg = CliTest.config(dir, ONE_RANK + "global_env: {TTPIPE_BF16_GEMM: sgemm}\n");
+        CliTest.Result r = CliTest.run("bench", "step", cfg.toString(), "--steps", "1", "--dtype", "bf16");
+        assertEquals(0, r.code(), r.err());
+        assertTrue(r.out().matches("(?s).*MFU [0-9.]+% of the measured peak.*"), r.out());
+        assertTrue(!r.out().matches("(?s).*MFU [0-9.]+% of the bf16 peak.*"), r.out());
+    }
+
     @Test
     void withoutTheFlagThereIsNoTable(@TempDir Path dir) throws Exception {
         CliTest.Result r = CliTest.run("bench", "step", CliTest.config(dir, ONE_RANK).toString(), "--steps", "1");

@@ -112,7 +112,7 @@ final class Bf16Gemm {
         }
         Bf16Gemm g = new Bf16Gemm(fp32, parallel, engine, whyNot.isEmpty() ? null : String.join("; ", whyNot));
         if (LOGGED.add(g.describe())) LOG.info("cpu bf16 matmuls: {}", g.describe());
-        CpuKernels.choseBf16(g.describe());
+        CpuKernels.choseBf16(g.describe(), engine == Engine.DNNL || engine == Engine.SBGEMM);
         return g;
     }
 

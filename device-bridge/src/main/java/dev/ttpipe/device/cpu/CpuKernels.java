@@ -11,6 +11,7 @@ public final class CpuKernels {
 
     private static volatile String matmul;
     private static volatile String bf16Matmul;
+    private static volatile boolean bf16DotProduct;
 
     private CpuKernels() {
     }
@@ -19,13 +20,23 @@ public final class CpuKernels {
         matmul = description;
     }
 
-    static void choseBf16(String description) {
+    static void choseBf16(String description, boolean dotProduct) {
         bf16Matmul = description;
+        bf16DotProduct = dotProduct;
     }
 
-    /** What a matmul with a bf16 operand runs (oneDNN's bf16 GEMM, or the fp32 sgemm on widened operands), or null. */
+    /** What a matmul with a bf16 operand runs (oneDNN's bf16 GEMM, ttpipe's fma GEMM, or the fp32 sgemm), or null. */
     public static String bf16Matmul() {
         return bf16Matmul;
+    }
+
+    /**
+     * Whether the bf16 engine chosen last multiplies with a bf16 dot product ({@code vdpbf16ps}: oneDNN's bf16 GEMM or
+     * OpenBLAS's sbgemm), so that it can reach the bf16 peak; false for the engines that multiply in fp32 (fma, sgemm),
+     * which reach at most the fp32 FMA peak, and before any cpu mesh chose one.
+     */
+    public static boolean bf16DotProduct() {
+        return bf16DotProduct;
     }
 
     /**
