@@ -100,7 +100,7 @@ static inline float sigmoid(float x) {
 }
 
 EXPORT int ttpipe_cpu_abi_version(void) {
-    return 6;
+    return 7;
 }
 
 /*
@@ -436,6 +436,51 @@ static inline int seen(int first, int r, int keys, int causal) {
     return m < 0 ? 0 : m > keys ? keys : m;
 }
 
+/* The max of row[0..n) in LANES partials (element j to partial j % LANES, `>` keeps the partial), combined in lane order. */
+INLINE float row_max(const float *restrict row, int64_t n) {
+    float mx[LANES];
+    for (int l = 0; l < LANES; l++) mx[l] = from_bits((int32_t) 0xff800000); /* -inf */
+    int64_t j = 0;
+    vf16 mv;
+    load16(&mv, mx);
+    for (; j + LANES <= n; j += LANES) max_lanes(&mv, row + j);
+    memcpy(mx, &mv, sizeof mv);
+    for (int l = 0; j + l < n; l++) mx[l] = row[j + l] > mx[l] ? row[j + l] : mx[l];
+    float max = mx[0];
+    for (int l = 1; l < LANES; l++) max = mx[l] > max ? mx[l] : max;
+    return max;
+}
+
+/* The sum of e[0..n) in double, LANES partials (element j to partial j % LANES) combined in lane order. */
+INLINE double lane_sum(const float *restrict e, int64_t n) {
+    double acc[LANES];
+    int64_t j = 0;
+    vd8 lo = {0}, hi = {0};
+    for (; j + LANES <= n; j += LANES) {
+        vd8 a, b;
+        widen16(&a, &b, e + j);
+        lo += a;
+        hi += b;
+    }
+    store_partials(acc, &lo, &hi);
+    for (int l = 0; j + l < n; l++) acc[l] += e[j + l];
+    double sum = acc[0];
+    for (int l = 1; l < LANES; l++) sum += acc[l];
+    return sum;
+}
+
+/* e[j] = exp(x[j] - max) for j < n; returns lane_sum of them. */
+INLINE double exp_sum(float *restrict e, const float *restrict x, int64_t n, float max) {
+    for (int64_t j = 0; j < n; j++) e[j] = fexp(x[j] - max);
+    return lane_sum(e, n);
+}
+
+/* exp_sum in place: e[j] = exp(e[j] - max). */
+INLINE double exp_sum_in_place(float *restrict e, int64_t n, float max) {
+    for (int64_t j = 0; j < n; j++) e[j] = fexp(e[j] - max);
+    return lane_sum(e, n);
+}
+
 /*
  * A block's score tile s [rows, keys] to probabilities in place, row by row (FlashAttention.softmaxRows):
  * row r sees seen(first, r) keys, the rest become 0. Writes each row's max and sum of exp(s - max)
@@ -446,30 +491,10 @@ INLINE void softmax_rows(float *restrict s, uint16_t *restrict pb, int rows, int
     for (int r = 0; r < rows; r++) {
         float *row = s + (int64_t) r * keys;
         int m = seen(first, r, keys, causal);
-        float mx[LANES];
-        double acc[LANES];
-        for (int l = 0; l < LANES; l++) mx[l] = from_bits((int32_t) 0xff800000); /* -inf */
-        int j = 0;
-        vf16 mv;
-        load16(&mv, mx);
-        for (; j + LANES <= m; j += LANES) max_lanes(&mv, row + j);
-        memcpy(mx, &mv, sizeof mv);
-        for (int l = 0; j + l < m; l++) mx[l] = row[j + l] > mx[l] ? row[j + l] : mx[l];
-        float max = mx[0];
-        for (int l = 1; l < LANES; l++) max = mx[l] > max ? mx[l] : max;
-        for (j = 0; j < m; j++) row[j] = fexp(row[j] - max);
-        vd8 lo = {0}, hi = {0};
-        for (j = 0; j + LANES <= m; j += LANES) {
-            vd8 a, b;
-            widen16(&a, &b, row + j);
-            lo += a;
-            hi += b;
-        }
-        store_partials(acc, &lo, &hi);
-        for (int l = 0; j + l < m; l++) acc[l] += row[j + l];
-        double sum = acc[0];
-        for (int l = 1; l < LANES; l++) sum += acc[l];
+        float max = row_max(row, m);
+        double sum = exp_sum_in_place(row, m, max);
         float inv = (float) (1.0 / sum);
+        int j;
         if (pb) {
             uint16_t *out = pb + (int64_t) r * keys;
             for (j = 0; j < m; j++) out[j] = round_bf16(row[j] * inv);
@@ -495,6 +520,43 @@ CLONES EXPORT void ttpipe_cpu_softmax_rows(float *restrict s, int rows, int keys
 CLONES EXPORT void ttpipe_cpu_softmax_rows_bf16(float *restrict s, uint16_t *restrict pb, int rows, int keys, int first,
                                                 int causal, float *restrict max_out, double *restrict sum_out) {
     softmax_rows(s, pb, rows, keys, first, causal, max_out, sum_out);
+}
+
+/*
+ * Cross-entropy's log-sum-exp, without the log (which stays in Java): for each of `rows` rows of x [rows, v], its max
+ * (max_out) and the sum of exp(x - max) (sum_out), x unchanged; scratch holds v floats (Softmax.rowMaxAndSum).
+ */
+CLONES EXPORT void ttpipe_cpu_row_max_sumexp(const float *restrict x, int64_t rows, int v, float *restrict scratch,
+                                             float *restrict max_out, double *restrict sum_out) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = x + r * v;
+        float max = row_max(row, v);
+        max_out[r] = max;
+        sum_out[r] = exp_sum(scratch, row, v, max);
+    }
+}
+
+/*
+ * Cross-entropy's gradient for rows [lo, hi) of x [rows, v]: dx = scale (softmax(x) - onehot(target)), the softmax as
+ * exp(x - max) times (float) (scale / sum); a row whose target is `ignore` gets 0 (Softmax.crossEntropyBackward).
+ */
+CLONES EXPORT void ttpipe_cpu_cross_entropy_backward_rows(float *restrict dx, const float *restrict x,
+                                                          const int32_t *restrict targets, int64_t lo, int64_t hi, int v,
+                                                          int ignore, float scale) {
+    for (int64_t r = lo; r < hi; r++) {
+        float *d = dx + r * v;
+        const float *row = x + r * v;
+        int t = targets[r];
+        if (t == ignore) {
+            for (int j = 0; j < v; j++) d[j] = 0.0f;
+            continue;
+        }
+        float max = row_max(row, v);
+        double sum = exp_sum(d, row, v, max);
+        float k = (float) (scale / sum);
+        for (int j = 0; j < v; j++) d[j] *= k;
+        d[t] -= scale;
+    }
 }
 
 /* D = sum of g[e] y[e] over hd elements in double, LANES partials combined in lane order (one row of dO and o). */

@@ -19,10 +19,10 @@ import java.util.zip.CRC32;
 
 /**
  * The cpu backend's native kernels ({@code device-bridge/native/cpu/ttpipe_cpu.c}): GELU and SiLU forward and
- * backward, the fused attention's row work (softmax rows, backward rows), LayerNorm forward and backward,
- * broadcast add and multiply, AdamW, sums of rows and of squares, 4-byte permutes; and the GEMM on bf16 operands of
- * {@link Bf16Gemm}'s fma engine. Bound with JNA direct
- * mapping; pointers are passed as {@code long} addresses, so a call allocates nothing.
+ * backward, the fused attention's row work (softmax rows, backward rows), cross-entropy's rows, LayerNorm forward and
+ * backward, broadcast add and multiply, AdamW, sums of rows and of squares, 4-byte permutes; and the GEMM on bf16
+ * operands of {@link Bf16Gemm}'s fma engine. Bound with JNA direct mapping; pointers are passed as {@code long}
+ * addresses, so a call allocates nothing.
  *
  * <p>Why native: C2 does not vectorise the JVM's loops over {@link FloatExp} (float-to-int bit moves), nor a
  * double-precision reduction, nor loops over direct-buffer accessors, so a GELU costs 10-20 ns per element in
@@ -45,7 +45,7 @@ final class CpuNative {
     static final String PROPERTY = "ttpipe.cpu.native";
     /** A libttpipe_cpu.so to load instead of the bundled one, e.g. one built for a single x86-64 level. */
     static final String LIBRARY_PROPERTY = "ttpipe.cpu.native.library";
-    static final int ABI_VERSION = 6;
+    static final int ABI_VERSION = 7;
 
     private static volatile boolean loaded;
     private static volatile String description = "not loaded yet";
@@ -104,6 +104,13 @@ final class CpuNative {
     static native void ttpipe_cpu_attention_backward_rows_bf16(long p, long ds, long pb, long dsb, int rows, int keys,
                                                                int first, int causal, long lse, long dO, long o, int hd,
                                                                float scale);
+
+    /** Each row's max and sum of exp(x - max) of x [rows, v] (cross-entropy's log-sum-exp without the log); scratch: v floats. */
+    static native void ttpipe_cpu_row_max_sumexp(long x, long rows, int v, long scratch, long max, long sum);
+
+    /** dx = scale (softmax(x) - onehot(target)) for rows [lo, hi) of x [rows, v]; rows with the ignore index 0. */
+    static native void ttpipe_cpu_cross_entropy_backward_rows(long dx, long x, long targets, long lo, long hi, int v,
+                                                              int ignore, float scale);
 
     static native void ttpipe_cpu_binary(long out, long a, long b, long rows, long nb, int mul, int types);
 

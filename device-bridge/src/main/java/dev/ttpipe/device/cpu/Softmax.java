@@ -2,6 +2,7 @@ package dev.ttpipe.device.cpu;
 
 import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
+import java.util.Arrays;
 
 /**
  * Row-wise softmax and cross-entropy over the last dim of one device's piece, parallel over rows,
@@ -58,23 +59,63 @@ final class Softmax {
         });
     }
 
-    /** Sum over rows whose target is not {@code ignore} of {@code logsumexp(x) - x[target]}. */
+    /**
+     * Sum over rows whose target is not {@code ignore} of {@code logsumexp(x) - x[target]}, each row's log-sum-exp as
+     * {@code max + log(sum of exp(x - max))} with the max and the sum in {@value FlashAttention#LANES} partials
+     * ({@link #rowMaxAndSum}; the native kernel computes the same two, the log is Java's).
+     */
     static double crossEntropy(Parallel par, FloatBuffer logits, IntBuffer targets, int rows, int v, int ignore) {
+        boolean nat = CpuNative.active();
         return par.sum(rows, rowGrain(v), (lo, hi) -> {
+            int n = hi - lo;
+            float[] max = new float[n];
+            double[] sum = new double[n];
+            if (nat) {
+                NativeBuffer stats = NativeBuffer.malloc(12 * n);
+                NativeBuffer scratch = NativeBuffer.malloc(4 * Math.max(1, v));
+                try {
+                    long x = CpuNative.address(logits, (long) rows * v) + 4L * lo * v;
+                    CpuNative.ttpipe_cpu_row_max_sumexp(x, n, v, scratch.address, stats.address + 8L * n, stats.address);
+                    stats.bytes.asDoubleBuffer().get(0, sum, 0, n);
+                    stats.floats.get(2 * n, max, 0, n);
+                } finally {
+                    stats.free();
+                    scratch.free();
+                }
+            } else {
+                float[] row = new float[v];
+                for (int r = lo; r < hi; r++) {
+                    logits.get(r * v, row, 0, v);
+                    max[r - lo] = rowMax(row, v);
+                    sum[r - lo] = expSum(row, v, max[r - lo]);
+                }
+            }
             double total = 0;
             for (int r = lo; r < hi; r++) {
                 int t = targets.get(r);
                 if (t == ignore) continue;
-                total += logSumExp(logits, r * v, v) - logits.get(r * v + t);
+                total += max[r - lo] + Math.log(sum[r - lo]) - logits.get(r * v + t);
             }
             return total;
         });
     }
 
-    /** dx = scale * (softmax(x) - onehot(target)); rows with the ignore index are 0. One exp per logit. */
+    /**
+     * dx = scale * (softmax(x) - onehot(target)); rows with the ignore index are 0. One exp per logit; the softmax is
+     * exp(x - max) times {@code (float) (scale / sum)}, max and sum as {@link #crossEntropy} takes them. Native where the
+     * kernels are loaded (the same bits).
+     */
     static void crossEntropyBackward(Parallel par, FloatBuffer dx, FloatBuffer logits, IntBuffer targets, int rows,
                                      int v, int ignore, float scale) {
+        if (CpuNative.active()) {
+            long d = CpuNative.address(dx, (long) rows * v), x = CpuNative.address(logits, (long) rows * v);
+            long t = CpuNative.address(targets, rows);
+            par.range(rows, rowGrain(v), (lo, hi) ->
+                    CpuNative.ttpipe_cpu_cross_entropy_backward_rows(d, x, t, lo, hi, v, ignore, scale));
+            return;
+        }
         par.range(rows, rowGrain(v), (lo, hi) -> {
+            float[] row = new float[v];
             for (int r = lo; r < hi; r++) {
                 int base = r * v;
                 int t = targets.get(r);
@@ -82,27 +123,39 @@ final class Softmax {
                     for (int j = 0; j < v; j++) dx.put(base + j, 0f);
                     continue;
                 }
-                float max = Float.NEGATIVE_INFINITY;
-                for (int j = 0; j < v; j++) max = Math.max(max, logits.get(base + j));
-                double sum = 0;
-                for (int j = 0; j < v; j++) {
-                    float e = FloatExp.exp(logits.get(base + j) - max);
-                    dx.put(base + j, e);
-                    sum += e;
-                }
+                logits.get(base, row, 0, v);
+                float max = rowMax(row, v);
+                double sum = expSum(row, v, max);                   // row now holds the exps
                 float k = (float) (scale / sum);
-                for (int j = 0; j < v; j++) dx.put(base + j, dx.get(base + j) * k);
-                dx.put(base + t, dx.get(base + t) - scale);
+                for (int j = 0; j < v; j++) row[j] *= k;
+                row[t] -= scale;
+                dx.put(base, row, 0, v);
             }
         });
     }
 
-    /** log(sum(exp(x))) of one row, stable: the max plus the log of a sum of values <= 1. */
-    private static double logSumExp(FloatBuffer x, int base, int n) {
-        float max = Float.NEGATIVE_INFINITY;
-        for (int j = 0; j < n; j++) max = Math.max(max, x.get(base + j));
-        double s = 0;
-        for (int j = 0; j < n; j++) s += FloatExp.exp(x.get(base + j) - max);
-        return max + Math.log(s);
+    /** The max of row[0..n) in LANES partials ({@code >} keeps the partial), combined in lane order; as ttpipe_cpu.c. */
+    static float rowMax(float[] row, int n) {
+        float[] mx = new float[FlashAttention.LANES];
+        Arrays.fill(mx, Float.NEGATIVE_INFINITY);
+        for (int j = 0; j < n; j++) {
+            int l = j % FlashAttention.LANES;
+            mx[l] = row[j] > mx[l] ? row[j] : mx[l];
+        }
+        float max = mx[0];
+        for (int l = 1; l < FlashAttention.LANES; l++) max = mx[l] > max ? mx[l] : max;
+        return max;
+    }
+
+    /** row[j] = exp(row[j] - max) for j < n; returns their sum in double, LANES partials in lane order; as ttpipe_cpu.c. */
+    static double expSum(float[] row, int n, float max) {
+        double[] acc = new double[FlashAttention.LANES];
+        for (int j = 0; j < n; j++) {
+            row[j] = FloatExp.exp(row[j] - max);
+            acc[j % FlashAttention.LANES] += row[j];
+        }
+        double sum = acc[0];
+        for (int l = 1; l < FlashAttention.LANES; l++) sum += acc[l];
+        return sum;
     }
 }

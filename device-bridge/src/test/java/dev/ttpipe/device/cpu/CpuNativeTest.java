@@ -281,6 +281,29 @@ class CpuNativeTest {
         }
     }
 
+    /**
+     * Cross-entropy and its gradient: the loss (as a double's two halves) and every gradient element, native against Java,
+     * for vocabularies below, at and past the lane width and a large one, with an ignored row and rows of large logits.
+     */
+    @ParameterizedTest(name = "rows={0} v={1}")
+    @CsvSource({"1,1", "3,13", "7,16", "33,37", "9,50257"})
+    void crossEntropyGivesTheJavaBits(int rows, int v) {
+        float[] x = gaussian(rows * v, 4);
+        for (int j = 0; j < v; j++) x[j] += 80f;                        // a row near exp's range
+        int[] t = new int[rows];
+        for (int r = 0; r < rows; r++) t[r] = rnd.nextInt(v);
+        if (rows > 2) t[1] = -100;                                     // an ignored row
+        sameBits("crossEntropy v=" + v, ops -> {
+            try (Tensor tx = ops.fromHost(x, Shape.of(rows, v), Layout.REPLICATED, DType.FP32);
+                 Tensor tt = ops.fromHostInts(t, Shape.of(rows), Layout.REPLICATED);
+                 Tensor dx = ops.crossEntropyBackward(tx, tt, -100, 0.25f)) {
+                double loss = ops.crossEntropy(tx, tt, -100).sum();
+                long bits = Double.doubleToRawLongBits(loss);
+                return new float[][]{{Float.intBitsToFloat((int) (bits >>> 32)), Float.intBitsToFloat((int) bits)}, dx.toHost()};
+            }
+        });
+    }
+
     @ParameterizedTest(name = "rows={0} d={1}")
     @CsvSource({"1,1", "3,15", "7,16", "33,17", "512,384", "5,1000"})
     void layerNormRowSumsAndSquaresGiveTheJavaBits(int rows, int d) {
