@@ -100,7 +100,7 @@ static inline float sigmoid(float x) {
 }
 
 EXPORT int ttpipe_cpu_abi_version(void) {
-    return 7;
+    return 8;
 }
 
 /*
@@ -524,38 +524,58 @@ CLONES EXPORT void ttpipe_cpu_softmax_rows_bf16(float *restrict s, uint16_t *res
 
 /*
  * Cross-entropy's log-sum-exp, without the log (which stays in Java): for each of `rows` rows of x [rows, v], its max
- * (max_out) and the sum of exp(x - max) (sum_out), x unchanged; scratch holds v floats (Softmax.rowMaxAndSum).
+ * (max_out) and the sum of exp(x - max) (sum_out), x unchanged; scratch holds v floats. types bit 0: x is bf16 (each
+ * row widened into scratch first: the bits of widening the whole array). Softmax.crossEntropy.
  */
-CLONES EXPORT void ttpipe_cpu_row_max_sumexp(const float *restrict x, int64_t rows, int v, float *restrict scratch,
-                                             float *restrict max_out, double *restrict sum_out) {
+CLONES EXPORT void ttpipe_cpu_row_max_sumexp(const void *restrict x, int64_t rows, int v, float *restrict scratch,
+                                             float *restrict max_out, double *restrict sum_out, int types) {
     for (int64_t r = 0; r < rows; r++) {
-        const float *row = x + r * v;
-        float max = row_max(row, v);
+        float max;
+        if (types & 1) {
+            const uint16_t *h = (const uint16_t *) x + r * v;
+            for (int j = 0; j < v; j++) scratch[j] = widen(h[j]);
+            max = row_max(scratch, v);
+            sum_out[r] = exp_sum_in_place(scratch, v, max);
+        } else {
+            const float *row = (const float *) x + r * v;
+            max = row_max(row, v);
+            sum_out[r] = exp_sum(scratch, row, v, max);
+        }
         max_out[r] = max;
-        sum_out[r] = exp_sum(scratch, row, v, max);
     }
 }
 
 /*
  * Cross-entropy's gradient for rows [lo, hi) of x [rows, v]: dx = scale (softmax(x) - onehot(target)), the softmax as
- * exp(x - max) times (float) (scale / sum); a row whose target is `ignore` gets 0 (Softmax.crossEntropyBackward).
+ * exp(x - max) times (float) (scale / sum); a row whose target is `ignore` gets 0. types bit 0: dx is bf16 (each row
+ * computed in scratch, then rounded once), bit 1: x is bf16 (each row widened into scratch first); scratch holds 2 v
+ * floats when either is set. Softmax.crossEntropyBackward.
  */
-CLONES EXPORT void ttpipe_cpu_cross_entropy_backward_rows(float *restrict dx, const float *restrict x,
+CLONES EXPORT void ttpipe_cpu_cross_entropy_backward_rows(void *restrict dx, const void *restrict x,
                                                           const int32_t *restrict targets, int64_t lo, int64_t hi, int v,
-                                                          int ignore, float scale) {
+                                                          int ignore, float scale, float *restrict scratch, int types) {
     for (int64_t r = lo; r < hi; r++) {
-        float *d = dx + r * v;
-        const float *row = x + r * v;
+        float *d = (types & 1) ? scratch : (float *) dx + r * v;
+        const float *row = (const float *) x + r * v;
+        if (types & 2) {
+            const uint16_t *h = (const uint16_t *) x + r * v;
+            for (int j = 0; j < v; j++) scratch[v + j] = widen(h[j]);
+            row = scratch + v;
+        }
         int t = targets[r];
         if (t == ignore) {
             for (int j = 0; j < v; j++) d[j] = 0.0f;
-            continue;
+        } else {
+            float max = row_max(row, v);
+            double sum = exp_sum(d, row, v, max);
+            float k = (float) (scale / sum);
+            for (int j = 0; j < v; j++) d[j] *= k;
+            d[t] -= scale;
         }
-        float max = row_max(row, v);
-        double sum = exp_sum(d, row, v, max);
-        float k = (float) (scale / sum);
-        for (int j = 0; j < v; j++) d[j] *= k;
-        d[t] -= scale;
+        if (types & 1) {
+            uint16_t *o = (uint16_t *) dx + r * v;
+            for (int j = 0; j < v; j++) o[j] = round_bf16(d[j]);
+        }
     }
 }
 

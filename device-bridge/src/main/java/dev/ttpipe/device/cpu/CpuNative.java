@@ -45,7 +45,7 @@ final class CpuNative {
     static final String PROPERTY = "ttpipe.cpu.native";
     /** A libttpipe_cpu.so to load instead of the bundled one, e.g. one built for a single x86-64 level. */
     static final String LIBRARY_PROPERTY = "ttpipe.cpu.native.library";
-    static final int ABI_VERSION = 7;
+    static final int ABI_VERSION = 8;
 
     private static volatile boolean loaded;
     private static volatile String description = "not loaded yet";
@@ -105,12 +105,18 @@ final class CpuNative {
                                                                int first, int causal, long lse, long dO, long o, int hd,
                                                                float scale);
 
-    /** Each row's max and sum of exp(x - max) of x [rows, v] (cross-entropy's log-sum-exp without the log); scratch: v floats. */
-    static native void ttpipe_cpu_row_max_sumexp(long x, long rows, int v, long scratch, long max, long sum);
+    /**
+     * Each row's max and sum of exp(x - max) of x [rows, v] (cross-entropy's log-sum-exp without the log); scratch: v
+     * floats; types bit 0: x is bf16.
+     */
+    static native void ttpipe_cpu_row_max_sumexp(long x, long rows, int v, long scratch, long max, long sum, int types);
 
-    /** dx = scale (softmax(x) - onehot(target)) for rows [lo, hi) of x [rows, v]; rows with the ignore index 0. */
+    /**
+     * dx = scale (softmax(x) - onehot(target)) for rows [lo, hi) of x [rows, v]; rows with the ignore index 0; types bit
+     * 0: dx is bf16, bit 1: x is bf16; scratch: 2 v floats when either is.
+     */
     static native void ttpipe_cpu_cross_entropy_backward_rows(long dx, long x, long targets, long lo, long hi, int v,
-                                                              int ignore, float scale);
+                                                              int ignore, float scale, long scratch, int types);
 
     static native void ttpipe_cpu_binary(long out, long a, long b, long rows, long nb, int mul, int types);
 

@@ -576,7 +576,9 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
             for (int d = 0; d < n; d++) {
                 if (!Sharding.holdsDistinctPiece(logits.layout(), shape, d)) continue;
                 IntBuffer t = ints(targets, d);
-                sum += Softmax.crossEntropy(par, in(logits, d), t, r, v, ignoreIndex);
+                sum += DirectKernels.applies(logits.dtype())
+                        ? Softmax.crossEntropy(par, arr(logits, d), t, r, v, ignoreIndex)
+                        : Softmax.crossEntropy(par, in(logits, d), t, r, v, ignoreIndex);
                 for (int i = 0; i < r; i++) if (t.get(i) != ignoreIndex) count++;
             }
             return new LossOutput(sum, count);
@@ -590,9 +592,15 @@ final class CpuOps extends CheckedOps implements LocalPiecesOps {
         int r = rows(logits);
         run(() -> {
             checkIds("crossEntropyBackward", targets, v, ignoreIndex);
+            boolean direct = DirectKernels.applies(dLogits.dtype(), logits.dtype());
             for (int d = 0; d < n; d++) {
-                Softmax.crossEntropyBackward(par, out(dLogits, d), in(logits, d), ints(targets, d), r, v, ignoreIndex,
-                        scale);
+                if (direct) {
+                    Softmax.crossEntropyBackward(par, arr(dLogits, d), arr(logits, d), ints(targets, d), r, v, ignoreIndex,
+                            scale);
+                } else {
+                    Softmax.crossEntropyBackward(par, out(dLogits, d), in(logits, d), ints(targets, d), r, v, ignoreIndex,
+                            scale);
+                }
             }
         });
     }

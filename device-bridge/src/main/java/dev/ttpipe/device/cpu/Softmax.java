@@ -1,5 +1,7 @@
 package dev.ttpipe.device.cpu;
 
+import dev.ttpipe.device.BFloat16;
+
 import java.nio.FloatBuffer;
 import java.nio.IntBuffer;
 import java.util.Arrays;
@@ -62,39 +64,63 @@ final class Softmax {
     /**
      * Sum over rows whose target is not {@code ignore} of {@code logsumexp(x) - x[target]}, each row's log-sum-exp as
      * {@code max + log(sum of exp(x - max))} with the max and the sum in {@value FlashAttention#LANES} partials
-     * ({@link #rowMaxAndSum}; the native kernel computes the same two, the log is Java's).
+     * ({@link #rowMax}, {@link #expSum}; the native kernel computes the same two, the log is Java's).
      */
     static double crossEntropy(Parallel par, FloatBuffer logits, IntBuffer targets, int rows, int v, int ignore) {
-        boolean nat = CpuNative.active();
+        if (CpuNative.active()) {
+            return crossEntropyNative(par, CpuNative.address(logits, (long) rows * v), 0, logits::get, targets, rows, v,
+                    ignore);
+        }
+        return par.sum(rows, rowGrain(v), (lo, hi) -> {
+            float[] row = new float[v];
+            double total = 0;
+            for (int r = lo; r < hi; r++) {
+                int t = targets.get(r);
+                if (t == ignore) continue;
+                logits.get(r * v, row, 0, v);
+                float max = rowMax(row, v);
+                total += max + Math.log(expSum(row, v, max)) - logits.get(r * v + t);
+            }
+            return total;
+        });
+    }
+
+    /** {@link #crossEntropy} on a device piece of either float dtype, read by the native kernel as it is (DirectKernels). */
+    static double crossEntropy(Parallel par, DirectKernels.Arr logits, IntBuffer targets, int rows, int v, int ignore) {
+        NativeBuffer b = logits.buffer();
+        IntToFloat at = logits.bf16() ? i -> BFloat16.toFloat(b.shorts.get(i)) : b.floats::get;
+        return crossEntropyNative(par, logits.address((long) rows * v), logits.bit(0), at, targets, rows, v, ignore);
+    }
+
+    /** Element i of the logits as fp32. */
+    @FunctionalInterface
+    private interface IntToFloat {
+        float get(int i);
+    }
+
+    private static double crossEntropyNative(Parallel par, long x, int types, IntToFloat at, IntBuffer targets, int rows,
+                                             int v, int ignore) {
+        int bytes = (types & 1) != 0 ? 2 : 4;
         return par.sum(rows, rowGrain(v), (lo, hi) -> {
             int n = hi - lo;
             float[] max = new float[n];
             double[] sum = new double[n];
-            if (nat) {
-                NativeBuffer stats = NativeBuffer.malloc(12 * n);
-                NativeBuffer scratch = NativeBuffer.malloc(4 * Math.max(1, v));
-                try {
-                    long x = CpuNative.address(logits, (long) rows * v) + 4L * lo * v;
-                    CpuNative.ttpipe_cpu_row_max_sumexp(x, n, v, scratch.address, stats.address + 8L * n, stats.address);
-                    stats.bytes.asDoubleBuffer().get(0, sum, 0, n);
-                    stats.floats.get(2 * n, max, 0, n);
-                } finally {
-                    stats.free();
-                    scratch.free();
-                }
-            } else {
-                float[] row = new float[v];
-                for (int r = lo; r < hi; r++) {
-                    logits.get(r * v, row, 0, v);
-                    max[r - lo] = rowMax(row, v);
-                    sum[r - lo] = expSum(row, v, max[r - lo]);
-                }
+            NativeBuffer stats = NativeBuffer.malloc(12 * n);
+            NativeBuffer scratch = NativeBuffer.malloc(4 * Math.max(1, v));
+            try {
+                CpuNative.ttpipe_cpu_row_max_sumexp(x + (long) bytes * lo * v, n, v, scratch.address,
+                        stats.address + 8L * n, stats.address, types);
+                stats.bytes.asDoubleBuffer().get(0, sum, 0, n);
+                stats.floats.get(2 * n, max, 0, n);
+            } finally {
+                stats.free();
+                scratch.free();
             }
             double total = 0;
             for (int r = lo; r < hi; r++) {
                 int t = targets.get(r);
                 if (t == ignore) continue;
-                total += max[r - lo] + Math.log(sum[r - lo]) - logits.get(r * v + t);
+                total += max[r - lo] + Math.log(sum[r - lo]) - at.get(r * v + t);
             }
             return total;
         });
@@ -108,10 +134,8 @@ final class Softmax {
     static void crossEntropyBackward(Parallel par, FloatBuffer dx, FloatBuffer logits, IntBuffer targets, int rows,
                                      int v, int ignore, float scale) {
         if (CpuNative.active()) {
-            long d = CpuNative.address(dx, (long) rows * v), x = CpuNative.address(logits, (long) rows * v);
-            long t = CpuNative.address(targets, rows);
-            par.range(rows, rowGrain(v), (lo, hi) ->
-                    CpuNative.ttpipe_cpu_cross_entropy_backward_rows(d, x, t, lo, hi, v, ignore, scale));
+            backwardNative(par, CpuNative.address(dx, (long) rows * v), CpuNative.address(logits, (long) rows * v), 0,
+                    targets, rows, v, ignore, scale);
             return;
         }
         par.range(rows, rowGrain(v), (lo, hi) -> {
@@ -130,6 +154,27 @@ final class Softmax {
                 for (int j = 0; j < v; j++) row[j] *= k;
                 row[t] -= scale;
                 dx.put(base, row, 0, v);
+            }
+        });
+    }
+
+    /** {@link #crossEntropyBackward} on device pieces of either float dtype, read and written by the native kernel as they are. */
+    static void crossEntropyBackward(Parallel par, DirectKernels.Arr dx, DirectKernels.Arr logits, IntBuffer targets,
+                                     int rows, int v, int ignore, float scale) {
+        long n = (long) rows * v;
+        backwardNative(par, dx.address(n), logits.address(n), dx.bit(0) | logits.bit(1), targets, rows, v, ignore, scale);
+    }
+
+    private static void backwardNative(Parallel par, long dx, long x, int types, IntBuffer targets, int rows, int v,
+                                       int ignore, float scale) {
+        long t = CpuNative.address(targets, rows);
+        par.range(rows, rowGrain(v), (lo, hi) -> {
+            NativeBuffer scratch = types == 0 ? null : NativeBuffer.malloc(8 * Math.max(1, v));
+            try {
+                CpuNative.ttpipe_cpu_cross_entropy_backward_rows(dx, x, t, lo, hi, v, ignore, scale,
+                        scratch == null ? 0 : scratch.address, types);
+            } finally {
+                if (scratch != null) scratch.free();
             }
         });
     }

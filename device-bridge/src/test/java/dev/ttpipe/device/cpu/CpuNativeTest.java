@@ -283,18 +283,20 @@ class CpuNativeTest {
 
     /**
      * Cross-entropy and its gradient: the loss (as a double's two halves) and every gradient element, native against Java,
-     * for vocabularies below, at and past the lane width and a large one, with an ignored row and rows of large logits.
+     * for vocabularies below, at and past the lane width and a large one, with an ignored row and rows of large logits;
+     * bf16 logits read (and the gradient written) as bf16 by the kernels against the Java ones on staged fp32.
      */
-    @ParameterizedTest(name = "rows={0} v={1}")
-    @CsvSource({"1,1", "3,13", "7,16", "33,37", "9,50257"})
-    void crossEntropyGivesTheJavaBits(int rows, int v) {
+    @ParameterizedTest(name = "rows={0} v={1} {2}")
+    @CsvSource({"1,1,FP32", "3,13,FP32", "7,16,FP32", "33,37,FP32", "9,50257,FP32", "1,1,BF16", "33,37,BF16",
+            "9,50257,BF16"})
+    void crossEntropyGivesTheJavaBits(int rows, int v, DType dtype) {
         float[] x = gaussian(rows * v, 4);
         for (int j = 0; j < v; j++) x[j] += 80f;                        // a row near exp's range
         int[] t = new int[rows];
         for (int r = 0; r < rows; r++) t[r] = rnd.nextInt(v);
         if (rows > 2) t[1] = -100;                                     // an ignored row
-        sameBits("crossEntropy v=" + v, ops -> {
-            try (Tensor tx = ops.fromHost(x, Shape.of(rows, v), Layout.REPLICATED, DType.FP32);
+        sameBits("crossEntropy v=" + v + " " + dtype, ops -> {
+            try (Tensor tx = ops.fromHost(x, Shape.of(rows, v), Layout.REPLICATED, dtype);
                  Tensor tt = ops.fromHostInts(t, Shape.of(rows), Layout.REPLICATED);
                  Tensor dx = ops.crossEntropyBackward(tx, tt, -100, 0.25f)) {
                 double loss = ops.crossEntropy(tx, tt, -100).sum();
