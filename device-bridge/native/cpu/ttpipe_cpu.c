@@ -1015,23 +1015,47 @@ static float *gb_buffer(size_t floats) {
     return w->buf;
 }
 
+/* Indices q0 .. kc of gb_pack_a's rows of A stored as rows (not ta): one element at a time (the whole of them, or the tail
+ * a vectorised pack leaves). */
+INLINE void gb_pack_a_rows(float *restrict pa, int mr, const uint16_t *a, int lda, int i0, int rows, int p0, int q0, int kc) {
+    for (int r = 0; r < mr; r++) {
+        if (r < rows) {
+            const uint16_t *s = a + (int64_t) (i0 + r) * lda + p0;
+            for (int p = q0; p < kc; p++) pa[p * mr + r] = widen(s[p]);
+        } else {
+            for (int p = q0; p < kc; p++) pa[p * mr + r] = 0.0f;
+        }
+    }
+}
+
 /* Rows i0 .. i0+rows of op(A), columns p0 .. p0+kc, widened into pa as [kc][mr] (rows past `rows` zero). */
 INLINE void gb_pack_a(float *restrict pa, int mr, const uint16_t *a, int lda, int ta, int i0, int rows, int p0, int kc) {
     if (!ta) {
-        for (int r = 0; r < mr; r++) {
-            if (r < rows) {
-                const uint16_t *s = a + (int64_t) (i0 + r) * lda + p0;
-                for (int p = 0; p < kc; p++) pa[p * mr + r] = widen(s[p]);
-            } else {
-                for (int p = 0; p < kc; p++) pa[p * mr + r] = 0.0f;
-            }
-        }
+        gb_pack_a_rows(pa, mr, a, lda, i0, rows, p0, 0, kc);
     } else {
         for (int p = 0; p < kc; p++) {
             const uint16_t *s = a + (int64_t) (p0 + p) * lda + i0;
             int r = 0;
             for (; r < rows; r++) pa[p * mr + r] = widen(s[r]);
             for (; r < mr; r++) pa[p * mr + r] = 0.0f;
+        }
+    }
+}
+
+/* Indices q0 .. kc of gb_pack_b's B stored transposed (tb): 16 indices at a time, so the strided writes stay in L1 (the
+ * whole of them, or the tail a vectorised pack leaves). */
+INLINE void gb_pack_b_cols(float *restrict pb, int nr, const uint16_t *b, int ldb, int j0, int cols, int p0, int q0,
+                           int kc) {
+    for (; q0 < kc; q0 += 16) {
+        int qn = kc - q0 < 16 ? kc - q0 : 16;
+        for (int c = 0; c < nr; c++) {
+            float *d = pb + (int64_t) q0 * nr + c;
+            if (c < cols) {
+                const uint16_t *s = b + (int64_t) (j0 + c) * ldb + p0 + q0;
+                for (int p = 0; p < qn; p++) d[p * nr] = widen(s[p]);
+            } else {
+                for (int p = 0; p < qn; p++) d[p * nr] = 0.0f;
+            }
         }
     }
 }
@@ -1047,18 +1071,7 @@ INLINE void gb_pack_b(float *restrict pb, int nr, const uint16_t *b, int ldb, in
         }
         return;
     }
-    for (int q0 = 0; q0 < kc; q0 += 16) {                /* 16 rows at a time, so the strided writes stay in L1 */
-        int qn = kc - q0 < 16 ? kc - q0 : 16;
-        for (int c = 0; c < nr; c++) {
-            float *d = pb + (int64_t) q0 * nr + c;
-            if (c < cols) {
-                const uint16_t *s = b + (int64_t) (j0 + c) * ldb + p0 + q0;
-                for (int p = 0; p < qn; p++) d[p * nr] = widen(s[p]);
-            } else {
-                for (int p = 0; p < qn; p++) d[p * nr] = 0.0f;
-            }
-        }
-    }
+    gb_pack_b_cols(pb, nr, b, ldb, j0, cols, p0, 0, kc);
 }
 
 /* The epilogue of one element: c from the block's sum s, as the comment above says. */
@@ -1230,10 +1243,7 @@ GB_TARGET512 static void gb_pack_a_avx512(float *restrict pa, int mr, const uint
         gb_rows16(r, a + (int64_t) i0 * lda + p0 + q0, lda, rows);
         for (int q = 0; q < 16; q++) _mm512_mask_storeu_ps(pa + (q0 + q) * mr, lanes, r[q]);
     }
-    for (int r = 0; r < mr; r++) {
-        const uint16_t *s = a + (int64_t) (i0 + r) * lda + p0;
-        for (int p = q0; p < kc; p++) pa[p * mr + r] = r < rows ? widen(s[p]) : 0.0f;
-    }
+    gb_pack_a_rows(pa, mr, a, lda, i0, rows, p0, q0, kc);
 }
 
 /* gb_pack_b for B stored transposed (tb), 16 columns by 16 indices at a time, as gb_pack_a_avx512; the rest as gb_pack_b. */
@@ -1264,10 +1274,7 @@ GB_TARGET512 static void gb_pack_b_avx512(float *restrict pb, int nr, const uint
             for (int q = 0; q < 16; q++) _mm512_storeu_ps(pb + (int64_t) (q0 + q) * nr + h, r[q]);
         }
     }
-    for (int c = 0; c < nr; c++) {
-        const uint16_t *s = b + (int64_t) (j0 + c) * ldb + p0;
-        for (int p = q0; p < kc; p++) pb[(int64_t) p * nr + c] = c < cols ? widen(s[p]) : 0.0f;
-    }
+    gb_pack_b_cols(pb, nr, b, ldb, j0, cols, p0, q0, kc);
 }
 
 GB_TARGET512 static int gb_avx512(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
@@ -1356,10 +1363,7 @@ GB_TARGET256 static void gb_pack_a_avx2(float *restrict pa, int mr, const uint16
             memcpy(pa + (q0 + q) * mr, t, (size_t) mr * sizeof(float));
         }
     }
-    for (int r = 0; r < mr; r++) {
-        const uint16_t *s = a + (int64_t) (i0 + r) * lda + p0;
-        for (int p = q0; p < kc; p++) pa[p * mr + r] = r < rows ? widen(s[p]) : 0.0f;
-    }
+    gb_pack_a_rows(pa, mr, a, lda, i0, rows, p0, q0, kc);
 }
 
 /* gb_pack_b for B stored transposed (tb), 8 columns by 8 indices at a time; else gb_pack_b. */
@@ -1378,10 +1382,7 @@ GB_TARGET256 static void gb_pack_b_avx2(float *restrict pb, int nr, const uint16
             for (int q = 0; q < 8; q++) _mm256_storeu_ps(pb + (int64_t) (q0 + q) * nr + h, r[q]);
         }
     }
-    for (int c = 0; c < nr; c++) {
-        const uint16_t *s = b + (int64_t) (j0 + c) * ldb + p0;
-        for (int p = q0; p < kc; p++) pb[(int64_t) p * nr + c] = c < cols ? widen(s[p]) : 0.0f;
-    }
+    gb_pack_b_cols(pb, nr, b, ldb, j0, cols, p0, q0, kc);
 }
 
 GB_TARGET256 static int gb_avx2(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,

@@ -76,8 +76,8 @@ class CpuNativeTest {
     /**
      * The fma engine's GEMM ({@code ttpipe_cpu_gemm_bf16}) gives the bits of its definition on every kernel a level has:
      * per block of 384 indices, an FMA chain from 0 in increasing k, then alpha times it, added to C (the first block:
-     * to beta C, or alone when beta is 0), each operation rounded. Shapes with partial slivers in both directions, every
-     * transpose, row strides wider than the rows. A level without AVX2 and FMA has no kernel and says so.
+     * to beta C, or alone when beta is 0), each operation rounded; k = 0 gives beta C. Shapes with partial slivers in both
+     * directions, every transpose, row strides wider than the rows. A level without AVX2 and FMA has no kernel and says so.
      */
     @Test
     void bf16GemmGivesTheBitsOfItsDefinition() {
@@ -89,7 +89,7 @@ class CpuNativeTest {
         if (LEVEL.equals("x86-64-v3")) assertEquals("avx2", kernel);
         if (LEVEL.equals("x86-64-v4")) assertEquals("avx512", kernel);
         assumeTrue(kernel != null, "skipped: this CPU has no AVX2 with FMA, so the fma engine has no kernel");
-        int[][] shapes = {{1, 1, 1}, {13, 7, 5}, {12, 32, 384}, {97, 65, 385}, {50, 70, 800}, {7, 33, 1537}};
+        int[][] shapes = {{1, 1, 1}, {13, 7, 5}, {12, 32, 384}, {97, 65, 385}, {50, 70, 800}, {7, 33, 1537}, {5, 3, 0}};
         for (int[] sh : shapes) {
             int m = sh[0], n = sh[1], k = sh[2];
             for (int t = 0; t < 4; t++) {
@@ -137,6 +137,7 @@ class CpuNativeTest {
         for (int i = 0; i < m; i++) {
             for (int j = 0; j < n; j++) {
                 float cv = c.floats.get(i * ldc + j);
+                if (k == 0) cv = beta == 0f ? 0f : beta * cv;              // no products: C = beta C, as Gemm.scaleC
                 for (int p0 = 0; p0 < k; p0 += 384) {
                     float s = 0f;
                     for (int p = p0; p < Math.min(k, p0 + 384); p++) {
