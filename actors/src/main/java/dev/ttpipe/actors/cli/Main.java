@@ -62,6 +62,9 @@ public final class Main implements Runnable {
 
     static volatile boolean verbose;
 
+    /** This process's command line after the jar, when {@link #main} started it (null where a test calls {@link #run}). */
+    static volatile String[] processArgs;
+
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;
 
@@ -83,6 +86,7 @@ public final class Main implements Runnable {
     }
 
     public static void main(String[] args) {
+        processArgs = args.clone();
         System.exit(run(args));
     }
 

@@ -5,6 +5,7 @@ import dev.ttpipe.actors.config.TtpipeConfig;
 import dev.ttpipe.actors.runtime.PipelineRuntime;
 import dev.ttpipe.actors.train.Checkpoints;
 import dev.ttpipe.actors.train.Preemption;
+import dev.ttpipe.actors.train.CollectorRestart;
 import dev.ttpipe.actors.train.TrainingJob;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -85,6 +86,7 @@ public final class TrainCommand implements Callable<Integer> {
         }
         if (preview.preview(cfg, System.out)) return Main.EXIT_OK;
         TrainingJob job = TrainingJob.fromConfig(cfg);
+        CollectorRestart.restartIfWorthIt(job.plan(), Main.class.getName(), Main.processArgs, System.out, System.err);
         if (AUTO.equals(resume)) {
             if (!job.resumeAuto(requireRunDir(runDir), allowConfigChange, System.out)) return Main.EXIT_OK;
         } else if (resume != null) {

@@ -8,6 +8,8 @@ import dev.ttpipe.device.ttnn.BridgeLibrary;
 import dev.ttpipe.stages.checkpoint.SafeTensors;
 
 import java.io.IOException;
+import java.lang.management.GarbageCollectorMXBean;
+import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -48,6 +50,8 @@ public final class RunRecord {
         fixed.put("ttpipe_version", Json.str(Checkpoints.version()));
         fixed.put("git_commit", Json.str(gitCommit()));
         fixed.put("jvm", Json.str(System.getProperty("java.vm.name") + " " + System.getProperty("java.runtime.version")));
+        fixed.put("collector", Json.str(String.join(", ", ManagementFactory.getGarbageCollectorMXBeans().stream()
+                .map(GarbageCollectorMXBean::getName).toList())));
         fixed.put("host", Json.str(HostName.get()));
         fixed.put("processors", Integer.toString(Runtime.getRuntime().availableProcessors()));
         fixed.put("cpu", Json.str(cpuModel()));

@@ -876,12 +876,13 @@ public final class TrainingJob {
     }
 
     /** At least this many ranks x microbatches of the sim backend in one JVM: G1's pauses grow long enough to show. */
-    static final long SIM_PAUSES_SHOW = 100_000;
+    static final long SIM_PAUSES_SHOW = CollectorRestart.DEFAULT_ABOVE;
 
     /**
      * A note for a sim run of {@code ranks x microbatches} in this JVM under G1 ({@code collectors}: the collectors'
      * names), or null: every rank's stash and actions are Java objects, and at 256 x 1024 the young collections copy
-     * about 100 MB each, pausing 100-200 ms, which lengthen a pass where they land; ZGC does not pause for it.
+     * about 100 MB each, pausing 100-200 ms, which lengthen a pass where they land; ZGC does not pause for it. Such a
+     * run is under G1 only where someone chose it, or the JVM has no ZGC: otherwise {@link CollectorRestart} restarted it.
      */
     static String collectorNote(int ranks, int microbatches, List<String> collectors) {
         if ((long) ranks * microbatches < SIM_PAUSES_SHOW || collectors.stream().noneMatch(c -> c.startsWith("G1"))) return null;

@@ -23,6 +23,19 @@ class SimCollectorNoteTest {
         assertNull(TrainingJob.collectorNote(256, 1024, List.of("ZGC Cycles", "ZGC Pauses")));
     }
 
+    /** sim-pp256 restarts under ZGC; sim-pp128, a chosen collector, a JVM without ZGC or already on it, or a threshold 0 do not. */
+    @Test
+    void onlyALargeRunOnAnUnchosenCollectorRestartsUnderZgc() {
+        String why = CollectorRestart.reason(256, 1024, CollectorRestart.DEFAULT_ABOVE, "G1", false, true);
+        assertTrue(why != null && why.startsWith("ttpipe: 256 ranks x 1024 microbatches of the sim backend: restarting")
+                && why.endsWith("TTPIPE_JAVA_OPTS=-XX:+UseG1GC keeps G1)"), why);
+        assertNull(CollectorRestart.reason(128, 512, CollectorRestart.DEFAULT_ABOVE, "G1", false, true));
+        assertNull(CollectorRestart.reason(256, 1024, CollectorRestart.DEFAULT_ABOVE, "G1", true, true));
+        assertNull(CollectorRestart.reason(256, 1024, CollectorRestart.DEFAULT_ABOVE, "G1", false, false));
+        assertNull(CollectorRestart.reason(256, 1024, CollectorRestart.DEFAULT_ABOVE, "ZGC", false, true));
+        assertNull(CollectorRestart.reason(256, 1024, 0, "G1", false, true));
+    }
+
     /** A trace over 512 MiB (sim-pp256's was 1.5 GiB) says how to open it and which key keeps fewer steps; a smaller one nothing. */
     @Test
     void aLargeTraceSaysHowToOpenIt() {
