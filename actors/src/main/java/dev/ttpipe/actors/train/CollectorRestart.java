@@ -55,20 +55,51 @@ public final class CollectorRestart {
     }
 
     /**
-     * Why this JVM restarts under ZGC for a sim run of {@code ranks x microbatches}, or null where it does not: a run
-     * below {@code above} (or {@code above} 0); a collector someone chose ({@code chosen}); one that already collects
-     * beside the program ({@code current}: ZGC or Shenandoah); a JVM without ZGC ({@code zgc} false).
+     * Heap ZGC needs per rank x microbatch of a sim run: 16 KiB (4 GiB for sim-pp256). Measured on sim-pp256 under ZGC:
+     * the default 6 GiB and 4 GiB held the simulator's time; 3 GiB stalled allocations 150-180 times a run and came
+     * 0.1% and 3.2% over; 2 GiB 23% over, where G1 with 2 GiB held it.
      */
-    static String reason(int ranks, int microbatches, long above, String current, boolean chosen, boolean zgc) {
-        if (above <= 0 || (long) ranks * microbatches < above || chosen || !zgc) return null;
-        if (current.equals("ZGC") || current.equals("Shenandoah")) return null;
-        return String.format(Locale.ROOT, "ttpipe: %d ranks x %d microbatches of the sim backend: restarting this JVM under ZGC"
-                        + " (%s's pauses at this size lengthen passes against the simulator; TTPIPE_JAVA_OPTS=-XX:+Use%sGC keeps %s)",
-                ranks, microbatches, current, current, current);
+    static final long HEAP_PER_RANK_MICROBATCH = 16 << 10;
+
+    /** The heap ZGC needs for a sim run of {@code ranks x microbatches} ({@link #HEAP_PER_RANK_MICROBATCH} each). */
+    static long heapNeeded(int ranks, int microbatches) {
+        return (long) ranks * microbatches * HEAP_PER_RANK_MICROBATCH;
+    }
+
+    /** What the restart does: the line it prints and the flags it adds to this JVM's. */
+    record Restart(String line, List<String> flags) {
     }
 
     /**
-     * Restarts this process under ZGC when {@link #reason} says so: {@code mainClass} with {@code args} (the command line
+     * Whether this JVM restarts under ZGC for a sim run of {@code ranks x microbatches}, or null where it does not: a run
+     * below {@code above} (or {@code above} 0); a collector someone chose ({@code chosen}); one that already collects
+     * beside the program ({@code current}: ZGC or Shenandoah); a JVM without ZGC ({@code zgc} false); a heap under
+     * {@link #heapNeeded} ({@code heap} bytes) that someone chose ({@code heapChosen}), or that could only grow past half
+     * of the machine's {@code ram}. A default heap too small that can grow is given {@code -Xmx} of the need.
+     */
+    static Restart decide(int ranks, int microbatches, long above, String current, boolean chosen, boolean zgc, long heap,
+                          boolean heapChosen, long ram) {
+        if (above <= 0 || (long) ranks * microbatches < above || chosen || !zgc) return null;
+        if (current.equals("ZGC") || current.equals("Shenandoah")) return null;
+        long need = heapNeeded(ranks, microbatches);
+        List<String> flags = new ArrayList<>(List.of("-XX:+UseZGC"));
+        String heapNote = "";
+        if (heap < need) {
+            if (heapChosen || need > ram / 2) return null;
+            long mib = (need + (1 << 20) - 1) >> 20;
+            flags.add("-Xmx" + mib + "m");
+            heapNote = " with -Xmx" + mib + "m";
+        }
+        String line = String.format(Locale.ROOT, "ttpipe: %d ranks x %d microbatches of the sim backend: restarting this JVM"
+                        + " under ZGC%s, since %s's pauses at this size lengthen passes against the simulator%s"
+                        + " (TTPIPE_JAVA_OPTS=-XX:+Use%sGC keeps %s)",
+                ranks, microbatches, heapNote, current, heapNote.isEmpty() ? "" : " and ZGC stalls in a smaller heap",
+                current, current);
+        return new Restart(line, flags);
+    }
+
+    /**
+     * Restarts this process under ZGC when {@link #decide} says so: {@code mainClass} with {@code args} (the command line
      * after the jar), on this JVM's class path and with its own flags; returns only when it does not restart (or the
      * restart failed, which it says on {@code err}).
      */
@@ -88,20 +119,21 @@ public final class CollectorRestart {
             }
             if (name.equals("Z")) zgc = true;
             if (Boolean.parseBoolean(flag.getValue())) current = name.equals("Z") ? "ZGC" : name;
-            VMOption.Origin o = flag.getOrigin();
-            if (o != VMOption.Origin.DEFAULT && o != VMOption.Origin.ERGONOMIC) chosen = true;
+            chosen |= set(flag);
         }
         zgc &= Platform.isLinux() && (Platform.isIntel() || Platform.isARM()) && Platform.is64Bit();
-        String why = reason(plan.schedule().ranks(), plan.schedule().microbatches(), above(),
-                current == null ? "this" : current, chosen, zgc);
-        if (why == null) return;
-        out.println(why);
+        VMOption heap = vm.getVMOption("MaxHeapSize");
+        long ram = ManagementFactory.getPlatformMXBean(com.sun.management.OperatingSystemMXBean.class).getTotalMemorySize();
+        Restart restart = decide(plan.schedule().ranks(), plan.schedule().microbatches(), above(),
+                current == null ? "this" : current, chosen, zgc, Long.parseLong(heap.getValue()), set(heap), ram);
+        if (restart == null) return;
+        out.println(restart.line());
         out.flush();
         err.flush();
         List<String> argv = new ArrayList<>();
         argv.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
         argv.addAll(ManagementFactory.getRuntimeMXBean().getInputArguments());
-        argv.add("-XX:+UseZGC");
+        argv.addAll(restart.flags());
         argv.add("-cp");
         argv.add(System.getProperty("java.class.path"));
         argv.add(mainClass);
@@ -109,6 +141,11 @@ public final class CollectorRestart {
         int rc = LibC.INSTANCE.execv(argv.get(0), argv.toArray(new String[0]));
         err.println("ttpipe: the restart under ZGC failed (execv returned " + rc + ", errno " + Native.getLastError()
                 + "); going on under " + current);
+    }
+
+    /** Whether someone set {@code flag} (the command line, JAVA_TOOL_OPTIONS, a flags file), not the JVM's defaults. */
+    private static boolean set(VMOption flag) {
+        return flag.getOrigin() != VMOption.Origin.DEFAULT && flag.getOrigin() != VMOption.Origin.ERGONOMIC;
     }
 
     /** The C library's {@code execv}: replaces this process's image, keeping its id, descriptors and environment. */

@@ -882,14 +882,15 @@ public final class TrainingJob {
      * A note for a sim run of {@code ranks x microbatches} in this JVM under G1 ({@code collectors}: the collectors'
      * names), or null: every rank's stash and actions are Java objects, and at 256 x 1024 the young collections copy
      * about 100 MB each, pausing 100-200 ms, which lengthen a pass where they land; ZGC does not pause for it. Such a
-     * run is under G1 only where someone chose it, or the JVM has no ZGC: otherwise {@link CollectorRestart} restarted it.
+     * run is under G1 only where someone chose it or its heap, the JVM has no ZGC, or the machine has too little memory for
+     * ZGC's heap: otherwise {@link CollectorRestart} restarted it.
      */
     static String collectorNote(int ranks, int microbatches, List<String> collectors) {
         if ((long) ranks * microbatches < SIM_PAUSES_SHOW || collectors.stream().noneMatch(c -> c.startsWith("G1"))) return null;
         return "note: " + ranks + " ranks x " + microbatches + " microbatches of the sim backend in one JVM: the G1 collector"
                 + " pauses 100-200 ms at this size, and where a pause lands it lengthens a pass against the simulator"
-                + " (12-34% over in 5 of 43 runs of 256 x 1024 measured); TTPIPE_JAVA_OPTS=-XX:+UseZGC avoids it"
-                + " (docs/backends.md#sim)";
+                + " (12-34% over in 5 of 43 runs of 256 x 1024 measured); TTPIPE_JAVA_OPTS='-XX:+UseZGC -Xmx"
+                + ((CollectorRestart.heapNeeded(ranks, microbatches) + (1 << 20) - 1) >> 20) + "m' avoids it (docs/backends.md#sim)";
     }
 
     /** The names of this JVM's garbage collectors ({@code G1 Young Generation}, {@code ZGC Cycles}, ...). */

@@ -45,8 +45,8 @@ class SimCollectorRestartTest {
     void aLargeSimRunRestartsUnderZgcAndAChosenCollectorIsKept(@TempDir Path dir) throws Exception {
         String restarted = train(dir, "default", "-Dttpipe.sim.zgc-above=64");
         assertEquals(1, restarted.split(RESTART, -1).length - 1, restarted);
-        assertTrue(restarted.contains("ttpipe: 4 ranks x 16 " + RESTART + " (G1's pauses")
-                || restarted.contains("ttpipe: 4 ranks x 16 " + RESTART + " (Serial's pauses"), restarted);
+        assertTrue(restarted.contains("ttpipe: 4 ranks x 16 " + RESTART + ", since G1's pauses")
+                || restarted.contains("ttpipe: 4 ranks x 16 " + RESTART + ", since Serial's pauses"), restarted);
         assertTrue(restarted.contains("\"collector\": \"ZGC"), restarted);
         assertFalse(restarted.contains("note: 4 ranks x 16"), restarted);
 
