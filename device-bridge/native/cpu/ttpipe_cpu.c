@@ -100,7 +100,7 @@ static inline float sigmoid(float x) {
 }
 
 EXPORT int ttpipe_cpu_abi_version(void) {
-    return 8;
+    return 9;
 }
 
 /*
@@ -1081,22 +1081,37 @@ INLINE float gb_store(float s, float c, float alpha, float beta, int first) {
     return beta == 0.0f ? v : v + beta * c;
 }
 
-/* The epilogue of a partial sliver from its sums t [mr][nr]. */
+/*
+ * The epilogue of a partial sliver from its sums t [mr][nr]; with out (the last block of ttpipe_cpu_gemm_bf16_out), each
+ * element plus bias[q] (bias not NULL) rounded to bf16 into out [rows][ldo] instead of C.
+ */
 INLINE void gb_store_partial(const float *t, int nr, float *c, int ldc, int rows, int cols, float alpha, float beta,
-                             int first) {
+                             int first, uint16_t *out, int64_t ldo, const float *bias) {
     for (int r = 0; r < rows; r++) {
-        for (int q = 0; q < cols; q++) c[(int64_t) r * ldc + q] = gb_store(t[r * nr + q], c[(int64_t) r * ldc + q], alpha, beta, first);
+        for (int q = 0; q < cols; q++) {
+            float v = gb_store(t[r * nr + q], first && beta == 0.0f ? 0.0f : c[(int64_t) r * ldc + q], alpha, beta, first);
+            if (!out) {
+                c[(int64_t) r * ldc + q] = v;
+                continue;
+            }
+            if (bias) v = v + bias[q];
+            out[r * ldo + q] = round_bf16(v);
+        }
     }
 }
 
 typedef void (*gb_kernel_fn)(int kc, const float *pa, const float *pb, float *c, int ldc, int rows, int cols, float alpha,
-                             float beta, int first);
+                             float beta, int first, uint16_t *out, int64_t ldo, const float *bias);
 typedef void (*gb_pack_fn)(float *restrict dst, int w, const uint16_t *src, int ld, int trans, int at, int count, int p0,
                            int kc);
 
-/* The blocked loops around a kernel of mr x nr slivers and its packing. 0, or -1 when the panels cannot be allocated. */
+/*
+ * The blocked loops around a kernel of mr x nr slivers and its packing. With out, the last block's slivers go, plus bias,
+ * rounded to bf16 to out instead of C (see ttpipe_cpu_gemm_bf16_out). 0, or -1 when the panels cannot be allocated.
+ */
 INLINE int gb_run(int mr, int nr, gb_kernel_fn kern, gb_pack_fn pack_a, gb_pack_fn pack_b, int ta, int tb, int m, int n,
-                  int k, float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+                  int k, float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta, float *c, int ldc,
+                  uint16_t *out, int64_t ldo, const float *bias) {
     int slivers = (n + nr - 1) / nr;
     int mc = GB_MC / mr * mr;
     size_t bfloats = (size_t) GB_KC * nr * slivers, afloats = (size_t) GB_KC * (mc + mr);
@@ -1105,6 +1120,7 @@ INLINE int gb_run(int mr, int nr, gb_kernel_fn kern, gb_pack_fn pack_a, gb_pack_
     float *pa = work, *pb = work + afloats;
     for (int p0 = 0; p0 < k; p0 += GB_KC) {
         int kc = k - p0 < GB_KC ? k - p0 : GB_KC;
+        uint16_t *last = p0 + kc >= k ? out : NULL;
         for (int s = 0; s < slivers; s++) {
             int j0 = s * nr;
             pack_b(pb + (size_t) s * kc * nr, nr, b, ldb, tb, j0, n - j0 < nr ? n - j0 : nr, p0, kc);
@@ -1119,8 +1135,9 @@ INLINE int gb_run(int mr, int nr, gb_kernel_fn kern, gb_pack_fn pack_a, gb_pack_
                 int j0 = s * nr, cols = n - j0 < nr ? n - j0 : nr;
                 for (int q = 0; q < na; q++) {
                     int i0 = ib + q * mr;
-                    kern(kc, pa + (size_t) q * kc * mr, pb + (size_t) s * kc * nr, c + (int64_t) i0 * ldc + j0, ldc,
-                         m - i0 < mr ? m - i0 : mr, cols, alpha, beta, p0 == 0);
+                    kern(kc, pa + (size_t) q * kc * mr, pb + (size_t) s * kc * nr, c ? c + (int64_t) i0 * ldc + j0 : NULL,
+                         ldc, m - i0 < mr ? m - i0 : mr, cols, alpha, beta, p0 == 0, last ? last + i0 * ldo + j0 : NULL,
+                         ldo, last && bias ? bias + j0 : NULL);
                 }
             }
         }
@@ -1143,8 +1160,19 @@ INLINE int gb_run(int mr, int nr, gb_kernel_fn kern, gb_pack_fn pack_a, gb_pack_
 #if !defined(TTPIPE_NO_CLONES) || (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__))
 #define GB_AVX512 1
 /* 12 x 32: 24 accumulators of 16 lanes. */
+/* 16 floats rounded to bf16 (to_bf16 in every lane: nearest even, a NaN kept quiet with its sign and top payload). */
+GB_TARGET512 static inline __m256i gb_round16(__m512 v) {
+    __m512i b = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(b, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x40));
+    return _mm512_cvtepi32_epi16(r);
+}
+
 GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *pb, float *c, int ldc, int rows, int cols,
-                                          float alpha, float beta, int first) {
+                                          float alpha, float beta, int first, uint16_t *out, int64_t ldo,
+                                          const float *bias) {
     enum { MR = 12, NR = 32 };
     __m512 acc[MR][2];
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -1160,11 +1188,16 @@ GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *
         __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
         for (int r = 0; r < MR; r++) {
             for (int h = 0; h < 2; h++) {
-                float *cp = c + (int64_t) r * ldc + 16 * h;
+                float *cp = c ? c + (int64_t) r * ldc + 16 * h : NULL;
                 __m512 v = _mm512_mul_ps(va, acc[r][h]);
                 if (!first) v = _mm512_add_ps(_mm512_loadu_ps(cp), v);
                 else if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_loadu_ps(cp)));
-                _mm512_storeu_ps(cp, v);
+                if (!out) {
+                    _mm512_storeu_ps(cp, v);
+                    continue;
+                }
+                if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * h));
+                _mm256_storeu_si256((__m256i *) (out + r * ldo + 16 * h), gb_round16(v));
             }
         }
         return;
@@ -1174,7 +1207,7 @@ GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *
         _mm512_store_ps(t + r * NR, acc[r][0]);
         _mm512_store_ps(t + r * NR + 16, acc[r][1]);
     }
-    gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first);
+    gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
 }
 
 /* 16 bf16 values widened to 16 floats. */
@@ -1278,15 +1311,27 @@ GB_TARGET512 static void gb_pack_b_avx512(float *restrict pb, int nr, const uint
 }
 
 GB_TARGET512 static int gb_avx512(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
-                                  const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+                                  const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo,
+                                  const float *bias) {
     return gb_run(12, 32, gb_kernel_avx512, gb_pack_a_avx512, gb_pack_b_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
-                  c, ldc);
+                  c, ldc, out, ldo, bias);
 }
 #endif
 
 /* 6 x 16: 12 accumulators of 8 lanes (16 ymm registers). */
+/* 8 floats rounded to bf16, as gb_round16. */
+GB_TARGET256 static inline __m128i gb_round8(__m256 v) {
+    __m256i b = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(b, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(0x40)), nan);
+    __m256i p = _mm256_packus_epi32(r, r);              /* each 128-bit half: its four values, twice */
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, 0x08));
+}
+
 GB_TARGET256 static void gb_kernel_avx2(int kc, const float *pa, const float *pb, float *c, int ldc, int rows, int cols,
-                                        float alpha, float beta, int first) {
+                                        float alpha, float beta, int first, uint16_t *out, int64_t ldo, const float *bias) {
     enum { MR = 6, NR = 16 };
     __m256 acc[MR][2];
     for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -1302,11 +1347,16 @@ GB_TARGET256 static void gb_kernel_avx2(int kc, const float *pa, const float *pb
         __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
         for (int r = 0; r < MR; r++) {
             for (int h = 0; h < 2; h++) {
-                float *cp = c + (int64_t) r * ldc + 8 * h;
+                float *cp = c ? c + (int64_t) r * ldc + 8 * h : NULL;
                 __m256 v = _mm256_mul_ps(va, acc[r][h]);
                 if (!first) v = _mm256_add_ps(_mm256_loadu_ps(cp), v);
                 else if (beta != 0.0f) v = _mm256_add_ps(v, _mm256_mul_ps(vb, _mm256_loadu_ps(cp)));
-                _mm256_storeu_ps(cp, v);
+                if (!out) {
+                    _mm256_storeu_ps(cp, v);
+                    continue;
+                }
+                if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + 8 * h));
+                _mm_storeu_si128((__m128i *) (out + r * ldo + 8 * h), gb_round8(v));
             }
         }
         return;
@@ -1316,7 +1366,7 @@ GB_TARGET256 static void gb_kernel_avx2(int kc, const float *pa, const float *pb
         _mm256_store_ps(t + r * NR, acc[r][0]);
         _mm256_store_ps(t + r * NR + 8, acc[r][1]);
     }
-    gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first);
+    gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
 }
 
 /* 8 bf16 values widened to 8 floats. */
@@ -1386,8 +1436,10 @@ GB_TARGET256 static void gb_pack_b_avx2(float *restrict pb, int nr, const uint16
 }
 
 GB_TARGET256 static int gb_avx2(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
-                                const uint16_t *b, int ldb, float beta, float *c, int ldc) {
-    return gb_run(6, 16, gb_kernel_avx2, gb_pack_a_avx2, gb_pack_b_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+                                const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo,
+                                const float *bias) {
+    return gb_run(6, 16, gb_kernel_avx2, gb_pack_a_avx2, gb_pack_b_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                  out, ldo, bias);
 }
 #endif
 
@@ -1412,27 +1464,60 @@ EXPORT const char *ttpipe_cpu_gemm_bf16_kernel(void) {
 #endif
 }
 
-/* 0, -1 when the panels cannot be allocated, -2 where no kernel runs (ttpipe_cpu_gemm_bf16_kernel is NULL). */
-EXPORT int ttpipe_cpu_gemm_bf16(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
-                                const uint16_t *b, int ldb, float beta, float *c, int ldc) {
-    if (m <= 0 || n <= 0) return 0;
-#if defined(GB_X86)
-    static int kernel = -1;                             /* 2: avx512, 1: avx2, 0: none */
+/* The kernel this CPU runs, once: 2 avx512, 1 avx2, 0 none. */
+static int gb_kernel_here(void) {
+    static int kernel = -1;
     if (kernel < 0) {
         const char *kn = ttpipe_cpu_gemm_bf16_kernel();
         kernel = kn == NULL ? 0 : kn[3] == '5' ? 2 : 1;
     }
+    return kernel;
+}
+
+/* gb_run on this CPU's kernel (k > 0); -2 where none runs. */
+static int gb_dispatch(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda, const uint16_t *b,
+                       int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo, const float *bias) {
+#if defined(GB_X86)
+    int kernel = gb_kernel_here();
+#if defined(GB_AVX512)
+    if (kernel == 2) return gb_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, bias);
+#endif
+    if (kernel >= 1) return gb_avx2(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, bias);
+#endif
+    (void) ta; (void) tb; (void) m; (void) n; (void) k; (void) alpha; (void) a; (void) lda; (void) b; (void) ldb; (void) beta;
+    (void) c; (void) ldc; (void) out; (void) ldo; (void) bias;
+    return -2;
+}
+
+/* 0, -1 when the panels cannot be allocated, -2 where no kernel runs (ttpipe_cpu_gemm_bf16_kernel is NULL). */
+EXPORT int ttpipe_cpu_gemm_bf16(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                                const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+    if (m <= 0 || n <= 0) return 0;
     if (k <= 0) {                                       /* no products: C = beta C, as a GEMM does */
         for (int i = 0; i < m; i++) {
             for (int j = 0; j < n; j++) c[(int64_t) i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(int64_t) i * ldc + j];
         }
-        return kernel ? 0 : -2;
+        return ttpipe_cpu_gemm_bf16_kernel() ? 0 : -2;
     }
-#if defined(GB_AVX512)
-    if (kernel == 2) return gb_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#endif
-    if (kernel >= 1) return gb_avx2(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-#endif
-    (void) ta; (void) tb; (void) k; (void) alpha; (void) a; (void) lda; (void) b; (void) ldb; (void) beta; (void) c; (void) ldc;
-    return -2;
+    return gb_dispatch(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0, NULL);
+}
+
+/*
+ * ttpipe_cpu_gemm_bf16 with beta 0 into a bf16 out [m, n] (row stride ldo): each element's fp32 value, plus bias[j] when
+ * bias is not NULL, rounded once, written by the kernel as it finishes the last block of GB_KC indices; the blocks
+ * before it keep their sums in c [m, n] (row stride ldc), which only k > GB_KC needs (else NULL will do). The bits of
+ * ttpipe_cpu_gemm_bf16 then ttpipe_cpu_tile_to_bf16, without the fp32 result going through memory. k > 0. 0, -1 when
+ * the panels cannot be allocated, -2 where no kernel runs, -3 when k > GB_KC and c is NULL.
+ */
+EXPORT int ttpipe_cpu_gemm_bf16_out(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                                    const uint16_t *b, int ldb, float *c, int ldc, uint16_t *out, int ldo,
+                                    const float *bias) {
+    if (m <= 0 || n <= 0) return 0;
+    if (k <= 0 || (k > GB_KC && !c)) return -3;
+    return gb_dispatch(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc, out, ldo, bias);
+}
+
+/* The k indices the fma engine sums in one block: ttpipe_cpu_gemm_bf16_out needs c beyond it. */
+EXPORT int ttpipe_cpu_gemm_bf16_block(void) {
+    return GB_KC;
 }

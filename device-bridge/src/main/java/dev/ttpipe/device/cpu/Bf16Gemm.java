@@ -124,10 +124,16 @@ final class Bf16Gemm {
     /** {@link BlasGemm.TileCall} of the {@code fma} engine: one single-threaded call of {@code ttpipe_cpu_gemm_bf16}. */
     static void fmaTile(boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda, long b, int ldb,
                         float beta, long c, int ldc) {
-        int rc = CpuNative.ttpipe_cpu_gemm_bf16(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        fmaDone(CpuNative.ttpipe_cpu_gemm_bf16(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc),
+                m, n, k);
+    }
+
+    /** Throws unless {@code rc}, what the fma engine's kernel returned for an m x k x n product, is 0. */
+    private static void fmaDone(int rc, int m, int n, int k) {
         if (rc != 0) {
             throw new DeviceException("bf16 gemm (fma engine) on " + m + " x " + k + " x " + n + " failed: "
-                    + (rc == -1 ? "its packed panels could not be allocated" : "no kernel runs on this CPU"));
+                    + (rc == -1 ? "its packed panels could not be allocated" : rc == -2 ? "no kernel runs on this CPU"
+                    : "no scratch for the sums of a product longer than one block"));
         }
     }
 
@@ -265,6 +271,10 @@ final class Bf16Gemm {
         }
         checkBf16Bounds("C", out, outOff, m, n, ldo);
         long aAt = a.address + (long) bytes * aOff, bAt = b.address + (long) bytes * bOff;
+        if (engine == Engine.FMA && beta == 0f) {
+            fmaToBf16(transA, transB, m, n, k, alpha, aAt, lda, bAt, ldb, out, outOff, ldo, bias, scratch);
+            return;
+        }
         BlasGemm.eachTile(parallel, m, n, k, (i0, j0, rows, cols) -> {
             NativeBuffer c = scratch.take(4L * rows * cols);
             try {
@@ -277,6 +287,29 @@ final class Bf16Gemm {
                 Convert.tileToBf16(out, at, ldo, c, 0, cols, rows, cols, bias, j0);
             } finally {
                 scratch.give(c);
+            }
+        });
+    }
+
+    /**
+     * {@link #gemmToBf16} on the fma engine with beta 0: each tile's kernel rounds its elements (plus bias) into
+     * {@code out} as it finishes them, so only a product longer than one block of k keeps fp32 sums, in a scratch tile.
+     */
+    private void fmaToBf16(boolean transA, boolean transB, int m, int n, int k, float alpha, long aAt, int lda, long bAt,
+                           int ldb, NativeBuffer out, int outOff, int ldo, NativeBuffer bias, NativeAllocator scratch) {
+        if (bias != null && bias.capacity < 4L * n) {
+            throw new DeviceException("bf16 gemm: a bias of " + bias.capacity / 4 + " floats for " + n + " columns");
+        }
+        boolean sums = k > CpuNative.ttpipe_cpu_gemm_bf16_block();
+        BlasGemm.eachTile(parallel, m, n, k, (i0, j0, rows, cols) -> {
+            NativeBuffer c = sums ? scratch.take(4L * rows * cols) : null;
+            try {
+                fmaDone(CpuNative.ttpipe_cpu_gemm_bf16_out(transA ? 1 : 0, transB ? 1 : 0, rows, cols, k, alpha,
+                        BlasGemm.tileOfA(aAt, 2, lda, transA, i0), lda, BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb,
+                        c == null ? 0 : c.address, cols, out.address + 2L * (outOff + (long) i0 * ldo + j0), ldo,
+                        bias == null ? 0 : bias.address + 4L * j0), rows, cols, k);
+            } finally {
+                if (c != null) scratch.give(c);
             }
         });
     }

@@ -193,7 +193,7 @@ class Bf16GemmTest {
             "7,5,3,false,false,dnnl", "300,200,100,false,true,sgemm", "5,3,0,false,false,dnnl",
             "1100,1536,200,false,false,sgemm", "700,1100,300,true,false,sgemm-on-dnnl", "2048,384,384,false,true,sgemm-on-dnnl",
             "2048,384,384,false,true,fma", "1100,1536,200,false,false,fma", "700,1100,300,true,false,fma", "7,5,3,false,false,fma",
-            "5,3,0,false,false,fma"})
+            "5,3,0,false,false,fma", "300,200,1000,false,true,fma", "130,70,800,true,false,fma"})
     void aBf16ResultHasTheBitsOfFp32SumsRoundedOnce(int m, int n, int k, boolean ta, boolean tb, String engine) {
         if (engine.equals("fma")) {
             Assumptions.assumeTrue(Bf16Gemm.fmaKernel() != null, "no native kernels with AVX2 and FMA here: " + CpuNative.describe());

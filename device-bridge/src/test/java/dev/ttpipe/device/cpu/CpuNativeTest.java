@@ -122,6 +122,67 @@ class CpuNativeTest {
         }
     }
 
+    /**
+     * The fma engine's GEMM into bf16 (ttpipe_cpu_gemm_bf16_out) gives the bits of its GEMM into fp32 then
+     * ttpipe_cpu_tile_to_bf16, with and without a bias, on one block of k and on several (the sums between them in the
+     * scratch C), for every transpose and partial slivers both ways, with sums past fp32's range.
+     */
+    @Test
+    void bf16GemmIntoBf16GivesTheBitsOfRoundingItsFp32Result() {
+        String kernel = CpuNative.ttpipe_cpu_gemm_bf16_kernel();
+        if (LEVEL.equals("x86-64") || LEVEL.equals("x86-64-v2")) return;     // no kernel: bf16GemmGivesTheBitsOfItsDefinition
+        assumeTrue(kernel != null, "skipped: this CPU has no AVX2 with FMA, so the fma engine has no kernel");
+        assertEquals(384, CpuNative.ttpipe_cpu_gemm_bf16_block());
+        int[][] shapes = {{1, 1, 1}, {13, 7, 5}, {12, 32, 384}, {25, 65, 385}, {50, 70, 800}};
+        for (int[] sh : shapes) {
+            int m = sh[0], n = sh[1], k = sh[2];
+            for (int t = 0; t < 4; t++) {
+                boolean ta = (t & 1) != 0, tb = (t & 2) != 0;
+                int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 1, ldo = n + 5;
+                NativeBuffer a = randomBf16((ta ? k : m) * lda), b = randomBf16((tb ? n : k) * ldb);
+                if (m * n > 100) {                                     // sums past fp32's range
+                    a.bytes.putShort(0, BFloat16.fromFloat(3e38f));
+                    a.bytes.putShort(2 * (ta ? lda : 1), BFloat16.fromFloat(-3e38f));
+                }
+                NativeBuffer bias = NativeBuffer.malloc(4 * n), sums = NativeBuffer.malloc(4 * m * n);
+                NativeBuffer got = NativeBuffer.malloc(2 * m * ldo), want = NativeBuffer.malloc(2 * m * ldo);
+                try {
+                    for (int j = 0; j < n; j++) bias.floats.put(j, (float) rnd.nextGaussian());
+                    for (boolean withBias : new boolean[]{false, true}) {
+                        for (int i = 0; i < m * ldo; i++) {
+                            short v = (short) rnd.nextInt();
+                            got.bytes.putShort(2 * i, v);
+                            want.bytes.putShort(2 * i, v);
+                        }
+                        long biasAt = withBias ? bias.address : 0;
+                        assertEquals(0, CpuNative.ttpipe_cpu_gemm_bf16(ta ? 1 : 0, tb ? 1 : 0, m, n, k, 1.25f, a.address, lda,
+                                b.address, ldb, 0f, sums.address, n));
+                        CpuNative.ttpipe_cpu_tile_to_bf16(want.address, ldo, sums.address, n, m, n, biasAt);
+                        NativeBuffer c = NativeBuffer.malloc(4 * m * n);
+                        try {
+                            assertEquals(0, CpuNative.ttpipe_cpu_gemm_bf16_out(ta ? 1 : 0, tb ? 1 : 0, m, n, k, 1.25f, a.address,
+                                    lda, b.address, ldb, k > 384 ? c.address : 0, n, got.address, ldo, biasAt));
+                        } finally {
+                            c.free();
+                        }
+                        for (int i = 0; i < m * ldo; i++) {
+                            if (got.bytes.getShort(2 * i) != want.bytes.getShort(2 * i)) {
+                                throw new AssertionError(m + "x" + k + "x" + n + " ta=" + ta + " tb=" + tb + " bias=" + withBias
+                                        + ", " + kernel + " kernel: element (" + i / ldo + ", " + i % ldo + ") is 0x"
+                                        + Integer.toHexString(got.bytes.getShort(2 * i) & 0xffff) + ", rounding its fp32 result 0x"
+                                        + Integer.toHexString(want.bytes.getShort(2 * i) & 0xffff));
+                            }
+                        }
+                    }
+                    assertEquals(-3, CpuNative.ttpipe_cpu_gemm_bf16_out(0, 0, 2, 2, 385, 1f, a.address, 385, b.address, 2, 0, 2,
+                            got.address, 2, 0), "k past one block needs the scratch sums");
+                } finally {
+                    for (NativeBuffer x : new NativeBuffer[]{a, b, bias, sums, got, want}) x.free();
+                }
+            }
+        }
+    }
+
     private NativeBuffer randomBf16(int n) {
         NativeBuffer buf = NativeBuffer.malloc(2 * Math.max(1, n));
         for (int i = 0; i < n; i++) {
