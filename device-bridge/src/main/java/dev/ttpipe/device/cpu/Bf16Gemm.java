@@ -192,8 +192,8 @@ final class Bf16Gemm {
                     + parallel.threads() + " threads";
             case SBGEMM -> "OpenBLAS cblas_sbgemm on bf16 operands (avx512_bf16), fp32 accumulation";
             case FMA -> "ttpipe's bf16-reading GEMM (" + fmaKernel() + " kernel in " + CpuNative.FILE + "): bf16 operands"
-                    + " widened to fp32 as they are packed, fp32 FMAs; single-threaded calls on tiles of C up to "
-                    + BlasGemm.TILE_M + "x" + BlasGemm.TILE_N + " over " + parallel.threads() + " threads; no bf16 dot"
+                    + " widened to fp32 as they are packed, fp32 FMAs; one single-threaded call per thread on a piece of C"
+                    + " (at most " + FMA_TILE_N + " columns) over " + parallel.threads() + " threads; no bf16 dot"
                     + " product runs (" + whyNot + ")";
             case SGEMM -> "bf16 operands widened to fp32, then the fp32 sgemm (" + fp32.kind() + " kernel), fp32 accumulation;"
                     + " no bf16 GEMM runs (" + whyNot + ")";
@@ -217,9 +217,14 @@ final class Bf16Gemm {
         if (m == 0 || n == 0) return;
         if (k == 0) {
             Gemm.scaleC(m, n, beta, c, cOff, ldc);
-        } else if (engine == Engine.DNNL || engine == Engine.FMA) {
+        } else if (engine == Engine.FMA) {
+            long aAt = a.address + 2L * aOff, bAt = b.address + 2L * bOff, cAt = c.address + 4L * cOff;
+            fmaTiles(m, n, k, (i0, j0, rows, cols) -> fmaTile(transA, transB, rows, cols, k, alpha,
+                    BlasGemm.tileOfA(aAt, 2, lda, transA, i0), lda, BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb, beta,
+                    cAt + 4L * ((long) i0 * ldc + j0), ldc));
+        } else if (engine == Engine.DNNL) {
             BlasGemm.tiles(parallel, transA, transB, m, n, k, alpha, a.address + 2L * aOff, lda, 2, b.address + 2L * bOff,
-                    ldb, 2, beta, c.address + 4L * cOff, ldc, engine == Engine.DNNL ? Dnnl::gemmBf16 : Bf16Gemm::fmaTile);
+                    ldb, 2, beta, c.address + 4L * cOff, ldc, Dnnl::gemmBf16);
         } else {
             cblas_sbgemm(OpenBlas.ROW_MAJOR, transA ? OpenBlas.TRANS : OpenBlas.NO_TRANS,
                     transB ? OpenBlas.TRANS : OpenBlas.NO_TRANS, m, n, k, alpha, a.address + 2L * aOff, lda,
@@ -301,7 +306,7 @@ final class Bf16Gemm {
             throw new DeviceException("bf16 gemm: a bias of " + bias.capacity / 4 + " floats for " + n + " columns");
         }
         boolean sums = k > CpuNative.ttpipe_cpu_gemm_bf16_block();
-        BlasGemm.eachTile(parallel, m, n, k, (i0, j0, rows, cols) -> {
+        fmaTiles(m, n, k, (i0, j0, rows, cols) -> {
             NativeBuffer c = sums ? scratch.take(4L * rows * cols) : null;
             try {
                 fmaDone(CpuNative.ttpipe_cpu_gemm_bf16_out(transA ? 1 : 0, transB ? 1 : 0, rows, cols, k, alpha,
@@ -312,6 +317,31 @@ final class Bf16Gemm {
                 if (c != null) scratch.give(c);
             }
         });
+    }
+
+    /** The most columns of C in one call of the fma engine: B's packed panel (384 x this, fp32) stays in the L3 cache. */
+    static final int FMA_TILE_N = 2048;
+
+    /**
+     * {@code body} once per piece of C [m, n] for the fma engine, over the threads. Its bits do not depend on the pieces
+     * (each element's sums run over k in blocks of 384 from 0, whatever the tile), so the pieces follow the thread count:
+     * one per thread, the longer side cut, and at most {@link #FMA_TILE_N} columns. Each tile packs its rows of A and
+     * its columns of B once a block, so fewer, larger tiles pack the operands fewer times (the fixed tiles of
+     * {@link BlasGemm#tileRows}, which the other engines need for thread-independent bits, packed a 2048-row
+     * activation's weight four times). A small product is one call.
+     */
+    private void fmaTiles(int m, int n, int k, BlasGemm.TileBody body) {
+        int threads = parallel.threads();
+        int rp = 1, cp = (n + FMA_TILE_N - 1) / FMA_TILE_N;
+        if ((long) m * n * k < BlasGemm.SMALL_FLOPS) cp = 1;
+        else if (cp > threads) cp = (cp + threads - 1) / threads * threads;
+        while ((long) m * n * k >= BlasGemm.SMALL_FLOPS && rp * cp < threads) {
+            boolean rowsCan = m / (rp + 1) >= 64, colsCan = n / (cp + 1) >= 64;
+            if (rowsCan && (!colsCan || m / rp >= n / cp)) rp++;
+            else if (colsCan) cp++;
+            else break;
+        }
+        BlasGemm.eachTile(parallel, m, n, BlasGemm.even(m, (m + rp - 1) / rp), BlasGemm.even(n, (n + cp - 1) / cp), body);
     }
 
     private static void checkBf16Bounds(String what, NativeBuffer buf, int off, int rows, int cols, int ld) {

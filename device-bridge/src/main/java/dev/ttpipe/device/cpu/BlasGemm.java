@@ -154,7 +154,11 @@ final class BlasGemm implements Gemm {
      * {@code parallel}'s threads; a single tile runs on the calling thread.
      */
     static void eachTile(Parallel parallel, int m, int n, int k, TileBody body) {
-        int tm = tileRows(m, n, k), tn = tileCols(m, n, k);
+        eachTile(parallel, m, n, tileRows(m, n, k), tileCols(m, n, k), body);
+    }
+
+    /** {@code body} once per tile of {@code tm x tn} of C [m, n] (the last row and column of tiles shorter), as above. */
+    static void eachTile(Parallel parallel, int m, int n, int tm, int tn, TileBody body) {
         int tilesM = (m + tm - 1) / tm, tilesN = (n + tn - 1) / tn;
         if (tilesM * tilesN == 1) {
             body.tile(0, 0, m, n);
