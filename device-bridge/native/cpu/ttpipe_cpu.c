@@ -1184,12 +1184,18 @@ GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *
             acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
         }
     }
+    /* the sums leave the registers first: an epilogue indexing acc would keep it in memory through the loop above */
+    float t[MR * NR] __attribute__((aligned(64)));
+    for (int r = 0; r < MR; r++) {
+        _mm512_store_ps(t + r * NR, acc[r][0]);
+        _mm512_store_ps(t + r * NR + 16, acc[r][1]);
+    }
     if (rows == MR && cols == NR) {
         __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
         for (int r = 0; r < MR; r++) {
             for (int h = 0; h < 2; h++) {
                 float *cp = c ? c + (int64_t) r * ldc + 16 * h : NULL;
-                __m512 v = _mm512_mul_ps(va, acc[r][h]);
+                __m512 v = _mm512_mul_ps(va, _mm512_load_ps(t + r * NR + 16 * h));
                 if (!first) v = _mm512_add_ps(_mm512_loadu_ps(cp), v);
                 else if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_loadu_ps(cp)));
                 if (!out) {
@@ -1201,11 +1207,6 @@ GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *
             }
         }
         return;
-    }
-    float t[MR * NR] __attribute__((aligned(64)));
-    for (int r = 0; r < MR; r++) {
-        _mm512_store_ps(t + r * NR, acc[r][0]);
-        _mm512_store_ps(t + r * NR + 16, acc[r][1]);
     }
     gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
 }
@@ -1343,12 +1344,18 @@ GB_TARGET256 static void gb_kernel_avx2(int kc, const float *pa, const float *pb
             acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
         }
     }
+    /* the sums leave the registers first: an epilogue indexing acc would keep it in memory through the loop above */
+    float t[MR * NR] __attribute__((aligned(32)));
+    for (int r = 0; r < MR; r++) {
+        _mm256_store_ps(t + r * NR, acc[r][0]);
+        _mm256_store_ps(t + r * NR + 8, acc[r][1]);
+    }
     if (rows == MR && cols == NR) {
         __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
         for (int r = 0; r < MR; r++) {
             for (int h = 0; h < 2; h++) {
                 float *cp = c ? c + (int64_t) r * ldc + 8 * h : NULL;
-                __m256 v = _mm256_mul_ps(va, acc[r][h]);
+                __m256 v = _mm256_mul_ps(va, _mm256_load_ps(t + r * NR + 8 * h));
                 if (!first) v = _mm256_add_ps(_mm256_loadu_ps(cp), v);
                 else if (beta != 0.0f) v = _mm256_add_ps(v, _mm256_mul_ps(vb, _mm256_loadu_ps(cp)));
                 if (!out) {
@@ -1360,11 +1367,6 @@ GB_TARGET256 static void gb_kernel_avx2(int kc, const float *pa, const float *pb
             }
         }
         return;
-    }
-    float t[MR * NR] __attribute__((aligned(32)));
-    for (int r = 0; r < MR; r++) {
-        _mm256_store_ps(t + r * NR, acc[r][0]);
-        _mm256_store_ps(t + r * NR + 8, acc[r][1]);
     }
     gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
 }
