@@ -1,5 +1,6 @@
 package dev.ttpipe.actors.cli;
 
+import com.sun.jna.Platform;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -12,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * A large sim run started as a process restarts that process under ZGC in place (the same process id, so a
@@ -43,6 +45,9 @@ class SimCollectorRestartTest {
 
     @Test
     void aLargeSimRunRestartsUnderZgcAndAChosenCollectorIsKept(@TempDir Path dir) throws Exception {
+        assumeTrue(Platform.isLinux() && Platform.is64Bit() && (Platform.isIntel() || Platform.isARM()),
+                "skipped: the restart under ZGC runs on Linux x86-64 and aarch64 only, not " + System.getProperty("os.name")
+                        + " " + System.getProperty("os.arch"));
         String restarted = train(dir, "default", "-Dttpipe.sim.zgc-above=64");
         assertEquals(1, restarted.split(RESTART, -1).length - 1, restarted);
         assertTrue(restarted.contains("ttpipe: 4 ranks x 16 " + RESTART + ", since G1's pauses")
