@@ -66,6 +66,11 @@ public final class CollectorRestart {
         return (long) ranks * microbatches * HEAP_PER_RANK_MICROBATCH;
     }
 
+    /** The flag that gives ZGC {@link #heapNeeded}: {@code -Xmx4096m} for 256 x 1024. */
+    static String heapFlag(int ranks, int microbatches) {
+        return "-Xmx" + ((heapNeeded(ranks, microbatches) + (1 << 20) - 1) >> 20) + "m";
+    }
+
     /** What the restart does: the line it prints and the flags it adds to this JVM's. */
     record Restart(String line, List<String> flags) {
     }
@@ -86,9 +91,8 @@ public final class CollectorRestart {
         String heapNote = "";
         if (heap < need) {
             if (heapChosen || need > ram / 2) return null;
-            long mib = (need + (1 << 20) - 1) >> 20;
-            flags.add("-Xmx" + mib + "m");
-            heapNote = " with -Xmx" + mib + "m";
+            flags.add(heapFlag(ranks, microbatches));
+            heapNote = " with " + heapFlag(ranks, microbatches);
         }
         String line = String.format(Locale.ROOT, "ttpipe: %d ranks x %d microbatches of the sim backend: restarting this JVM"
                         + " under ZGC%s, since %s's pauses at this size lengthen passes against the simulator%s"
@@ -122,10 +126,11 @@ public final class CollectorRestart {
             chosen |= set(flag);
         }
         zgc &= Platform.isLinux() && (Platform.isIntel() || Platform.isARM()) && Platform.is64Bit();
+        if (current == null) return;                                     // a collector this knows no flag of: left alone
         VMOption heap = vm.getVMOption("MaxHeapSize");
         long ram = ManagementFactory.getPlatformMXBean(com.sun.management.OperatingSystemMXBean.class).getTotalMemorySize();
         Restart restart = decide(plan.schedule().ranks(), plan.schedule().microbatches(), above(),
-                current == null ? "this" : current, chosen, zgc, Long.parseLong(heap.getValue()), set(heap), ram);
+                current, chosen, zgc, Long.parseLong(heap.getValue()), set(heap), ram);
         if (restart == null) return;
         out.println(restart.line());
         out.flush();

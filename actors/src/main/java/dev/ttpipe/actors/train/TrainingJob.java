@@ -889,8 +889,8 @@ public final class TrainingJob {
         if ((long) ranks * microbatches < SIM_PAUSES_SHOW || collectors.stream().noneMatch(c -> c.startsWith("G1"))) return null;
         return "note: " + ranks + " ranks x " + microbatches + " microbatches of the sim backend in one JVM: the G1 collector"
                 + " pauses 100-200 ms at this size, and where a pause lands it lengthens a pass against the simulator"
-                + " (12-34% over in 5 of 43 runs of 256 x 1024 measured); TTPIPE_JAVA_OPTS='-XX:+UseZGC -Xmx"
-                + ((CollectorRestart.heapNeeded(ranks, microbatches) + (1 << 20) - 1) >> 20) + "m' avoids it (docs/backends.md#sim)";
+                + " (12-34% over in 5 of 43 runs of 256 x 1024 measured); TTPIPE_JAVA_OPTS='-XX:+UseZGC "
+                + CollectorRestart.heapFlag(ranks, microbatches) + "' avoids it (docs/backends.md#sim)";
     }
 
     /** The names of this JVM's garbage collectors ({@code G1 Young Generation}, {@code ZGC Cycles}, ...). */

@@ -62,7 +62,7 @@ public final class Bf16MatmulBenchmark {
         double peakGflops = peak.bf16Gflops();
         String how = peak.bf16How() + "; fp32: " + peak.how();
         // --kernel names the bf16 engine too: blas, java or sgemm (the default fp32 kernel) on widened operands, dnnl
-        // oneDNN's bf16 GEMM.
+        // oneDNN's bf16 GEMM, fma ttpipe's GEMM that widens bf16 operands as it packs them.
         String engine = "blas".equals(kernel) || "java".equals(kernel) || "sgemm".equals(kernel) ? "sgemm"
                 : "dnnl".equals(kernel) || "fma".equals(kernel) ? kernel : "auto";
         MeshOptions options = MeshOptions.defaults().withThreads(t).withEnvironment(Map.of("TTPIPE_BF16_GEMM", engine));

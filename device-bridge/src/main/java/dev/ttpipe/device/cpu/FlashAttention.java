@@ -244,22 +244,11 @@ final class FlashAttention {
      */
     static void softmaxRows(FloatBuffer s, int rows, int keys, int first, boolean causal, float[] row, float[] max,
                             double[] sum) {
-        float[] mx = new float[LANES];
-        double[] acc = new double[LANES];
         for (int r = 0; r < rows; r++) {
             int m = causal ? Math.max(0, Math.min(keys, first + r)) : keys;
             s.get(r * keys, row, 0, keys);
-            Arrays.fill(mx, Float.NEGATIVE_INFINITY);
-            Arrays.fill(acc, 0.0);
-            for (int j = 0; j < m; j++) mx[j % LANES] = row[j] > mx[j % LANES] ? row[j] : mx[j % LANES];
-            float mr = mx[0];
-            for (int l = 1; l < LANES; l++) mr = mx[l] > mr ? mx[l] : mr;
-            for (int j = 0; j < m; j++) {
-                row[j] = FloatExp.exp(row[j] - mr);
-                acc[j % LANES] += row[j];
-            }
-            double sr = acc[0];
-            for (int l = 1; l < LANES; l++) sr += acc[l];
+            float mr = Softmax.rowMax(row, m);
+            double sr = Softmax.expSum(row, m, mr);                 // row[0..m) now holds the exps
             float inv = (float) (1.0 / sr);
             for (int j = 0; j < m; j++) row[j] *= inv;
             for (int j = m; j < keys; j++) row[j] = 0f;
