@@ -100,7 +100,7 @@ static inline float sigmoid(float x) {
 }
 
 EXPORT int ttpipe_cpu_abi_version(void) {
-    return 9;
+    return 10;
 }
 
 /*
@@ -1109,9 +1109,9 @@ typedef void (*gb_pack_fn)(float *restrict dst, int w, const uint16_t *src, int 
  * The blocked loops around a kernel of mr x nr slivers and its packing. With out, the last block's slivers go, plus bias,
  * rounded to bf16 to out instead of C (see ttpipe_cpu_gemm_bf16_out). 0, or -1 when the panels cannot be allocated.
  */
-INLINE int gb_run(int mr, int nr, gb_kernel_fn kern, gb_pack_fn pack_a, gb_pack_fn pack_b, int ta, int tb, int m, int n,
-                  int k, float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta, float *c, int ldc,
-                  uint16_t *out, int64_t ldo, const float *bias) {
+INLINE int gb_run(int mr, int nr, int pairs, gb_kernel_fn kern, gb_pack_fn pack_a, gb_pack_fn pack_b, int ta, int tb, int m,
+                  int n, int k, float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta, float *c,
+                  int ldc, uint16_t *out, int64_t ldo, const float *bias) {
     int slivers = (n + nr - 1) / nr;
     int mc = GB_MC / mr * mr;
     size_t bfloats = (size_t) GB_KC * nr * slivers, afloats = (size_t) GB_KC * (mc + mr);
@@ -1120,22 +1120,23 @@ INLINE int gb_run(int mr, int nr, gb_kernel_fn kern, gb_pack_fn pack_a, gb_pack_
     float *pa = work, *pb = work + afloats;
     for (int p0 = 0; p0 < k; p0 += GB_KC) {
         int kc = k - p0 < GB_KC ? k - p0 : GB_KC;
+        int depth = pairs ? (kc + 1) / 2 : kc;          /* a panel's rows: indices, or pairs of them */
         uint16_t *last = p0 + kc >= k ? out : NULL;
         for (int s = 0; s < slivers; s++) {
             int j0 = s * nr;
-            pack_b(pb + (size_t) s * kc * nr, nr, b, ldb, tb, j0, n - j0 < nr ? n - j0 : nr, p0, kc);
+            pack_b(pb + (size_t) s * depth * nr, nr, b, ldb, tb, j0, n - j0 < nr ? n - j0 : nr, p0, kc);
         }
         for (int ib = 0; ib < m; ib += mc) {
             int rows = m - ib < mc ? m - ib : mc, na = (rows + mr - 1) / mr;
             for (int q = 0; q < na; q++) {
                 int i0 = ib + q * mr;
-                pack_a(pa + (size_t) q * kc * mr, mr, a, lda, ta, i0, m - i0 < mr ? m - i0 : mr, p0, kc);
+                pack_a(pa + (size_t) q * depth * mr, mr, a, lda, ta, i0, m - i0 < mr ? m - i0 : mr, p0, kc);
             }
             for (int s = 0; s < slivers; s++) {
                 int j0 = s * nr, cols = n - j0 < nr ? n - j0 : nr;
                 for (int q = 0; q < na; q++) {
                     int i0 = ib + q * mr;
-                    kern(kc, pa + (size_t) q * kc * mr, pb + (size_t) s * kc * nr, c ? c + (int64_t) i0 * ldc + j0 : NULL,
+                    kern(kc, pa + (size_t) q * depth * mr, pb + (size_t) s * depth * nr, c ? c + (int64_t) i0 * ldc + j0 : NULL,
                          ldc, m - i0 < mr ? m - i0 : mr, cols, alpha, beta, p0 == 0, last ? last + i0 * ldo + j0 : NULL,
                          ldo, last && bias ? bias + j0 : NULL);
                 }
@@ -1170,6 +1171,31 @@ GB_TARGET512 static inline __m256i gb_round16(__m512 v) {
     return _mm512_cvtepi32_epi16(r);
 }
 
+/* The epilogue of a 12 x 32 sliver from its sums t [12][32] (see gb_store and gb_store_partial). */
+GB_TARGET512 static inline void gb_epilogue512(const float *t, float *c, int ldc, int rows, int cols, float alpha,
+                                               float beta, int first, uint16_t *out, int64_t ldo, const float *bias) {
+    enum { MR = 12, NR = 32 };
+    if (rows == MR && cols == NR) {
+        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+        for (int r = 0; r < MR; r++) {
+            for (int h = 0; h < 2; h++) {
+                float *cp = c ? c + (int64_t) r * ldc + 16 * h : NULL;
+                __m512 v = _mm512_mul_ps(va, _mm512_load_ps(t + r * NR + 16 * h));
+                if (!first) v = _mm512_add_ps(_mm512_loadu_ps(cp), v);
+                else if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_loadu_ps(cp)));
+                if (!out) {
+                    _mm512_storeu_ps(cp, v);
+                    continue;
+                }
+                if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * h));
+                _mm256_storeu_si256((__m256i *) (out + r * ldo + 16 * h), gb_round16(v));
+            }
+        }
+        return;
+    }
+    gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
+}
+
 GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *pb, float *c, int ldc, int rows, int cols,
                                           float alpha, float beta, int first, uint16_t *out, int64_t ldo,
                                           const float *bias) {
@@ -1190,25 +1216,7 @@ GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *
         _mm512_store_ps(t + r * NR, acc[r][0]);
         _mm512_store_ps(t + r * NR + 16, acc[r][1]);
     }
-    if (rows == MR && cols == NR) {
-        __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-        for (int r = 0; r < MR; r++) {
-            for (int h = 0; h < 2; h++) {
-                float *cp = c ? c + (int64_t) r * ldc + 16 * h : NULL;
-                __m512 v = _mm512_mul_ps(va, _mm512_load_ps(t + r * NR + 16 * h));
-                if (!first) v = _mm512_add_ps(_mm512_loadu_ps(cp), v);
-                else if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_loadu_ps(cp)));
-                if (!out) {
-                    _mm512_storeu_ps(cp, v);
-                    continue;
-                }
-                if (bias) v = _mm512_add_ps(v, _mm512_loadu_ps(bias + 16 * h));
-                _mm256_storeu_si256((__m256i *) (out + r * ldo + 16 * h), gb_round16(v));
-            }
-        }
-        return;
-    }
-    gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
+    gb_epilogue512(t, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
 }
 
 /* 16 bf16 values widened to 16 floats. */
@@ -1314,9 +1322,118 @@ GB_TARGET512 static void gb_pack_b_avx512(float *restrict pb, int nr, const uint
 GB_TARGET512 static int gb_avx512(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
                                   const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo,
                                   const float *bias) {
-    return gb_run(12, 32, gb_kernel_avx512, gb_pack_a_avx512, gb_pack_b_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
+    return gb_run(12, 32, 0, gb_kernel_avx512, gb_pack_a_avx512, gb_pack_b_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
                   c, ldc, out, ldo, bias);
 }
+
+/*
+ * The dot engine (ttpipe_cpu_gemm_bf16dot): the loops, blocks and epilogue above around a 12 x 32 kernel of vdpbf16ps,
+ * the bf16 dot product (avx512_bf16). Its panels hold pairs: indices p and p + 1 of a row of op(A) or a column of op(B)
+ * as one 32-bit word, p in the low half (a pair past kc has a zero high half), so a panel is half as deep. Each
+ * vdpbf16ps adds to a lane the products of one pair as the instruction defines it (Intel's SDM: s + a[p+1] b[p+1], then
+ * + a[p] b[p], each rounded to nearest even; denormal inputs and results taken as zero).
+ */
+#if !defined(TTPIPE_NO_CLONES) || defined(__AVX512BF16__)
+#define GB_DOT 1
+#if defined(TTPIPE_NO_CLONES)
+#define GB_TARGETDOT
+#else
+#define GB_TARGETDOT __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
+#endif
+
+/* Indices p0 .. p0 + left (left <= 32) of `count` (<= 16) rows (row i at src + i ld) as 16 pairs each, transposed:
+ * out[q] holds pair q of every row (rows past count, and indices past left, zero). */
+GB_TARGETDOT static inline void gb_pairs16(__m512i out[16], const uint16_t *src, int64_t ld, int count, int left) {
+    __mmask32 m = left >= 32 ? (__mmask32) 0xffffffffu : (__mmask32) ((1u << left) - 1);
+    __m512 r[16];
+    for (int i = 0; i < 16; i++) {
+        r[i] = _mm512_castsi512_ps(i < count ? _mm512_maskz_loadu_epi16(m, src + i * ld) : _mm512_setzero_si512());
+        if (left > 32 && i < count) _mm_prefetch((const char *) (src + i * ld + 32), _MM_HINT_T0);   /* the next 16 pairs */
+    }
+    gb_transpose16(r);
+    for (int i = 0; i < 16; i++) out[i] = _mm512_castps_si512(r[i]);
+}
+
+/* Two rows of `count` (<= 16) bf16 values each, zipped into 16 pairs: lo[c] | hi[c] << 16 (hi NULL: zero). */
+GB_TARGETDOT static inline __m512i gb_zip16(const uint16_t *lo, const uint16_t *hi, int count) {
+    __mmask16 m = (__mmask16) ((1u << count) - 1);
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, lo));
+    if (!hi) return w;
+    return _mm512_or_si512(w, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, hi)), 16));
+}
+
+/* Rows i0 .. i0+rows of op(A), indices p0 .. p0+kc, as pairs into pa [(kc + 1) / 2][mr] (mr <= 16; rows past `rows` zero). */
+GB_TARGETDOT static void gb_pack_a_dot(float *restrict dst, int mr, const uint16_t *a, int lda, int ta, int i0, int rows,
+                                       int p0, int kc) {
+    uint32_t *pa = (uint32_t *) dst;
+    __mmask16 lanes = (__mmask16) ((1u << mr) - 1);
+    int kp = (kc + 1) / 2;
+    if (ta) {                                            /* op(A)'s column p is a row of the stored A */
+        for (int q = 0; q < kp; q++) {
+            const uint16_t *s = a + (int64_t) (p0 + 2 * q) * lda + i0;
+            _mm512_mask_storeu_epi32(pa + q * mr, lanes, gb_zip16(s, 2 * q + 1 < kc ? s + lda : NULL, rows));
+        }
+        return;
+    }
+    for (int q0 = 0; q0 < kp; q0 += 16) {
+        __m512i r[16];
+        gb_pairs16(r, a + (int64_t) i0 * lda + p0 + 2 * q0, lda, rows, kc - 2 * q0);
+        for (int q = 0; q < 16 && q0 + q < kp; q++) _mm512_mask_storeu_epi32(pa + (q0 + q) * mr, lanes, r[q]);
+    }
+}
+
+/* Columns j0 .. j0+cols of op(B), indices p0 .. p0+kc, as pairs into pb [(kc + 1) / 2][nr] (nr a multiple of 16). */
+GB_TARGETDOT static void gb_pack_b_dot(float *restrict dst, int nr, const uint16_t *b, int ldb, int tb, int j0, int cols,
+                                       int p0, int kc) {
+    uint32_t *pb = (uint32_t *) dst;
+    int kp = (kc + 1) / 2;
+    for (int h = 0; h < nr; h += 16) {
+        int count = cols - h < 0 ? 0 : cols - h > 16 ? 16 : cols - h;
+        if (!tb) {                                       /* op(B)'s row p is a row of the stored B */
+            for (int q = 0; q < kp; q++) {
+                const uint16_t *s = b + (int64_t) (p0 + 2 * q) * ldb + j0 + h;
+                _mm512_storeu_si512(pb + (int64_t) q * nr + h, gb_zip16(s, 2 * q + 1 < kc ? s + ldb : NULL, count));
+            }
+            continue;
+        }
+        for (int q0 = 0; q0 < kp; q0 += 16) {
+            __m512i r[16];
+            gb_pairs16(r, b + (int64_t) (j0 + h) * ldb + p0 + 2 * q0, ldb, count, kc - 2 * q0);
+            for (int q = 0; q < 16 && q0 + q < kp; q++) _mm512_storeu_si512(pb + (int64_t) (q0 + q) * nr + h, r[q]);
+        }
+    }
+}
+
+GB_TARGETDOT static void gb_kernel_dot(int kc, const float *pa_, const float *pb_, float *c, int ldc, int rows, int cols,
+                                       float alpha, float beta, int first, uint16_t *out, int64_t ldo, const float *bias) {
+    enum { MR = 12, NR = 32 };
+    const uint32_t *pa = (const uint32_t *) pa_, *pb = (const uint32_t *) pb_;
+    int kp = (kc + 1) / 2;
+    __m512 acc[MR][2];
+    for (int r = 0; r < MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int p = 0; p < kp; p++) {
+        __m512bh b0 = (__m512bh) _mm512_load_si512(pb + p * NR), b1 = (__m512bh) _mm512_load_si512(pb + p * NR + 16);
+        for (int r = 0; r < MR; r++) {
+            __m512bh av = (__m512bh) _mm512_set1_epi32((int) pa[p * MR + r]);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+        }
+    }
+    float t[MR * NR] __attribute__((aligned(64)));       /* as gb_kernel_avx512: the sums leave the registers first */
+    for (int r = 0; r < MR; r++) {
+        _mm512_store_ps(t + r * NR, acc[r][0]);
+        _mm512_store_ps(t + r * NR + 16, acc[r][1]);
+    }
+    gb_epilogue512(t, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
+}
+
+GB_TARGETDOT static int gb_dot(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                               const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo,
+                               const float *bias) {
+    return gb_run(12, 32, 1, gb_kernel_dot, gb_pack_a_dot, gb_pack_b_dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                  ldc, out, ldo, bias);
+}
+#endif
 #endif
 
 /* 6 x 16: 12 accumulators of 8 lanes (16 ymm registers). */
@@ -1440,7 +1557,7 @@ GB_TARGET256 static void gb_pack_b_avx2(float *restrict pb, int nr, const uint16
 GB_TARGET256 static int gb_avx2(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
                                 const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo,
                                 const float *bias) {
-    return gb_run(6, 16, gb_kernel_avx2, gb_pack_a_avx2, gb_pack_b_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+    return gb_run(6, 16, 0, gb_kernel_avx2, gb_pack_a_avx2, gb_pack_b_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                   out, ldo, bias);
 }
 #endif
@@ -1476,9 +1593,29 @@ static int gb_kernel_here(void) {
     return kernel;
 }
 
-/* gb_run on this CPU's kernel (k > 0); -2 where none runs. */
-static int gb_dispatch(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda, const uint16_t *b,
-                       int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo, const float *bias) {
+/* Whether the dot engine runs here: 1 on a CPU with avx512_bf16 (and AVX-512 F, BW, VL), else 0. */
+EXPORT int ttpipe_cpu_gemm_bf16dot_available(void) {
+#if defined(GB_DOT) && defined(TTPIPE_NO_CLONES)
+    return 1;
+#elif defined(GB_DOT)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") && gb_kernel_here() == 2;
+#else
+    return 0;
+#endif
+}
+
+/* gb_run on this CPU's kernel (k > 0), or with dot the dot engine's; -2 where none runs. */
+static int gb_dispatch(int dot, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                       const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo,
+                       const float *bias) {
+#if defined(GB_DOT)
+    static int dot_here = -1;
+    if (dot && dot_here < 0) dot_here = ttpipe_cpu_gemm_bf16dot_available();
+    if (dot) return dot_here ? gb_dot(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, bias) : -2;
+#else
+    if (dot) return -2;
+#endif
 #if defined(GB_X86)
     int kernel = gb_kernel_here();
 #if defined(GB_AVX512)
@@ -1491,32 +1628,44 @@ static int gb_dispatch(int ta, int tb, int m, int n, int k, float alpha, const u
     return -2;
 }
 
-/* 0, -1 when the panels cannot be allocated, -2 where no kernel runs (ttpipe_cpu_gemm_bf16_kernel is NULL). */
-EXPORT int ttpipe_cpu_gemm_bf16(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
-                                const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+/* ttpipe_cpu_gemm_bf16 or, with dot, ttpipe_cpu_gemm_bf16dot. */
+static int gb_gemm(int dot, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda, const uint16_t *b,
+                   int ldb, float beta, float *c, int ldc) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0) {                                       /* no products: C = beta C, as a GEMM does */
         for (int i = 0; i < m; i++) {
             for (int j = 0; j < n; j++) c[(int64_t) i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(int64_t) i * ldc + j];
         }
-        return ttpipe_cpu_gemm_bf16_kernel() ? 0 : -2;
+        return (dot ? ttpipe_cpu_gemm_bf16dot_available() : ttpipe_cpu_gemm_bf16_kernel() != NULL) ? 0 : -2;
     }
-    return gb_dispatch(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0, NULL);
+    return gb_dispatch(dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0, NULL);
+}
+
+/* 0, -1 when the panels cannot be allocated, -2 where no kernel runs (ttpipe_cpu_gemm_bf16_kernel is NULL). */
+EXPORT int ttpipe_cpu_gemm_bf16(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                                const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+    return gb_gemm(0, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* ttpipe_cpu_gemm_bf16 on the dot engine (see gb_dot): -2 where ttpipe_cpu_gemm_bf16dot_available is 0. */
+EXPORT int ttpipe_cpu_gemm_bf16dot(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                                   const uint16_t *b, int ldb, float beta, float *c, int ldc) {
+    return gb_gemm(1, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /*
- * ttpipe_cpu_gemm_bf16 with beta 0 into a bf16 out [m, n] (row stride ldo): each element's fp32 value, plus bias[j] when
- * bias is not NULL, rounded once, written by the kernel as it finishes the last block of GB_KC indices; the blocks
- * before it keep their sums in c [m, n] (row stride ldc), which only k > GB_KC needs (else NULL will do). The bits of
- * ttpipe_cpu_gemm_bf16 then ttpipe_cpu_tile_to_bf16, without the fp32 result going through memory. k > 0. 0, -1 when
- * the panels cannot be allocated, -2 where no kernel runs, -3 when k > GB_KC and c is NULL.
+ * ttpipe_cpu_gemm_bf16 (dot 0) or ttpipe_cpu_gemm_bf16dot (dot 1) with beta 0 into a bf16 out [m, n] (row stride ldo):
+ * each element's fp32 value, plus bias[j] when bias is not NULL, rounded once, written by the kernel as it finishes the
+ * last block of GB_KC indices; the blocks before it keep their sums in c [m, n] (row stride ldc), which only k > GB_KC
+ * needs (else NULL will do). The bits of the GEMM then ttpipe_cpu_tile_to_bf16, without the fp32 result going through
+ * memory. k > 0. 0, -1 when the panels cannot be allocated, -2 where no kernel runs, -3 when k > GB_KC and c is NULL.
  */
-EXPORT int ttpipe_cpu_gemm_bf16_out(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+EXPORT int ttpipe_cpu_gemm_bf16_out(int dot, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
                                     const uint16_t *b, int ldb, float *c, int ldc, uint16_t *out, int ldo,
                                     const float *bias) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0 || (k > GB_KC && !c)) return -3;
-    return gb_dispatch(ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc, out, ldo, bias);
+    return gb_dispatch(dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc, out, ldo, bias);
 }
 
 /* The k indices the fma engine sums in one block: ttpipe_cpu_gemm_bf16_out needs c beyond it. */

@@ -65,12 +65,12 @@ public final class BenchMatmulCommand implements Callable<Integer> {
     int threads;
 
     @Option(names = "--kernel", paramLabel = "KERNEL", defaultValue = "auto",
-            description = {"auto, blas, dnnl, java, or with bf16 fma or sgemm (default: ${DEFAULT-VALUE}: for fp32",
-                    "oneDNN's sgemm, OpenBLAS where oneDNN does not load; for bf16, oneDNN's bf16 GEMM where the CPU has",
-                    "avx512_bf16, else fma). With --dtype bf16:",
-                    "blas is OpenBLAS's sgemm on widened operands, dnnl oneDNN's bf16 GEMM, fma ttpipe's GEMM that widens",
-                    "bf16 operands as it packs them (what a CPU without avx512_bf16 runs), and sgemm the default fp32",
-                    "engine on widened operands."})
+            description = {"auto, blas, dnnl, java, or with bf16 dot, fma or sgemm (default: ${DEFAULT-VALUE}: for",
+                    "fp32 oneDNN's sgemm, OpenBLAS where oneDNN does not load; for bf16, oneDNN's bf16 GEMM where the CPU",
+                    "has avx512_bf16 (dot where oneDNN does not load), else fma). With --dtype bf16:",
+                    "blas is OpenBLAS's sgemm on widened operands, dnnl oneDNN's bf16 GEMM, dot ttpipe's GEMM on the bf16",
+                    "dot product (avx512_bf16), fma ttpipe's GEMM that widens bf16 operands as it packs them (what a CPU",
+                    "without avx512_bf16 runs), and sgemm the default fp32 engine on widened operands."})
     String kernel;
 
     @Option(names = "--dtype", paramLabel = "DTYPE", defaultValue = "fp32",
@@ -102,9 +102,9 @@ public final class BenchMatmulCommand implements Callable<Integer> {
         if (!d.equals("fp32") && !d.equals("bf16")) {
             throw new UserInputException("--dtype " + dtype + ": expected fp32 or bf16");
         }
-        if (!KERNELS.contains(k) && !(d.equals("bf16") && (k.equals("sgemm") || k.equals("fma")))) {
+        if (!KERNELS.contains(k) && !(d.equals("bf16") && (k.equals("sgemm") || k.equals("fma") || k.equals("dot")))) {
             throw new UserInputException("--kernel " + kernel + ": expected auto, blas, dnnl or java"
-                    + (d.equals("bf16") ? ", or fma or sgemm" : " (fma and sgemm with --dtype bf16)"));
+                    + (d.equals("bf16") ? ", or dot, fma or sgemm" : " (dot, fma and sgemm with --dtype bf16)"));
         }
         PrintWriter out = spec.commandLine().getOut();
         if (!json) {

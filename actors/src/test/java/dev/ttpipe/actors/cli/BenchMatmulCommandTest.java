@@ -59,7 +59,7 @@ class BenchMatmulCommandTest {
         assertEquals(2, run("bench", "matmul", "--kernel", "cuda"));
         assertTrue(err.toString().contains("--kernel cuda"), err.toString());
         assertEquals(2, run("bench", "matmul", "--kernel", "sgemm"));
-        assertTrue(err.toString().contains("--kernel sgemm: expected auto, blas, dnnl or java (fma and sgemm with --dtype bf16)"),
+        assertTrue(err.toString().contains("--kernel sgemm: expected auto, blas, dnnl or java (dot, fma and sgemm with --dtype bf16)"),
                 err.toString());
         assertEquals(2, run("bench", "matmul", "--threads", "-1"));
         assertEquals(2, run("bench", "matmul", "--size", "many"));

@@ -47,7 +47,7 @@ final class Bf16Gemm {
     private static final Set<String> LOGGED = ConcurrentHashMap.newKeySet();
 
     /** Which engine multiplies. */
-    enum Engine { DNNL, SBGEMM, FMA, SGEMM }
+    enum Engine { DNNL, DOT, SBGEMM, FMA, SGEMM }
 
     private final Gemm fp32;
     private final Parallel parallel;
@@ -80,15 +80,15 @@ final class Bf16Gemm {
         if (asked.equals("sgemm")) {
             whyNot.add("sgemm asked for (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM, or TTPIPE_SBGEMM=off)");
         } else {
-            if (asked.equals("fma")) whyNot.add("fma asked for (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM)");
+            if (asked.equals("fma") || asked.equals("dot")) whyNot.add(asked + " asked for (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM)");
             if (!bf16Dot) whyNot.add("this CPU has no avx512_bf16");
             boolean dnnlOk = false;
-            if (!asked.equals("sbgemm") && !asked.equals("fma") && bf16Dot) {   // without avx512_bf16 never used: not loaded
+            if (!asked.equals("sbgemm") && !asked.equals("fma") && !asked.equals("dot") && bf16Dot) {   // without avx512_bf16 never used: not loaded
                 if (!Dnnl.load()) whyNot.add("oneDNN does not load (" + Dnnl.failure() + ")");
                 else dnnlOk = true;
             }
             boolean sbgemmOk = false;
-            if (!asked.equals("dnnl") && !asked.equals("fma")) {
+            if (!asked.equals("dnnl") && !asked.equals("fma") && !asked.equals("dot")) {
                 if (!(fp32 instanceof BlasGemm)) {
                     whyNot.add("the fp32 kernel is " + fp32.kind() + ", not OpenBLAS, so no cblas_sbgemm");
                 } else if (!bindSbgemm()) {
@@ -99,7 +99,15 @@ final class Bf16Gemm {
                 }
             }
             String fmaKernel = fmaKernel();
-            if (bf16Dot && dnnlOk && !asked.equals("fma")) engine = Engine.DNNL;
+            boolean dotOk = bf16Dot && dotKernel();
+            if (asked.equals("dot") && !dotOk) {
+                whyNot.add("ttpipe's bf16 dot-product GEMM (dot) needs the native kernels on a CPU with avx512_bf16: "
+                        + CpuNative.describe());
+            }
+            if (asked.equals("dot") && dotOk) engine = Engine.DOT;
+            else if (asked.equals("dot")) engine = Engine.SGEMM;
+            else if (bf16Dot && dnnlOk && !asked.equals("fma")) engine = Engine.DNNL;
+            else if (dotOk && asked.equals("auto")) engine = Engine.DOT;
             else if (bf16Dot && sbgemmOk && !asked.equals("fma")) engine = Engine.SBGEMM;
             else if (fmaKernel != null && (asked.equals("auto") || asked.equals("fma"))) engine = Engine.FMA;
             if (fmaKernel == null) {
@@ -112,13 +120,25 @@ final class Bf16Gemm {
         }
         Bf16Gemm g = new Bf16Gemm(fp32, parallel, engine, whyNot.isEmpty() ? null : String.join("; ", whyNot));
         if (LOGGED.add(g.describe())) LOG.info("cpu bf16 matmuls: {}", g.describe());
-        CpuKernels.choseBf16(g.describe(), engine == Engine.DNNL || engine == Engine.SBGEMM);
+        CpuKernels.choseBf16(g.describe(), engine == Engine.DNNL || engine == Engine.DOT || engine == Engine.SBGEMM);
         return g;
     }
 
     /** The kernel of the {@code fma} engine here ("avx512", "avx2"), or null where it cannot run. */
     static String fmaKernel() {
         return CpuNative.active() ? CpuNative.ttpipe_cpu_gemm_bf16_kernel() : null;
+    }
+
+    /** Whether the {@code dot} engine's kernel runs here (the native kernels, a CPU with avx512_bf16). */
+    static boolean dotKernel() {
+        return CpuNative.active() && CpuNative.ttpipe_cpu_gemm_bf16dot_available() == 1;
+    }
+
+    /** {@link BlasGemm.TileCall} of the {@code dot} engine: one single-threaded call of {@code ttpipe_cpu_gemm_bf16dot}. */
+    static void dotTile(boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda, long b, int ldb,
+                        float beta, long c, int ldc) {
+        fmaDone(CpuNative.ttpipe_cpu_gemm_bf16dot(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                ldc), m, n, k);
     }
 
     /** {@link BlasGemm.TileCall} of the {@code fma} engine: one single-threaded call of {@code ttpipe_cpu_gemm_bf16}. */
@@ -128,10 +148,10 @@ final class Bf16Gemm {
                 m, n, k);
     }
 
-    /** Throws unless {@code rc}, what the fma engine's kernel returned for an m x k x n product, is 0. */
+    /** Throws unless {@code rc}, what the fma or dot engine's kernel returned for an m x k x n product, is 0. */
     private static void fmaDone(int rc, int m, int n, int k) {
         if (rc != 0) {
-            throw new DeviceException("bf16 gemm (fma engine) on " + m + " x " + k + " x " + n + " failed: "
+            throw new DeviceException("bf16 gemm (ttpipe's kernel) on " + m + " x " + k + " x " + n + " failed: "
                     + (rc == -1 ? "its packed panels could not be allocated" : rc == -2 ? "no kernel runs on this CPU"
                     : "no scratch for the sums of a product longer than one block"));
         }
@@ -178,6 +198,7 @@ final class Bf16Gemm {
     String kind() {
         return switch (engine) {
             case DNNL -> "dnnl";
+            case DOT -> "dot";
             case SBGEMM -> "sbgemm";
             case FMA -> "fma";
             case SGEMM -> "sgemm on bf16 operands widened to fp32";
@@ -190,6 +211,9 @@ final class Bf16Gemm {
             case DNNL -> Dnnl.describe() + ", dnnl_gemm_bf16bf16f32 on bf16 operands (avx512_bf16), fp32 accumulation;"
                     + " single-threaded calls on tiles of C up to " + BlasGemm.TILE_M + "x" + BlasGemm.TILE_N + " over "
                     + parallel.threads() + " threads";
+            case DOT -> "ttpipe's bf16 dot-product GEMM (vdpbf16ps kernel in " + CpuNative.FILE + "): bf16 operands packed"
+                    + " in pairs, fp32 accumulation (avx512_bf16); one single-threaded call per thread on a piece of C (at most "
+                    + FMA_TILE_N + " columns) over " + parallel.threads() + " threads";
             case SBGEMM -> "OpenBLAS cblas_sbgemm on bf16 operands (avx512_bf16), fp32 accumulation";
             case FMA -> "ttpipe's bf16-reading GEMM (" + fmaKernel() + " kernel in " + CpuNative.FILE + "): bf16 operands"
                     + " widened to fp32 as they are packed, fp32 FMAs; one single-threaded call per thread on a piece of C"
@@ -217,9 +241,10 @@ final class Bf16Gemm {
         if (m == 0 || n == 0) return;
         if (k == 0) {
             Gemm.scaleC(m, n, beta, c, cOff, ldc);
-        } else if (engine == Engine.FMA) {
+        } else if (engine == Engine.FMA || engine == Engine.DOT) {
             long aAt = a.address + 2L * aOff, bAt = b.address + 2L * bOff, cAt = c.address + 4L * cOff;
-            fmaTiles(m, n, k, (i0, j0, rows, cols) -> fmaTile(transA, transB, rows, cols, k, alpha,
+            BlasGemm.TileCall call = engine == Engine.DOT ? Bf16Gemm::dotTile : Bf16Gemm::fmaTile;
+            fmaTiles(m, n, k, (i0, j0, rows, cols) -> call.call(transA, transB, rows, cols, k, alpha,
                     BlasGemm.tileOfA(aAt, 2, lda, transA, i0), lda, BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb, beta,
                     cAt + 4L * ((long) i0 * ldc + j0), ldc));
         } else if (engine == Engine.DNNL) {
@@ -248,6 +273,7 @@ final class Bf16Gemm {
         BlasGemm.TileCall call = k <= 0 ? null : switch (engine) {
             case DNNL -> Dnnl::gemmBf16;
             case FMA -> Bf16Gemm::fmaTile;
+            case DOT -> Bf16Gemm::dotTile;
             case SGEMM -> fp32.tileCall(transA, transB, m, n, k);
             case SBGEMM -> null;
         };
@@ -276,7 +302,7 @@ final class Bf16Gemm {
         }
         checkBf16Bounds("C", out, outOff, m, n, ldo);
         long aAt = a.address + (long) bytes * aOff, bAt = b.address + (long) bytes * bOff;
-        if (engine == Engine.FMA && beta == 0f) {
+        if ((engine == Engine.FMA || engine == Engine.DOT) && beta == 0f) {
             fmaToBf16(transA, transB, m, n, k, alpha, aAt, lda, bAt, ldb, out, outOff, ldo, bias, scratch);
             return;
         }
@@ -309,7 +335,7 @@ final class Bf16Gemm {
         fmaTiles(m, n, k, (i0, j0, rows, cols) -> {
             NativeBuffer c = sums ? scratch.take(4L * rows * cols) : null;
             try {
-                fmaDone(CpuNative.ttpipe_cpu_gemm_bf16_out(transA ? 1 : 0, transB ? 1 : 0, rows, cols, k, alpha,
+                fmaDone(CpuNative.ttpipe_cpu_gemm_bf16_out(engine == Engine.DOT ? 1 : 0, transA ? 1 : 0, transB ? 1 : 0, rows, cols, k, alpha,
                         BlasGemm.tileOfA(aAt, 2, lda, transA, i0), lda, BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb,
                         c == null ? 0 : c.address, cols, out.address + 2L * (outOff + (long) i0 * ldo + j0), ldo,
                         bias == null ? 0 : bias.address + 4L * j0), rows, cols, k);

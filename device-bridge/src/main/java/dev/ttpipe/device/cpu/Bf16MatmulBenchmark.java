@@ -51,7 +51,7 @@ public final class Bf16MatmulBenchmark {
     }
 
     /**
-     * Measures an m x k by k x n bf16 product; threads 0: all processors; kernel: auto, dnnl, fma, blas or java (that fp32
+     * Measures an m x k by k x n bf16 product; threads 0: all processors; kernel: auto, dnnl, dot, fma, blas or java (that fp32
      * kernel on widened operands), or sgemm (the default fp32 kernel on widened operands).
      */
     public static Result run(int m, int k, int n, int threads, String kernel) {
@@ -62,12 +62,13 @@ public final class Bf16MatmulBenchmark {
         double peakGflops = peak.bf16Gflops();
         String how = peak.bf16How() + "; fp32: " + peak.how();
         // --kernel names the bf16 engine too: blas, java or sgemm (the default fp32 kernel) on widened operands, dnnl
-        // oneDNN's bf16 GEMM, fma ttpipe's GEMM that widens bf16 operands as it packs them.
+        // oneDNN's bf16 GEMM, dot ttpipe's GEMM on the bf16 dot product, fma ttpipe's GEMM that widens bf16 operands as it
+        // packs them.
         String engine = "blas".equals(kernel) || "java".equals(kernel) || "sgemm".equals(kernel) ? "sgemm"
-                : "dnnl".equals(kernel) || "fma".equals(kernel) ? kernel : "auto";
+                : "dnnl".equals(kernel) || "dot".equals(kernel) || "fma".equals(kernel) ? kernel : "auto";
         MeshOptions options = MeshOptions.defaults().withThreads(t).withEnvironment(Map.of("TTPIPE_BF16_GEMM", engine));
         try (CpuMeshDevice mesh = CpuMeshDevice.open(new MeshShape(1, 1), options,
-                "dnnl".equals(kernel) || "sgemm".equals(kernel) || "fma".equals(kernel) ? "auto" : kernel)) {
+                "dnnl".equals(kernel) || "dot".equals(kernel) || "sgemm".equals(kernel) || "fma".equals(kernel) ? "auto" : kernel)) {
             Bf16Gemm.Engine e = mesh.bf16Gemm().engine();
             if (bf16Dot && (e == Bf16Gemm.Engine.SGEMM || e == Bf16Gemm.Engine.FMA)) {
                 how += "; the kernel that runs multiplies in fp32 (" + (e == Bf16Gemm.Engine.FMA ? "fma" : "sgemm")

@@ -7,7 +7,7 @@ public final class CpuKernels {
     /** The fp32 matmul engines {@code TTPIPE_BLAS} ({@code -Dttpipe.blas}) may name ({@link GemmChoice}). */
     public static final List<String> FP32_ENGINES = List.of("auto", "blas", "openblas", "dnnl", "onednn", "java");
     /** The bf16 matmul engines {@code TTPIPE_BF16_GEMM} ({@code -Dttpipe.bf16.gemm}) may name ({@link Bf16Gemm}). */
-    public static final List<String> BF16_ENGINES = List.of("auto", "dnnl", "sbgemm", "fma", "sgemm");
+    public static final List<String> BF16_ENGINES = List.of("auto", "dnnl", "dot", "sbgemm", "fma", "sgemm");
 
     private static volatile String matmul;
     private static volatile String bf16Matmul;

@@ -45,7 +45,7 @@ final class CpuNative {
     static final String PROPERTY = "ttpipe.cpu.native";
     /** A libttpipe_cpu.so to load instead of the bundled one, e.g. one built for a single x86-64 level. */
     static final String LIBRARY_PROPERTY = "ttpipe.cpu.native.library";
-    static final int ABI_VERSION = 9;
+    static final int ABI_VERSION = 10;
 
     private static volatile boolean loaded;
     private static volatile String description = "not loaded yet";
@@ -80,17 +80,29 @@ final class CpuNative {
     static native int ttpipe_cpu_gemm_bf16(int transA, int transB, int m, int n, int k, float alpha, long a, int lda, long b,
                                            int ldb, float beta, long c, int ldc);
 
+    /** 1 where {@link #ttpipe_cpu_gemm_bf16dot} runs (a CPU with avx512_bf16), else 0. */
+    static native int ttpipe_cpu_gemm_bf16dot_available();
+
     /**
-     * {@link #ttpipe_cpu_gemm_bf16} with beta 0 into a bf16 {@code out} (row stride {@code ldo}): each element plus
+     * {@link #ttpipe_cpu_gemm_bf16} on the bf16 dot product ({@code vdpbf16ps}): the operands packed in pairs of k, each
+     * pair's two products added to an fp32 sum as the instruction defines; the bits a function of the shape alone
+     * ({@link Bf16Gemm}'s {@code dot} engine). 0, -1 when its panels cannot be allocated, -2 where it cannot run.
+     */
+    static native int ttpipe_cpu_gemm_bf16dot(int transA, int transB, int m, int n, int k, float alpha, long a, int lda,
+                                              long b, int ldb, float beta, long c, int ldc);
+
+    /**
+     * {@link #ttpipe_cpu_gemm_bf16} ({@code dot} 0) or {@link #ttpipe_cpu_gemm_bf16dot} ({@code dot} 1) with beta 0 into
+     * a bf16 {@code out} (row stride {@code ldo}): each element plus
      * {@code bias[j]} (bias 0: none) rounded once as the kernel finishes it; the sums of the blocks before the last go
      * to fp32 {@code c}, needed only when k exceeds {@link #ttpipe_cpu_gemm_bf16_block} (else 0). The bits of
      * {@link #ttpipe_cpu_gemm_bf16} then {@link #ttpipe_cpu_tile_to_bf16}. 0, -1 when its panels cannot be allocated,
      * -2 where no kernel runs, -3 when c is needed and 0.
      */
-    static native int ttpipe_cpu_gemm_bf16_out(int transA, int transB, int m, int n, int k, float alpha, long a, int lda,
-                                               long b, int ldb, long c, int ldc, long out, int ldo, long bias);
+    static native int ttpipe_cpu_gemm_bf16_out(int dot, int transA, int transB, int m, int n, int k, float alpha, long a,
+                                               int lda, long b, int ldb, long c, int ldc, long out, int ldo, long bias);
 
-    /** The k indices the fma engine sums in one block (384). */
+    /** The k indices the fma and dot engines sum in one block (384). */
     static native int ttpipe_cpu_gemm_bf16_block();
 
     // Kernels with a `types` argument take bf16 arrays too: bit i set when the i-th array operand holds bf16 (see

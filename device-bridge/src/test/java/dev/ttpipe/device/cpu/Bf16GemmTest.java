@@ -11,6 +11,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Random;
 
@@ -84,6 +85,21 @@ class Bf16GemmTest {
     }
 
     @Test
+    void theDotEngineCanBeAskedForWhereTheCpuHasAvx512Bf16() {
+        Assumptions.assumeTrue(blas != null, "OpenBLAS does not load here");
+        Map<String, String> env = Map.of("TTPIPE_BF16_GEMM", "dot");
+        if (!MachinePeak.hasBf16Dot() || !Bf16Gemm.dotKernel()) {
+            DeviceException e = assertThrows(DeviceException.class, () -> choose(env));
+            assertTrue(e.getMessage().contains("(dot) needs the native kernels on a CPU with avx512_bf16"), e.getMessage());
+            return;
+        }
+        Bf16Gemm g = choose(env);
+        assertEquals(Bf16Gemm.Engine.DOT, g.engine());
+        assertTrue(g.packedOperands());
+        assertTrue(g.describe().startsWith("ttpipe's bf16 dot-product GEMM (vdpbf16ps kernel"), g.describe());
+    }
+
+    @Test
     void sgemmCanBeAskedForAndTheOldSwitchStillTurnsBf16GemmsOff() {
         Assumptions.assumeTrue(blas != null, "OpenBLAS does not load here");
         for (Map<String, String> env : List.of(Map.of("TTPIPE_BF16_GEMM", "sgemm"), Map.of("TTPIPE_SBGEMM", "off"))) {
@@ -97,7 +113,7 @@ class Bf16GemmTest {
     void anEngineThatCannotRunIsRefusedWithWhy() {
         Assumptions.assumeTrue(blas != null, "OpenBLAS does not load here");
         DeviceException unknown = assertThrows(DeviceException.class, () -> choose(Map.of("TTPIPE_BF16_GEMM", "amx")));
-        assertTrue(unknown.getMessage().contains("'amx'") && unknown.getMessage().contains("expected one of auto, dnnl, sbgemm, fma, sgemm"),
+        assertTrue(unknown.getMessage().contains("'amx'") && unknown.getMessage().contains("expected one of auto, dnnl, dot, sbgemm, fma, sgemm"),
                 unknown.getMessage());
         // The bundled OpenBLAS exports no cblas_sbgemm: asking for it names that.
         Assumptions.assumeTrue(OpenBlas.isBundled(), "the bundled OpenBLAS is not the one loaded here");
@@ -121,16 +137,20 @@ class Bf16GemmTest {
     }
 
     /**
-     * oneDNN's bf16 GEMM and the fma engine, tiled by ttpipe: the same bits on 1, 2 and 3 threads, and within fp32 rounding
-     * of the exact sums.
+     * oneDNN's bf16 GEMM and the dot and fma engines, tiled by ttpipe: the same bits on 1, 2 and 3 threads, and within fp32
+     * rounding of the exact sums.
      */
     @ParameterizedTest(name = "{0}x{1}x{2} transA={3} transB={4} {5}")
     @CsvSource({"512,384,384,false,false,dnnl", "384,1536,512,false,true,dnnl", "700,1100,300,true,false,dnnl",
             "33,5000,100,true,true,dnnl", "1,7,3,false,false,dnnl", "512,384,384,false,false,fma",
-            "384,1536,512,false,true,fma", "700,1100,300,true,false,fma", "33,5000,100,true,true,fma", "1,7,3,false,false,fma"})
+            "384,1536,512,false,true,fma", "700,1100,300,true,false,fma", "33,5000,100,true,true,fma", "1,7,3,false,false,fma",
+            "512,384,384,false,false,dot", "384,1536,512,false,true,dot", "700,1100,301,true,false,dot", "33,5000,100,true,true,dot",
+            "1,7,3,false,false,dot"})
     void bf16ProductsAreExactProductsSummedInFp32OnAnyNumberOfThreads(int m, int n, int k, boolean ta, boolean tb, String engine) {
         if (engine.equals("fma")) {
             Assumptions.assumeTrue(Bf16Gemm.fmaKernel() != null, "no native kernels with AVX2 and FMA here: " + CpuNative.describe());
+        } else if (engine.equals("dot")) {
+            Assumptions.assumeTrue(MachinePeak.hasBf16Dot() && Bf16Gemm.dotKernel(), "no avx512_bf16 here: " + CpuNative.describe());
         } else {
             Assumptions.assumeTrue(MachinePeak.hasBf16Dot() && Dnnl.load(), "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());
         }
@@ -146,7 +166,7 @@ class Bf16GemmTest {
             for (int threads : new int[]{1, 2, 3}) {
                 try (Parallel p = new Parallel(threads)) {
                     Bf16Gemm g = Bf16Gemm.choose(blas == null ? new JavaGemm(p) : blas, p, Map.of("TTPIPE_BF16_GEMM", engine)::get);
-                    assertEquals(engine.equals("fma") ? Bf16Gemm.Engine.FMA : Bf16Gemm.Engine.DNNL, g.engine());
+                    assertEquals(Bf16Gemm.Engine.valueOf(engine.toUpperCase(Locale.ROOT)), g.engine());
                     for (int i = 0; i < off + m * ldc; i++) c.floats.put(i, 0.25f);
                     g.gemm(ta, tb, m, n, k, -0.5f, a, off, lda, b, off, ldb, 2f, c, off, ldc);
                     int[] bits = new int[m * n];
@@ -193,10 +213,14 @@ class Bf16GemmTest {
             "7,5,3,false,false,dnnl", "300,200,100,false,true,sgemm", "5,3,0,false,false,dnnl",
             "1100,1536,200,false,false,sgemm", "700,1100,300,true,false,sgemm-on-dnnl", "2048,384,384,false,true,sgemm-on-dnnl",
             "2048,384,384,false,true,fma", "1100,1536,200,false,false,fma", "700,1100,300,true,false,fma", "7,5,3,false,false,fma",
-            "5,3,0,false,false,fma", "300,200,1000,false,true,fma", "130,70,800,true,false,fma"})
+            "5,3,0,false,false,fma", "300,200,1000,false,true,fma", "130,70,800,true,false,fma",
+            "2048,384,384,false,true,dot", "1100,1536,200,false,false,dot", "700,1100,301,true,false,dot", "7,5,3,false,false,dot",
+            "5,3,0,false,false,dot", "300,200,1000,false,true,dot", "130,70,801,true,false,dot"})
     void aBf16ResultHasTheBitsOfFp32SumsRoundedOnce(int m, int n, int k, boolean ta, boolean tb, String engine) {
         if (engine.equals("fma")) {
             Assumptions.assumeTrue(Bf16Gemm.fmaKernel() != null, "no native kernels with AVX2 and FMA here: " + CpuNative.describe());
+        } else if (engine.equals("dot")) {
+            Assumptions.assumeTrue(MachinePeak.hasBf16Dot() && Bf16Gemm.dotKernel(), "no avx512_bf16 here: " + CpuNative.describe());
         } else {
             Assumptions.assumeTrue(engine.equals("sgemm") || engine.equals("sgemm-on-dnnl") && Dnnl.load()
                     || MachinePeak.hasBf16Dot() && Dnnl.load(), "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());

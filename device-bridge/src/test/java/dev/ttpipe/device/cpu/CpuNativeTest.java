@@ -16,6 +16,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.ValueSource;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -78,24 +79,39 @@ class CpuNativeTest {
      * per block of 384 indices, an FMA chain from 0 in increasing k, then alpha times it, added to C (the first block:
      * to beta C, or alone when beta is 0), each operation rounded; k = 0 gives beta C. Shapes with partial slivers in both
      * directions, every transpose, row strides wider than the rows. A level without AVX2 and FMA has no kernel and says so.
+     * The dot engine's ({@code ttpipe_cpu_gemm_bf16dot}) likewise, its chain one vdpbf16ps per pair of indices (see
+     * {@link #gemmBf16Definition}), on operands with subnormal values and odd k; the single-level libraries are built
+     * without avx512_bf16, so only the bundled one has it.
      */
-    @Test
-    void bf16GemmGivesTheBitsOfItsDefinition() {
-        String kernel = CpuNative.ttpipe_cpu_gemm_bf16_kernel();
-        if (LEVEL.equals("x86-64") || LEVEL.equals("x86-64-v2")) {
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"fma", "dot"})
+    void bf16GemmGivesTheBitsOfItsDefinition(String engine) {
+        boolean dot = engine.equals("dot");
+        String kernel = dot ? dotKernel() : CpuNative.ttpipe_cpu_gemm_bf16_kernel();
+        if (dot && !LEVEL.isEmpty()) {
+            assertEquals(null, kernel, "no avx512_bf16 in the library built for " + LEVEL);
+            return;
+        }
+        if (!dot && (LEVEL.equals("x86-64") || LEVEL.equals("x86-64-v2"))) {
             assertEquals(null, kernel, "no FMA at " + LEVEL);
             return;
         }
-        if (LEVEL.equals("x86-64-v3")) assertEquals("avx2", kernel);
-        if (LEVEL.equals("x86-64-v4")) assertEquals("avx512", kernel);
-        assumeTrue(kernel != null, "skipped: this CPU has no AVX2 with FMA, so the fma engine has no kernel");
-        int[][] shapes = {{1, 1, 1}, {13, 7, 5}, {12, 32, 384}, {97, 65, 385}, {50, 70, 800}, {7, 33, 1537}, {5, 3, 0}};
+        if (!dot && LEVEL.equals("x86-64-v3")) assertEquals("avx2", kernel);
+        if (!dot && LEVEL.equals("x86-64-v4")) assertEquals("avx512", kernel);
+        assumeTrue(kernel != null, "skipped: this CPU has no " + (dot ? "avx512_bf16, so the dot" : "AVX2 with FMA, so the fma")
+                + " engine has no kernel");
+        int[][] shapes = {{1, 1, 1}, {13, 7, 5}, {12, 32, 384}, {97, 65, 385}, {50, 70, 800}, {7, 33, 1537}, {5, 3, 0},
+                {31, 47, 33}};
         for (int[] sh : shapes) {
             int m = sh[0], n = sh[1], k = sh[2];
             for (int t = 0; t < 4; t++) {
                 boolean ta = (t & 1) != 0, tb = (t & 2) != 0;
                 int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 1, ldc = n + 2;
                 NativeBuffer a = randomBf16((ta ? k : m) * lda), b = randomBf16((tb ? n : k) * ldb);
+                if (dot) {                                                    // subnormals, which vdpbf16ps takes as zero
+                    for (int i = 0; i < (ta ? k : m) * lda; i += 29) a.bytes.putShort(2 * i, (short) (i % 2 == 0 ? 0x0041 : 0x8003));
+                    for (int i = 3; i < (tb ? n : k) * ldb; i += 31) b.bytes.putShort(2 * i, (short) 0x0011);
+                }
                 NativeBuffer got = NativeBuffer.malloc(4 * m * ldc), want = NativeBuffer.malloc(4 * m * ldc);
                 try {
                     for (float beta : new float[]{0f, 0.75f}) {
@@ -104,13 +120,12 @@ class CpuNativeTest {
                             got.floats.put(i, v);
                             want.floats.put(i, v);
                         }
-                        assertEquals(0, CpuNative.ttpipe_cpu_gemm_bf16(ta ? 1 : 0, tb ? 1 : 0, m, n, k, 1.25f, a.address, lda,
-                                b.address, ldb, beta, got.address, ldc));
-                        gemmBf16Definition(ta, tb, m, n, k, 1.25f, a, lda, b, ldb, beta, want, ldc);
+                        assertEquals(0, gemm(dot, ta, tb, m, n, k, 1.25f, a, lda, b, ldb, beta, got, ldc));
+                        gemmBf16Definition(dot, ta, tb, m, n, k, 1.25f, a, lda, b, ldb, beta, want, ldc);
                         for (int i = 0; i < m * ldc; i++) {
                             if (Float.floatToRawIntBits(got.floats.get(i)) != Float.floatToRawIntBits(want.floats.get(i))) {
                                 throw new AssertionError(m + "x" + k + "x" + n + " ta=" + ta + " tb=" + tb + " beta=" + beta
-                                        + ", " + kernel + " kernel: element (" + i / ldc + ", " + i % ldc + ") is "
+                                        + ", " + engine + " engine's " + kernel + " kernel: element (" + i / ldc + ", " + i % ldc + ") is "
                                         + got.floats.get(i) + ", its definition " + want.floats.get(i));
                             }
                         }
@@ -123,15 +138,19 @@ class CpuNativeTest {
     }
 
     /**
-     * The fma engine's GEMM into bf16 (ttpipe_cpu_gemm_bf16_out) gives the bits of its GEMM into fp32 then
+     * The fma and dot engines' GEMM into bf16 (ttpipe_cpu_gemm_bf16_out) gives the bits of its GEMM into fp32 then
      * ttpipe_cpu_tile_to_bf16, with and without a bias, on one block of k and on several (the sums between them in the
      * scratch C), for every transpose and partial slivers both ways, with sums past fp32's range.
      */
-    @Test
-    void bf16GemmIntoBf16GivesTheBitsOfRoundingItsFp32Result() {
-        String kernel = CpuNative.ttpipe_cpu_gemm_bf16_kernel();
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"fma", "dot"})
+    void bf16GemmIntoBf16GivesTheBitsOfRoundingItsFp32Result(String engine) {
+        boolean dot = engine.equals("dot");
+        String kernel = dot ? dotKernel() : CpuNative.ttpipe_cpu_gemm_bf16_kernel();
+        if (dot && !LEVEL.isEmpty()) return;                  // no avx512_bf16: bf16GemmGivesTheBitsOfItsDefinition
         if (LEVEL.equals("x86-64") || LEVEL.equals("x86-64-v2")) return;     // no kernel: bf16GemmGivesTheBitsOfItsDefinition
-        assumeTrue(kernel != null, "skipped: this CPU has no AVX2 with FMA, so the fma engine has no kernel");
+        assumeTrue(kernel != null, "skipped: this CPU has no " + (dot ? "avx512_bf16, so the dot" : "AVX2 with FMA, so the fma")
+                + " engine has no kernel");
         assertEquals(384, CpuNative.ttpipe_cpu_gemm_bf16_block());
         int[][] shapes = {{1, 1, 1}, {13, 7, 5}, {12, 32, 384}, {25, 65, 385}, {50, 70, 800}};
         for (int[] sh : shapes) {
@@ -155,12 +174,11 @@ class CpuNativeTest {
                             want.bytes.putShort(2 * i, v);
                         }
                         long biasAt = withBias ? bias.address : 0;
-                        assertEquals(0, CpuNative.ttpipe_cpu_gemm_bf16(ta ? 1 : 0, tb ? 1 : 0, m, n, k, 1.25f, a.address, lda,
-                                b.address, ldb, 0f, sums.address, n));
+                        assertEquals(0, gemm(dot, ta, tb, m, n, k, 1.25f, a, lda, b, ldb, 0f, sums, n));
                         CpuNative.ttpipe_cpu_tile_to_bf16(want.address, ldo, sums.address, n, m, n, biasAt);
                         NativeBuffer c = NativeBuffer.malloc(4 * m * n);
                         try {
-                            assertEquals(0, CpuNative.ttpipe_cpu_gemm_bf16_out(ta ? 1 : 0, tb ? 1 : 0, m, n, k, 1.25f, a.address,
+                            assertEquals(0, CpuNative.ttpipe_cpu_gemm_bf16_out(dot ? 1 : 0, ta ? 1 : 0, tb ? 1 : 0, m, n, k, 1.25f, a.address,
                                     lda, b.address, ldb, k > 384 ? c.address : 0, n, got.address, ldo, biasAt));
                         } finally {
                             c.free();
@@ -168,13 +186,13 @@ class CpuNativeTest {
                         for (int i = 0; i < m * ldo; i++) {
                             if (got.bytes.getShort(2 * i) != want.bytes.getShort(2 * i)) {
                                 throw new AssertionError(m + "x" + k + "x" + n + " ta=" + ta + " tb=" + tb + " bias=" + withBias
-                                        + ", " + kernel + " kernel: element (" + i / ldo + ", " + i % ldo + ") is 0x"
+                                        + ", " + engine + " engine's " + kernel + " kernel: element (" + i / ldo + ", " + i % ldo + ") is 0x"
                                         + Integer.toHexString(got.bytes.getShort(2 * i) & 0xffff) + ", rounding its fp32 result 0x"
                                         + Integer.toHexString(want.bytes.getShort(2 * i) & 0xffff));
                             }
                         }
                     }
-                    assertEquals(-3, CpuNative.ttpipe_cpu_gemm_bf16_out(0, 0, 2, 2, 385, 1f, a.address, 385, b.address, 2, 0, 2,
+                    assertEquals(-3, CpuNative.ttpipe_cpu_gemm_bf16_out(dot ? 1 : 0, 0, 0, 2, 2, 385, 1f, a.address, 385, b.address, 2, 0, 2,
                             got.address, 2, 0), "k past one block needs the scratch sums");
                 } finally {
                     for (NativeBuffer x : new NativeBuffer[]{a, b, bias, sums, got, want}) x.free();
@@ -192,19 +210,49 @@ class CpuNativeTest {
         return buf;
     }
 
-    /** What ttpipe_cpu_gemm_bf16 computes, element by element (see its comment in ttpipe_cpu.c). */
-    private static void gemmBf16Definition(boolean ta, boolean tb, int m, int n, int k, float alpha, NativeBuffer a, int lda,
-                                           NativeBuffer b, int ldb, float beta, NativeBuffer c, int ldc) {
+    /** "vdpbf16ps" where the dot engine runs here, else null. */
+    private static String dotKernel() {
+        return CpuNative.ttpipe_cpu_gemm_bf16dot_available() == 1 ? "vdpbf16ps" : null;
+    }
+
+    /** ttpipe_cpu_gemm_bf16dot (dot) or ttpipe_cpu_gemm_bf16. */
+    private static int gemm(boolean dot, boolean ta, boolean tb, int m, int n, int k, float alpha, NativeBuffer a, int lda,
+                            NativeBuffer b, int ldb, float beta, NativeBuffer c, int ldc) {
+        return dot ? CpuNative.ttpipe_cpu_gemm_bf16dot(ta ? 1 : 0, tb ? 1 : 0, m, n, k, alpha, a.address, lda, b.address, ldb,
+                beta, c.address, ldc)
+                : CpuNative.ttpipe_cpu_gemm_bf16(ta ? 1 : 0, tb ? 1 : 0, m, n, k, alpha, a.address, lda, b.address, ldb, beta,
+                c.address, ldc);
+    }
+
+    /**
+     * What ttpipe_cpu_gemm_bf16 computes, element by element (see its comment in ttpipe_cpu.c); with dot,
+     * ttpipe_cpu_gemm_bf16dot: the chain takes the indices in pairs (p, p + 1), as vdpbf16ps does (Intel's SDM): subnormal
+     * operands as zero, then s + a[p+1] b[p+1], then + a[p] b[p] (a pair past k adds zero), each sum rounded and a
+     * subnormal sum flushed to zero (the products of two bf16 values are exact).
+     */
+    private static void gemmBf16Definition(boolean dot, boolean ta, boolean tb, int m, int n, int k, float alpha,
+                                           NativeBuffer a, int lda, NativeBuffer b, int ldb, float beta, NativeBuffer c,
+                                           int ldc) {
         for (int i = 0; i < m; i++) {
             for (int j = 0; j < n; j++) {
                 float cv = c.floats.get(i * ldc + j);
                 if (k == 0) cv = beta == 0f ? 0f : beta * cv;              // no products: C = beta C, as Gemm.scaleC
                 for (int p0 = 0; p0 < k; p0 += 384) {
                     float s = 0f;
-                    for (int p = p0; p < Math.min(k, p0 + 384); p++) {
+                    int end = Math.min(k, p0 + 384);
+                    for (int p = p0; p < end; p += dot ? 2 : 1) {
                         float av = BFloat16.toFloat(a.bytes.getShort(2 * (ta ? p * lda + i : i * lda + p)));
                         float bv = BFloat16.toFloat(b.bytes.getShort(2 * (tb ? j * ldb + p : p * ldb + j)));
-                        s = Math.fma(av, bv, s);
+                        if (!dot) {
+                            s = Math.fma(av, bv, s);
+                            continue;
+                        }
+                        if (p + 1 < end) {
+                            float an = BFloat16.toFloat(a.bytes.getShort(2 * (ta ? (p + 1) * lda + i : i * lda + p + 1)));
+                            float bn = BFloat16.toFloat(b.bytes.getShort(2 * (tb ? j * ldb + p + 1 : (p + 1) * ldb + j)));
+                            s = flush(s + flush(an) * flush(bn));
+                        }
+                        s = flush(s + flush(av) * flush(bv));
                     }
                     float v = alpha * s;
                     cv = p0 > 0 ? cv + v : beta == 0f ? v : v + beta * cv;
@@ -212,6 +260,11 @@ class CpuNativeTest {
                 c.floats.put(i * ldc + j, cv);
             }
         }
+    }
+
+    /** x, or a zero of its sign where x is subnormal. */
+    private static float flush(float x) {
+        return Math.abs(x) < Float.MIN_NORMAL ? Math.copySign(0f, x) : x;
     }
 
     /** Random values at several scales, then the edges: zeros, exp's clamps, overflow, subnormals, infinities, NaN. */
