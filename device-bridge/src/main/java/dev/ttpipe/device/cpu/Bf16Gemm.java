@@ -18,12 +18,16 @@ import java.util.function.UnaryOperator;
  * operands are taken at bf16 precision (an fp32 operand is first rounded to nearest even), every
  * product of two bf16 values is exact in fp32, and the products are summed in fp32.
  *
- * <p>Four engines, the first that applies:
+ * <p>Five engines, the first that applies:
  * <ul>
  *   <li>{@code dnnl}: oneDNN's {@code dnnl_gemm_bf16bf16f32} on bf16 buffers ({@link Dnnl}), on CPUs with
  *   {@code avx512_bf16} (the {@code vdpbf16ps} dot product: twice the fp32 FMA rate) when oneDNN loads.
  *   Threaded as {@link BlasGemm} is: one single-threaded call per tile of C, the tiles a function of the
  *   shape alone.</li>
+ *   <li>{@code dot}: ttpipe's own GEMM on the bf16 dot product ({@code ttpipe_cpu_gemm_bf16dot} in the native kernels),
+ *   on CPUs with {@code avx512_bf16} where oneDNN does not load: the {@code fma} engine's loops and epilogue around a
+ *   {@code vdpbf16ps} kernel, the operands packed in pairs of k. Threaded and rounded as {@code fma}; its bits are a
+ *   function of the shape alone.</li>
  *   <li>{@code sbgemm}: OpenBLAS's {@code cblas_sbgemm}, where the loaded OpenBLAS exports it and the CPU
  *   has {@code avx512_bf16}. The bundled OpenBLAS ({@code org.bytedeco:openblas} 0.3.31) is built without
  *   BUILD_BFLOAT16 and exports none, so this runs only with a system OpenBLAS on another OS.</li>
@@ -37,7 +41,7 @@ import java.util.function.UnaryOperator;
  * </ul>
  * The engines' products are the same; the order of the fp32 sums differs, so they agree to fp32
  * rounding of the sums, not bit for bit. A pipeline and its reference trainer in one process use one
- * engine, so {@code verify} compares like with like. {@code -Dttpipe.bf16.gemm=dnnl|sbgemm|fma|sgemm} (or
+ * engine, so {@code verify} compares like with like. {@code -Dttpipe.bf16.gemm=dnnl|dot|sbgemm|fma|sgemm} (or
  * {@code TTPIPE_BF16_GEMM}) forces one; {@code -Dttpipe.sbgemm=off} ({@code TTPIPE_SBGEMM=off}) means
  * {@code sgemm}. {@link #describe} says which runs and why not the others. Thread-safe.
  */
