@@ -1255,7 +1255,10 @@ GB_TARGET512 static inline void gb_transpose16(__m512 r[16]) {
  * element q of every row (rows past count zero).
  */
 GB_TARGET512 static inline void gb_rows16(__m512 out[16], const uint16_t *src, int64_t ld, int count) {
-    for (int i = 0; i < 16; i++) out[i] = i < count ? gb_widen16(src + i * ld) : _mm512_setzero_ps();
+    for (int i = 0; i < 16; i++) {
+        out[i] = i < count ? gb_widen16(src + i * ld) : _mm512_setzero_ps();
+        if (i < count) _mm_prefetch((const char *) (src + i * ld + 32), _MM_HINT_T0);   /* the row's next 32 values */
+    }
     gb_transpose16(out);
 }
 
