@@ -67,7 +67,7 @@ class MatmulTableCliTest {
         CliTest.assertOneLineBadInput(CliTest.run("verify", beside.toString()), "given beside TTPIPE_BLAS=java, expected one of them");
         // an engine the cpu backend does not know: one line before anything runs, not a failure when the mesh opens
         for (String[] e : new String[][]{{"TTPIPE_BLAS", "mkl", "auto, blas, openblas, dnnl, onednn, java"},
-                {"TTPIPE_BF16_GEMM", "amx", "auto, dnnl, sbgemm, fma, sgemm"}}) {
+                {"TTPIPE_BF16_GEMM", "amx", "auto, dnnl, dot, sbgemm, fma, sgemm"}}) {
             Path unknown = CliTest.config(dir, JOB.replace("RUNS", dir.resolve("runs").toString())
                     + "global_env: {" + e[0] + ": " + e[1] + "}\n");
             CliTest.assertOneLineBadInput(CliTest.run("train", unknown.toString()), "global_env." + e[0],

@@ -97,6 +97,7 @@ class Bf16GemmTest {
         assertEquals(Bf16Gemm.Engine.DOT, g.engine());
         assertTrue(g.packedOperands());
         assertTrue(g.describe().startsWith("ttpipe's bf16 dot-product GEMM (vdpbf16ps kernel"), g.describe());
+        assertTrue(g.describe().endsWith("not oneDNN's (dot asked for (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM))"), g.describe());
     }
 
     @Test
