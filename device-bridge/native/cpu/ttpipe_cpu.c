@@ -1196,6 +1196,20 @@ GB_TARGET512 static inline void gb_epilogue512(const float *t, float *c, int ldc
     gb_store_partial(t, NR, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
 }
 
+/*
+ * A 12 x 32 kernel's end: its sums leave the registers into a tile first (an epilogue indexing acc would keep acc in
+ * memory through the kernel's loop), then gb_epilogue512.
+ */
+GB_TARGET512 INLINE void gb_finish512(__m512 acc[12][2], float *c, int ldc, int rows, int cols, float alpha, float beta,
+                                      int first, uint16_t *out, int64_t ldo, const float *bias) {
+    float t[12 * 32] __attribute__((aligned(64)));
+    for (int r = 0; r < 12; r++) {
+        _mm512_store_ps(t + r * 32, acc[r][0]);
+        _mm512_store_ps(t + r * 32 + 16, acc[r][1]);
+    }
+    gb_epilogue512(t, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
+}
+
 GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *pb, float *c, int ldc, int rows, int cols,
                                           float alpha, float beta, int first, uint16_t *out, int64_t ldo,
                                           const float *bias) {
@@ -1210,13 +1224,7 @@ GB_TARGET512 static void gb_kernel_avx512(int kc, const float *pa, const float *
             acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
         }
     }
-    /* the sums leave the registers first: an epilogue indexing acc would keep it in memory through the loop above */
-    float t[MR * NR] __attribute__((aligned(64)));
-    for (int r = 0; r < MR; r++) {
-        _mm512_store_ps(t + r * NR, acc[r][0]);
-        _mm512_store_ps(t + r * NR + 16, acc[r][1]);
-    }
-    gb_epilogue512(t, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
+    gb_finish512(acc, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
 }
 
 /* 16 bf16 values widened to 16 floats. */
@@ -1422,12 +1430,7 @@ GB_TARGETDOT static void gb_kernel_dot(int kc, const float *pa_, const float *pb
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
         }
     }
-    float t[MR * NR] __attribute__((aligned(64)));       /* as gb_kernel_avx512: the sums leave the registers first */
-    for (int r = 0; r < MR; r++) {
-        _mm512_store_ps(t + r * NR, acc[r][0]);
-        _mm512_store_ps(t + r * NR + 16, acc[r][1]);
-    }
-    gb_epilogue512(t, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
+    gb_finish512(acc, c, ldc, rows, cols, alpha, beta, first, out, ldo, bias);
 }
 
 GB_TARGETDOT static int gb_dot(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
@@ -1586,6 +1589,7 @@ EXPORT const char *ttpipe_cpu_gemm_bf16_kernel(void) {
 #endif
 }
 
+#if defined(GB_X86)
 /* The kernel this CPU runs, once: 2 avx512, 1 avx2, 0 none. */
 static int gb_kernel_here(void) {
     static int kernel = -1;
@@ -1595,14 +1599,19 @@ static int gb_kernel_here(void) {
     }
     return kernel;
 }
+#endif
 
-/* Whether the dot engine runs here: 1 on a CPU with avx512_bf16 (and AVX-512 F, BW, VL), else 0. */
+/* Whether the dot engine runs here, asked once: 1 on a CPU with avx512_bf16 (and AVX-512 F, BW, VL), else 0. */
 EXPORT int ttpipe_cpu_gemm_bf16dot_available(void) {
 #if defined(GB_DOT) && defined(TTPIPE_NO_CLONES)
     return 1;
 #elif defined(GB_DOT)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") && gb_kernel_here() == 2;
+    static int here = -1;
+    if (here < 0) {
+        __builtin_cpu_init();
+        here = __builtin_cpu_supports("avx512bf16") && gb_kernel_here() == 2;
+    }
+    return here;
 #else
     return 0;
 #endif
@@ -1613,9 +1622,10 @@ static int gb_dispatch(int dot, int ta, int tb, int m, int n, int k, float alpha
                        const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo,
                        const float *bias) {
 #if defined(GB_DOT)
-    static int dot_here = -1;
-    if (dot && dot_here < 0) dot_here = ttpipe_cpu_gemm_bf16dot_available();
-    if (dot) return dot_here ? gb_dot(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, bias) : -2;
+    if (dot) {
+        if (!ttpipe_cpu_gemm_bf16dot_available()) return -2;
+        return gb_dot(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, bias);
+    }
 #else
     if (dot) return -2;
 #endif
@@ -1671,7 +1681,7 @@ EXPORT int ttpipe_cpu_gemm_bf16_out(int dot, int ta, int tb, int m, int n, int k
     return gb_dispatch(dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc, out, ldo, bias);
 }
 
-/* The k indices the fma engine sums in one block: ttpipe_cpu_gemm_bf16_out needs c beyond it. */
+/* The k indices the fma and dot engines sum in one block: ttpipe_cpu_gemm_bf16_out needs c beyond it. */
 EXPORT int ttpipe_cpu_gemm_bf16_block(void) {
     return GB_KC;
 }

@@ -84,15 +84,16 @@ final class Bf16Gemm {
         if (asked.equals("sgemm")) {
             whyNot.add("sgemm asked for (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM, or TTPIPE_SBGEMM=off)");
         } else {
-            if (asked.equals("fma") || asked.equals("dot")) whyNot.add(asked + " asked for (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM)");
+            boolean own = asked.equals("fma") || asked.equals("dot");      // ttpipe's own kernels: no library loaded
+            if (own) whyNot.add(asked + " asked for (ttpipe.bf16.gemm / TTPIPE_BF16_GEMM)");
             if (!bf16Dot) whyNot.add("this CPU has no avx512_bf16");
             boolean dnnlOk = false;
-            if (!asked.equals("sbgemm") && !asked.equals("fma") && !asked.equals("dot") && bf16Dot) {   // without avx512_bf16 never used: not loaded
+            if (!asked.equals("sbgemm") && !own && bf16Dot) {   // without avx512_bf16 never used: not loaded
                 if (!Dnnl.load()) whyNot.add("oneDNN does not load (" + Dnnl.failure() + ")");
                 else dnnlOk = true;
             }
             boolean sbgemmOk = false;
-            if (!asked.equals("dnnl") && !asked.equals("fma") && !asked.equals("dot")) {
+            if (!asked.equals("dnnl") && !own) {
                 if (!(fp32 instanceof BlasGemm)) {
                     whyNot.add("the fp32 kernel is " + fp32.kind() + ", not OpenBLAS, so no cblas_sbgemm");
                 } else if (!bindSbgemm()) {
@@ -108,8 +109,7 @@ final class Bf16Gemm {
                 whyNot.add("ttpipe's bf16 dot-product GEMM (dot) needs the native kernels on a CPU with avx512_bf16: "
                         + CpuNative.describe());
             }
-            if (asked.equals("dot") && dotOk) engine = Engine.DOT;
-            else if (asked.equals("dot")) engine = Engine.SGEMM;
+            if (asked.equals("dot")) engine = dotOk ? Engine.DOT : Engine.SGEMM;       // SGEMM: refused below
             else if (bf16Dot && dnnlOk && !asked.equals("fma")) engine = Engine.DNNL;
             else if (dotOk && asked.equals("auto")) engine = Engine.DOT;
             else if (bf16Dot && sbgemmOk && !asked.equals("fma")) engine = Engine.SBGEMM;
@@ -141,19 +141,19 @@ final class Bf16Gemm {
     /** {@link BlasGemm.TileCall} of the {@code dot} engine: one single-threaded call of {@code ttpipe_cpu_gemm_bf16dot}. */
     static void dotTile(boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda, long b, int ldb,
                         float beta, long c, int ldc) {
-        fmaDone(CpuNative.ttpipe_cpu_gemm_bf16dot(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c,
+        ownDone(CpuNative.ttpipe_cpu_gemm_bf16dot(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c,
                 ldc), m, n, k);
     }
 
     /** {@link BlasGemm.TileCall} of the {@code fma} engine: one single-threaded call of {@code ttpipe_cpu_gemm_bf16}. */
     static void fmaTile(boolean transA, boolean transB, int m, int n, int k, float alpha, long a, int lda, long b, int ldb,
                         float beta, long c, int ldc) {
-        fmaDone(CpuNative.ttpipe_cpu_gemm_bf16(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc),
+        ownDone(CpuNative.ttpipe_cpu_gemm_bf16(transA ? 1 : 0, transB ? 1 : 0, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc),
                 m, n, k);
     }
 
     /** Throws unless {@code rc}, what the fma or dot engine's kernel returned for an m x k x n product, is 0. */
-    private static void fmaDone(int rc, int m, int n, int k) {
+    private static void ownDone(int rc, int m, int n, int k) {
         if (rc != 0) {
             throw new DeviceException("bf16 gemm (ttpipe's kernel) on " + m + " x " + k + " x " + n + " failed: "
                     + (rc == -1 ? "its packed panels could not be allocated" : rc == -2 ? "no kernel runs on this CPU"
@@ -198,6 +198,11 @@ final class Bf16Gemm {
         return engine;
     }
 
+    /** Whether the engine is one of ttpipe's own kernels ({@code fma}, {@code dot}): bits independent of the tiling. */
+    private boolean ownKernel() {
+        return engine == Engine.FMA || engine == Engine.DOT;
+    }
+
     /** {@code dnnl}, {@code sbgemm}, {@code fma} or {@code sgemm on bf16 operands widened to fp32}. */
     String kind() {
         return switch (engine) {
@@ -216,12 +221,13 @@ final class Bf16Gemm {
                     + " single-threaded calls on tiles of C up to " + BlasGemm.TILE_M + "x" + BlasGemm.TILE_N + " over "
                     + parallel.threads() + " threads";
             case DOT -> "ttpipe's bf16 dot-product GEMM (vdpbf16ps kernel in " + CpuNative.FILE + "): bf16 operands packed"
-                    + " in pairs, fp32 accumulation (avx512_bf16); one single-threaded call per thread on a piece of C (at most "
-                    + FMA_TILE_N + " columns) over " + parallel.threads() + " threads; not oneDNN's (" + whyNot + ")";
+                    + " in pairs, fp32 accumulation (avx512_bf16); one single-threaded call per thread on a piece of C"
+                    + " (at most " + OWN_TILE_N + " columns) over " + parallel.threads() + " threads; not oneDNN's (" + whyNot
+                    + ")";
             case SBGEMM -> "OpenBLAS cblas_sbgemm on bf16 operands (avx512_bf16), fp32 accumulation";
             case FMA -> "ttpipe's bf16-reading GEMM (" + fmaKernel() + " kernel in " + CpuNative.FILE + "): bf16 operands"
                     + " widened to fp32 as they are packed, fp32 FMAs; one single-threaded call per thread on a piece of C"
-                    + " (at most " + FMA_TILE_N + " columns) over " + parallel.threads() + " threads; no bf16 dot"
+                    + " (at most " + OWN_TILE_N + " columns) over " + parallel.threads() + " threads; no bf16 dot"
                     + " product runs (" + whyNot + ")";
             case SGEMM -> "bf16 operands widened to fp32, then the fp32 sgemm (" + fp32.kind() + " kernel), fp32 accumulation;"
                     + " no bf16 GEMM runs (" + whyNot + ")";
@@ -245,10 +251,10 @@ final class Bf16Gemm {
         if (m == 0 || n == 0) return;
         if (k == 0) {
             Gemm.scaleC(m, n, beta, c, cOff, ldc);
-        } else if (engine == Engine.FMA || engine == Engine.DOT) {
+        } else if (ownKernel()) {
             long aAt = a.address + 2L * aOff, bAt = b.address + 2L * bOff, cAt = c.address + 4L * cOff;
             BlasGemm.TileCall call = engine == Engine.DOT ? Bf16Gemm::dotTile : Bf16Gemm::fmaTile;
-            fmaTiles(m, n, k, (i0, j0, rows, cols) -> call.call(transA, transB, rows, cols, k, alpha,
+            ownTiles(m, n, k, (i0, j0, rows, cols) -> call.call(transA, transB, rows, cols, k, alpha,
                     BlasGemm.tileOfA(aAt, 2, lda, transA, i0), lda, BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb, beta,
                     cAt + 4L * ((long) i0 * ldc + j0), ldc));
         } else if (engine == Engine.DNNL) {
@@ -263,10 +269,10 @@ final class Bf16Gemm {
 
     /**
      * {@code out = alpha * op(A) @ op(B) + beta * out (+ bias[j] on every row)} for a bf16 {@code out} (row stride
-     * {@code ldo}), rounded once. Where the engine works tile by tile (oneDNN's bf16 GEMM, the fma engine; the sgemm engine on
-     * OpenBLAS or oneDNN), each tile's fp32 sums go to a scratch buffer taken from {@code scratch} by the thread that
-     * computes the tile and given back after its rounding, so the sums stay in that thread's cache and no fp32 copy
-     * of the whole result exists; otherwise (the pure-JVM kernel, or k = 0), fp32 sums of the whole result, then the
+     * {@code ldo}), rounded once. Where the engine works tile by tile (oneDNN's bf16 GEMM, the fma and dot engines; the
+     * sgemm engine on OpenBLAS or oneDNN), each tile's fp32 sums go to a scratch buffer taken from {@code scratch} by the
+     * thread that computes the tile and given back after its rounding, so the sums stay in that thread's cache and no fp32
+     * copy of the whole result exists; otherwise (the pure-JVM kernel, or k = 0), fp32 sums of the whole result, then the
      * rounding. Either way each element is the one fp32 sum of its products rounded once: the bits of {@link #gemm}
      * into fp32 followed by {@link Convert#sumsToBf16}.
      */
@@ -306,8 +312,8 @@ final class Bf16Gemm {
         }
         checkBf16Bounds("C", out, outOff, m, n, ldo);
         long aAt = a.address + (long) bytes * aOff, bAt = b.address + (long) bytes * bOff;
-        if ((engine == Engine.FMA || engine == Engine.DOT) && beta == 0f) {
-            fmaToBf16(transA, transB, m, n, k, alpha, aAt, lda, bAt, ldb, out, outOff, ldo, bias, scratch);
+        if (ownKernel() && beta == 0f) {
+            ownToBf16(transA, transB, m, n, k, alpha, aAt, lda, bAt, ldb, out, outOff, ldo, bias, scratch);
             return;
         }
         BlasGemm.eachTile(parallel, m, n, k, (i0, j0, rows, cols) -> {
@@ -327,20 +333,21 @@ final class Bf16Gemm {
     }
 
     /**
-     * {@link #gemmToBf16} on the fma engine with beta 0: each tile's kernel rounds its elements (plus bias) into
+     * {@link #gemmToBf16} on the fma or dot engine with beta 0: each tile's kernel rounds its elements (plus bias) into
      * {@code out} as it finishes them, so only a product longer than one block of k keeps fp32 sums, in a scratch tile.
      */
-    private void fmaToBf16(boolean transA, boolean transB, int m, int n, int k, float alpha, long aAt, int lda, long bAt,
+    private void ownToBf16(boolean transA, boolean transB, int m, int n, int k, float alpha, long aAt, int lda, long bAt,
                            int ldb, NativeBuffer out, int outOff, int ldo, NativeBuffer bias, NativeAllocator scratch) {
         if (bias != null && bias.capacity < 4L * n) {
             throw new DeviceException("bf16 gemm: a bias of " + bias.capacity / 4 + " floats for " + n + " columns");
         }
         boolean sums = k > CpuNative.ttpipe_cpu_gemm_bf16_block();
-        fmaTiles(m, n, k, (i0, j0, rows, cols) -> {
+        ownTiles(m, n, k, (i0, j0, rows, cols) -> {
             NativeBuffer c = sums ? scratch.take(4L * rows * cols) : null;
             try {
-                fmaDone(CpuNative.ttpipe_cpu_gemm_bf16_out(engine == Engine.DOT ? 1 : 0, transA ? 1 : 0, transB ? 1 : 0, rows, cols, k, alpha,
-                        BlasGemm.tileOfA(aAt, 2, lda, transA, i0), lda, BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb,
+                ownDone(CpuNative.ttpipe_cpu_gemm_bf16_out(engine == Engine.DOT ? 1 : 0, transA ? 1 : 0, transB ? 1 : 0,
+                        rows, cols, k, alpha, BlasGemm.tileOfA(aAt, 2, lda, transA, i0), lda,
+                        BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb,
                         c == null ? 0 : c.address, cols, out.address + 2L * (outOff + (long) i0 * ldo + j0), ldo,
                         bias == null ? 0 : bias.address + 4L * j0), rows, cols, k);
             } finally {
@@ -349,20 +356,23 @@ final class Bf16Gemm {
         });
     }
 
-    /** The most columns of C in one call of the fma engine: B's packed panel (384 x this, fp32) stays in the L3 cache. */
-    static final int FMA_TILE_N = 2048;
+    /**
+     * The most columns of C in one call of the fma or dot engine: B's packed panel (384 x this: fp32 values, or pairs of
+     * bf16 values in 32-bit words) stays in the L3 cache.
+     */
+    static final int OWN_TILE_N = 2048;
 
     /**
-     * {@code body} once per piece of C [m, n] for the fma engine, over the threads. Its bits do not depend on the pieces
-     * (each element's sums run over k in blocks of 384 from 0, whatever the tile), so the pieces follow the thread count:
-     * one per thread, the longer side cut, and at most {@link #FMA_TILE_N} columns. Each tile packs its rows of A and
-     * its columns of B once a block, so fewer, larger tiles pack the operands fewer times (the fixed tiles of
-     * {@link BlasGemm#tileRows}, which the other engines need for thread-independent bits, packed a 2048-row
+     * {@code body} once per piece of C [m, n] for the fma and dot engines, over the threads. Their bits do not depend on
+     * the pieces (each element's sums run over k in blocks of 384 from 0, whatever the tile), so the pieces follow the
+     * thread count: one per thread, the longer side cut, and at most {@link #OWN_TILE_N} columns. Each tile packs its
+     * rows of A and its columns of B once a block, so fewer, larger tiles pack the operands fewer times (the fixed tiles
+     * of {@link BlasGemm#tileRows}, which the other engines need for thread-independent bits, packed a 2048-row
      * activation's weight four times). A small product is one call.
      */
-    private void fmaTiles(int m, int n, int k, BlasGemm.TileBody body) {
+    private void ownTiles(int m, int n, int k, BlasGemm.TileBody body) {
         int threads = parallel.threads();
-        int rp = 1, cp = (n + FMA_TILE_N - 1) / FMA_TILE_N;
+        int rp = 1, cp = (n + OWN_TILE_N - 1) / OWN_TILE_N;
         if ((long) m * n * k < BlasGemm.SMALL_FLOPS) cp = 1;
         else if (cp > threads) cp = (cp + threads - 1) / threads * threads;
         while ((long) m * n * k >= BlasGemm.SMALL_FLOPS && rp * cp < threads) {
