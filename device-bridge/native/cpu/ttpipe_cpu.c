@@ -100,7 +100,7 @@ static inline float sigmoid(float x) {
 }
 
 EXPORT int ttpipe_cpu_abi_version(void) {
-    return 10;
+    return 11;
 }
 
 /*
@@ -1107,11 +1107,15 @@ typedef void (*gb_pack_fn)(float *restrict dst, int w, const uint16_t *src, int 
 
 /*
  * The blocked loops around a kernel of mr x nr slivers and its packing. With out, the last block's slivers go, plus bias,
- * rounded to bf16 to out instead of C (see ttpipe_cpu_gemm_bf16_out). 0, or -1 when the panels cannot be allocated.
+ * rounded to bf16 to out instead of C (see ttpipe_cpu_gemm_bf16_out). With pre, B is not packed: its panels are those
+ * gb_pack_panels wrote for an op(B) of [pre_k, pre_n] whose first k rows and n columns are this product's (pre_k >= k,
+ * pre_n >= n). A block whose packed panel holds a value where this product's has the zero past kc (pairs, kc odd and short
+ * of the packed block) is packed from b instead, so the kernel reads the panel gb_run would have packed. 0, or -1 when the
+ * panels cannot be allocated.
  */
 INLINE int gb_run(int mr, int nr, int pairs, gb_kernel_fn kern, gb_pack_fn pack_a, gb_pack_fn pack_b, int ta, int tb, int m,
                   int n, int k, float alpha, const uint16_t *a, int lda, const uint16_t *b, int ldb, float beta, float *c,
-                  int ldc, uint16_t *out, int64_t ldo, const float *bias) {
+                  int ldc, uint16_t *out, int64_t ldo, const float *bias, const float *pre, int pre_n, int pre_k) {
     int slivers = (n + nr - 1) / nr;
     int mc = GB_MC / mr * mr;
     size_t bfloats = (size_t) GB_KC * nr * slivers, afloats = (size_t) GB_KC * (mc + mr);
@@ -1122,9 +1126,18 @@ INLINE int gb_run(int mr, int nr, int pairs, gb_kernel_fn kern, gb_pack_fn pack_
         int kc = k - p0 < GB_KC ? k - p0 : GB_KC;
         int depth = pairs ? (kc + 1) / 2 : kc;          /* a panel's rows: indices, or pairs of them */
         uint16_t *last = p0 + kc >= k ? out : NULL;
-        for (int s = 0; s < slivers; s++) {
-            int j0 = s * nr;
-            pack_b(pb + (size_t) s * depth * nr, nr, b, ldb, tb, j0, n - j0 < nr ? n - j0 : nr, p0, kc);
+        const float *panels = pb;
+        size_t stride = (size_t) depth * nr;            /* from one sliver's panel to the next */
+        int packed = pre_k - p0 < GB_KC ? pre_k - p0 : GB_KC;
+        if (pre && !(pairs && (kc & 1) && kc < packed)) {
+            size_t below = (size_t) (p0 / GB_KC) * (pairs ? GB_KC / 2 : GB_KC) * nr * ((pre_n + nr - 1) / nr);
+            panels = pre + below;
+            stride = (size_t) (pairs ? (packed + 1) / 2 : packed) * nr;
+        } else {
+            for (int s = 0; s < slivers; s++) {
+                int j0 = s * nr;
+                pack_b(pb + (size_t) s * depth * nr, nr, b, ldb, tb, j0, n - j0 < nr ? n - j0 : nr, p0, kc);
+            }
         }
         for (int ib = 0; ib < m; ib += mc) {
             int rows = m - ib < mc ? m - ib : mc, na = (rows + mr - 1) / mr;
@@ -1136,7 +1149,7 @@ INLINE int gb_run(int mr, int nr, int pairs, gb_kernel_fn kern, gb_pack_fn pack_
                 int j0 = s * nr, cols = n - j0 < nr ? n - j0 : nr;
                 for (int q = 0; q < na; q++) {
                     int i0 = ib + q * mr;
-                    kern(kc, pa + (size_t) q * depth * mr, pb + (size_t) s * depth * nr, c ? c + (int64_t) i0 * ldc + j0 : NULL,
+                    kern(kc, pa + (size_t) q * depth * mr, panels + s * stride, c ? c + (int64_t) i0 * ldc + j0 : NULL,
                          ldc, m - i0 < mr ? m - i0 : mr, cols, alpha, beta, p0 == 0, last ? last + i0 * ldo + j0 : NULL,
                          ldo, last && bias ? bias + j0 : NULL);
                 }
@@ -1144,6 +1157,31 @@ INLINE int gb_run(int mr, int nr, int pairs, gb_kernel_fn kern, gb_pack_fn pack_
         }
     }
     return 0;
+}
+
+/* The floats gb_pack_panels writes for an op(B) of [k, n]. */
+static size_t gb_panel_floats(int nr, int pairs, int n, int k) {
+    size_t slivers = (size_t) (n + nr - 1) / nr, floats = 0;
+    for (int p0 = 0; p0 < k; p0 += GB_KC) {
+        int kc = k - p0 < GB_KC ? k - p0 : GB_KC;
+        floats += (size_t) (pairs ? (kc + 1) / 2 : kc) * nr * slivers;
+    }
+    return floats;
+}
+
+/* The panels of op(B) [k, n] that gb_run reads with pre: block by block, sliver by sliver, each as gb_run packs it. */
+INLINE void gb_pack_panels(int nr, int pairs, gb_pack_fn pack_b, int tb, int n, int k, const uint16_t *b, int ldb,
+                           float *dst) {
+    int slivers = (n + nr - 1) / nr;
+    for (int p0 = 0; p0 < k; p0 += GB_KC) {
+        int kc = k - p0 < GB_KC ? k - p0 : GB_KC;
+        int depth = pairs ? (kc + 1) / 2 : kc;
+        for (int s = 0; s < slivers; s++) {
+            int j0 = s * nr;
+            pack_b(dst, nr, b, ldb, tb, j0, n - j0 < nr ? n - j0 : nr, p0, kc);
+            dst += (size_t) depth * nr;
+        }
+    }
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) \
@@ -1332,9 +1370,13 @@ GB_TARGET512 static void gb_pack_b_avx512(float *restrict pb, int nr, const uint
 
 GB_TARGET512 static int gb_avx512(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
                                   const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo,
-                                  const float *bias) {
-    return gb_run(12, 32, 0, gb_kernel_avx512, gb_pack_a_avx512, gb_pack_b_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
-                  c, ldc, out, ldo, bias);
+                                  const float *bias, const float *pre, int pre_n, int pre_k) {
+    return gb_run(12, 32, 0, gb_kernel_avx512, gb_pack_a_avx512, gb_pack_b_avx512, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                  out, ldo, bias, pre, pre_n, pre_k);
+}
+
+GB_TARGET512 static void gb_avx512_pack(int tb, int n, int k, const uint16_t *b, int ldb, float *dst) {
+    gb_pack_panels(32, 0, gb_pack_b_avx512, tb, n, k, b, ldb, dst);
 }
 
 /*
@@ -1435,9 +1477,13 @@ GB_TARGETDOT static void gb_kernel_dot(int kc, const float *pa_, const float *pb
 
 GB_TARGETDOT static int gb_dot(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
                                const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo,
-                               const float *bias) {
-    return gb_run(12, 32, 1, gb_kernel_dot, gb_pack_a_dot, gb_pack_b_dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                  ldc, out, ldo, bias);
+                               const float *bias, const float *pre, int pre_n, int pre_k) {
+    return gb_run(12, 32, 1, gb_kernel_dot, gb_pack_a_dot, gb_pack_b_dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                  out, ldo, bias, pre, pre_n, pre_k);
+}
+
+GB_TARGETDOT static void gb_dot_pack(int tb, int n, int k, const uint16_t *b, int ldb, float *dst) {
+    gb_pack_panels(32, 1, gb_pack_b_dot, tb, n, k, b, ldb, dst);
 }
 #endif
 #endif
@@ -1562,9 +1608,13 @@ GB_TARGET256 static void gb_pack_b_avx2(float *restrict pb, int nr, const uint16
 
 GB_TARGET256 static int gb_avx2(int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
                                 const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo,
-                                const float *bias) {
+                                const float *bias, const float *pre, int pre_n, int pre_k) {
     return gb_run(6, 16, 0, gb_kernel_avx2, gb_pack_a_avx2, gb_pack_b_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                  out, ldo, bias);
+                  out, ldo, bias, pre, pre_n, pre_k);
+}
+
+GB_TARGET256 static void gb_avx2_pack(int tb, int n, int k, const uint16_t *b, int ldb, float *dst) {
+    gb_pack_panels(16, 0, gb_pack_b_avx2, tb, n, k, b, ldb, dst);
 }
 #endif
 
@@ -1620,11 +1670,11 @@ EXPORT int ttpipe_cpu_gemm_bf16dot_available(void) {
 /* gb_run on this CPU's kernel (k > 0), or with dot the dot engine's; -2 where none runs. */
 static int gb_dispatch(int dot, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
                        const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int64_t ldo,
-                       const float *bias) {
+                       const float *bias, const float *pre, int pre_n, int pre_k) {
 #if defined(GB_DOT)
     if (dot) {
         if (!ttpipe_cpu_gemm_bf16dot_available()) return -2;
-        return gb_dot(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, bias);
+        return gb_dot(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, bias, pre, pre_n, pre_k);
     }
 #else
     if (dot) return -2;
@@ -1632,13 +1682,48 @@ static int gb_dispatch(int dot, int ta, int tb, int m, int n, int k, float alpha
 #if defined(GB_X86)
     int kernel = gb_kernel_here();
 #if defined(GB_AVX512)
-    if (kernel == 2) return gb_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, bias);
+    if (kernel == 2) {
+        return gb_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, bias, pre, pre_n, pre_k);
+    }
 #endif
-    if (kernel >= 1) return gb_avx2(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, bias);
+    if (kernel >= 1) return gb_avx2(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, bias, pre, pre_n, pre_k);
 #endif
     (void) ta; (void) tb; (void) m; (void) n; (void) k; (void) alpha; (void) a; (void) lda; (void) b; (void) ldb; (void) beta;
-    (void) c; (void) ldc; (void) out; (void) ldo; (void) bias;
+    (void) c; (void) ldc; (void) out; (void) ldo; (void) bias; (void) pre; (void) pre_n; (void) pre_k;
     return -2;
+}
+
+/*
+ * The panels gb_run would pack from op(B) [k, n] (tb: B stored transposed), for gb_dispatch's pre, into a buffer the caller
+ * frees; NULL where no kernel runs or the buffer cannot be allocated.
+ */
+static float *gb_panels(int dot, int tb, int n, int k, const uint16_t *b, int ldb) {
+    int nr = 0, pairs = dot;
+#if defined(GB_X86)
+    int kernel = gb_kernel_here();
+    nr = kernel == 2 ? 32 : kernel == 1 ? 16 : 0;
+#endif
+    if (dot && !ttpipe_cpu_gemm_bf16dot_available()) nr = 0;
+    if (nr == 0 || n <= 0 || k <= 0) return NULL;
+    float *dst = aligned_alloc(64, (gb_panel_floats(nr, pairs, n, k) * sizeof(float) + 63) / 64 * 64);
+    if (!dst) return NULL;
+#if defined(GB_DOT)
+    if (dot) {
+        gb_dot_pack(tb, n, k, b, ldb, dst);
+        return dst;
+    }
+#endif
+#if defined(GB_X86)
+#if defined(GB_AVX512)
+    if (nr == 32) {
+        gb_avx512_pack(tb, n, k, b, ldb, dst);
+        return dst;
+    }
+#endif
+    gb_avx2_pack(tb, n, k, b, ldb, dst);
+#endif
+    (void) tb; (void) b; (void) ldb;
+    return dst;
 }
 
 /* ttpipe_cpu_gemm_bf16 or, with dot, ttpipe_cpu_gemm_bf16dot. */
@@ -1651,7 +1736,7 @@ static int gb_gemm(int dot, int ta, int tb, int m, int n, int k, float alpha, co
         }
         return (dot ? ttpipe_cpu_gemm_bf16dot_available() : ttpipe_cpu_gemm_bf16_kernel() != NULL) ? 0 : -2;
     }
-    return gb_dispatch(dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0, NULL);
+    return gb_dispatch(dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, 0, NULL, NULL, 0, 0);
 }
 
 /* 0, -1 when the panels cannot be allocated, -2 where no kernel runs (ttpipe_cpu_gemm_bf16_kernel is NULL). */
@@ -1678,10 +1763,146 @@ EXPORT int ttpipe_cpu_gemm_bf16_out(int dot, int ta, int tb, int m, int n, int k
                                     const float *bias) {
     if (m <= 0 || n <= 0) return 0;
     if (k <= 0 || (k > GB_KC && !c)) return -3;
-    return gb_dispatch(dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc, out, ldo, bias);
+    return gb_dispatch(dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc, out, ldo, bias, NULL, 0, 0);
 }
 
 /* The k indices the fma and dot engines sum in one block: ttpipe_cpu_gemm_bf16_out needs c beyond it. */
 EXPORT int ttpipe_cpu_gemm_bf16_block(void) {
     return GB_KC;
+}
+
+/*
+ * Fused bf16 attention on the fma (dot 0) or dot (dot 1) engine: FlashAttention.forwardBf16 and backwardBf16's loops over
+ * (batch, head) pairs bh in [lo, hi) and their blocks of ATT_BLOCK query rows, with the same products, row kernels and
+ * roundings, so the same bits. What the fusion saves: each pair's K and V are packed into the engines' panels once (the
+ * tile path packs them again for every block), and a block's output is rounded by the kernel as it finishes it.
+ * q [n, t, hd], k and v [n, tk, hd], o [n, t, hd] bf16, causal: key j for query i when j <= i + tk - t.
+ */
+enum { ATT_BLOCK = 64 };
+
+/* The keys row i sees (FlashAttention.seen). */
+static int att_seen(int i, int t, int tk, int causal) {
+    if (!causal) return tk;
+    int m = i + tk - t + 1;
+    return m < 0 ? 0 : m > tk ? tk : m;
+}
+
+/*
+ * A product of the fused attention on the engine: gb_dispatch, with k = 0 as a GEMM has it (C = beta C, or out = 0, as
+ * the tile path's zero result rounded) and an empty C a no-op.
+ */
+static int att_mul(int dot, int ta, int tb, int m, int n, int k, float alpha, const uint16_t *a, int lda,
+                   const uint16_t *b, int ldb, float beta, float *c, int ldc, uint16_t *out, int ldo, const float *pre,
+                   int pre_n, int pre_k) {
+    if (m <= 0 || n <= 0) return 0;
+    if (k <= 0) {
+        for (int i = 0; i < m; i++) {
+            for (int j = 0; j < n; j++) {
+                if (out) out[(int64_t) i * ldo + j] = 0;
+                else c[(int64_t) i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[(int64_t) i * ldc + j];
+            }
+        }
+        return 0;
+    }
+    return gb_dispatch(dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, out, ldo, NULL, pre, pre_n, pre_k);
+}
+
+/*
+ * The forward pass for pairs [lo, hi): o, and each query row's softmax max and sum of exps (max_out and sum_out [hi - lo,
+ * t], the rows of pair lo first: FlashAttention takes the log). 0, -1 when scratch cannot be allocated, -2 where the
+ * engine does not run.
+ */
+EXPORT int ttpipe_cpu_attention_forward_bf16(int dot, int lo, int hi, const uint16_t *q, const uint16_t *k,
+                                             const uint16_t *v, uint16_t *o, float *max_out, double *sum_out, int t,
+                                             int tk, int hd, float scale, int causal) {
+    if (hi <= lo || t <= 0 || hd <= 0) return 0;
+    if (dot ? !ttpipe_cpu_gemm_bf16dot_available() : ttpipe_cpu_gemm_bf16_kernel() == NULL) return -2;
+    int width = tk > 0 ? tk : 1;
+    float *s = malloc((size_t) ATT_BLOCK * width * sizeof(float));
+    uint16_t *pb = malloc((size_t) ATT_BLOCK * width * sizeof(uint16_t));
+    float *sums = malloc((size_t) ATT_BLOCK * hd * sizeof(float));    /* P V past one block of keys */
+    int rc = s && pb && sums ? 0 : -1;
+    for (int bh = lo; bh < hi && rc == 0; bh++) {
+        int64_t qb = (int64_t) bh * t * hd, kb = (int64_t) bh * tk * hd;
+        float *kt = tk > 0 ? gb_panels(dot, 1, tk, hd, k + kb, hd) : NULL;     /* K^T as B: [hd, tk] */
+        float *vp = tk > 0 ? gb_panels(dot, 0, hd, tk, v + kb, hd) : NULL;     /* V as B: [tk, hd] */
+        if (tk > 0 && (!kt || !vp)) rc = -1;
+        for (int i0 = 0; i0 < t && rc == 0; i0 += ATT_BLOCK) {
+            int rows = t - i0 < ATT_BLOCK ? t - i0 : ATT_BLOCK;
+            int keys = att_seen(i0 + rows - 1, t, tk, causal), ld = keys > 0 ? keys : 1;
+            int64_t at = (int64_t) (bh - lo) * t + i0;
+            rc = att_mul(dot, 0, 1, rows, keys, hd, scale, q + qb + (int64_t) i0 * hd, hd, k + kb, hd, 0.0f, s, ld, NULL, 0,
+                         kt, tk, hd);
+            if (rc != 0) break;
+            ttpipe_cpu_softmax_rows_bf16(s, pb, rows, keys, i0 + tk - t + 1, causal, max_out + at, sum_out + at);
+            rc = att_mul(dot, 0, 0, rows, hd, keys, 1.0f, pb, ld, v + kb, hd, 0.0f, sums, hd, o + qb + (int64_t) i0 * hd,
+                         hd, vp, hd, tk);
+        }
+        free(kt);
+        free(vp);
+    }
+    free(s);
+    free(pb);
+    free(sums);
+    return rc;
+}
+
+/*
+ * The backward pass for pairs [lo, hi): dq, dk and dv from q, k, v, the forward's o and lse (its rows' log-sum-exp) and
+ * dO, the blocks last to first. 0, -1 when scratch cannot be allocated, -2 where the engine does not run.
+ */
+EXPORT int ttpipe_cpu_attention_backward_bf16(int dot, int lo, int hi, const uint16_t *q, const uint16_t *k,
+                                              const uint16_t *v, const uint16_t *o, const float *lse, const uint16_t *dO,
+                                              uint16_t *dq, uint16_t *dk, uint16_t *dv, int t, int tk, int hd, float scale,
+                                              int causal) {
+    if (hi <= lo || t <= 0 || hd <= 0) return 0;
+    if (dot ? !ttpipe_cpu_gemm_bf16dot_available() : ttpipe_cpu_gemm_bf16_kernel() == NULL) return -2;
+    size_t tile = (size_t) ATT_BLOCK * (tk > 0 ? tk : 1), kv = (size_t) (tk > 0 ? tk : 1) * hd;
+    float *p = malloc(tile * sizeof(float)), *ds = malloc(tile * sizeof(float));
+    uint16_t *pb = malloc(tile * sizeof(uint16_t)), *dsb = malloc(tile * sizeof(uint16_t));
+    float *dkb = malloc(kv * sizeof(float)), *dvb = malloc(kv * sizeof(float));
+    float *sums = malloc((size_t) ATT_BLOCK * hd * sizeof(float));    /* dS K past one block of keys */
+    int rc = p && ds && pb && dsb && dkb && dvb && sums ? 0 : -1;
+    for (int bh = lo; bh < hi && rc == 0; bh++) {
+        int64_t qb = (int64_t) bh * t * hd, kb = (int64_t) bh * tk * hd;
+        float *kt = tk > 0 ? gb_panels(dot, 1, tk, hd, k + kb, hd) : NULL;     /* K^T as B: [hd, tk] */
+        float *vt = tk > 0 ? gb_panels(dot, 1, tk, hd, v + kb, hd) : NULL;     /* V^T as B: [hd, tk] */
+        float *kp = tk > 0 ? gb_panels(dot, 0, hd, tk, k + kb, hd) : NULL;     /* K as B: [tk, hd] */
+        if (tk > 0 && (!kt || !vt || !kp)) rc = -1;
+        int first = 1;
+        for (int i0 = (t - 1) / ATT_BLOCK * ATT_BLOCK; i0 >= 0 && rc == 0; i0 -= ATT_BLOCK) {
+            int rows = t - i0 < ATT_BLOCK ? t - i0 : ATT_BLOCK;
+            int keys = att_seen(i0 + rows - 1, t, tk, causal), ld = keys > 0 ? keys : 1;
+            const uint16_t *qi = q + qb + (int64_t) i0 * hd, *gi = dO + qb + (int64_t) i0 * hd;
+            float beta = first ? 0.0f : 1.0f;
+            rc = att_mul(dot, 0, 1, rows, keys, hd, scale, qi, hd, k + kb, hd, 0.0f, p, ld, NULL, 0, kt, tk, hd);
+            if (rc == 0) rc = att_mul(dot, 0, 1, rows, keys, hd, 1.0f, gi, hd, v + kb, hd, 0.0f, ds, ld, NULL, 0, vt, tk, hd);
+            if (rc != 0) break;
+            ttpipe_cpu_attention_backward_rows_bf16(p, ds, pb, dsb, rows, keys, i0 + tk - t + 1, causal,
+                                                    lse + (int64_t) bh * t + i0, gi, o + qb + (int64_t) i0 * hd, hd, scale);
+            /* dV[0:keys] (+)= P^T dO_blk, dK[0:keys] (+)= dS^T Q_blk, dQ_blk = dS K[0:keys] */
+            rc = att_mul(dot, 1, 0, keys, hd, rows, 1.0f, pb, ld, gi, hd, beta, dvb, hd, NULL, 0, NULL, 0, 0);
+            if (rc == 0) rc = att_mul(dot, 1, 0, keys, hd, rows, 1.0f, dsb, ld, qi, hd, beta, dkb, hd, NULL, 0, NULL, 0, 0);
+            if (rc == 0) {
+                rc = att_mul(dot, 0, 0, rows, hd, keys, 1.0f, dsb, ld, k + kb, hd, 0.0f, sums, hd,
+                             dq + qb + (int64_t) i0 * hd, hd, kp, hd, tk);
+            }
+            first = 0;
+        }
+        if (rc == 0) {
+            ttpipe_cpu_float_to_bf16(dk + kb, (const uint32_t *) dkb, (int64_t) tk * hd);
+            ttpipe_cpu_float_to_bf16(dv + kb, (const uint32_t *) dvb, (int64_t) tk * hd);
+        }
+        free(kt);
+        free(vt);
+        free(kp);
+    }
+    free(p);
+    free(ds);
+    free(pb);
+    free(dsb);
+    free(dkb);
+    free(dvb);
+    free(sums);
+    return rc;
 }

@@ -203,6 +203,11 @@ final class Bf16Gemm {
         return engine == Engine.FMA || engine == Engine.DOT;
     }
 
+    /** The {@code dot} argument of the native kernels for ttpipe's own engines: 1 dot, 0 fma; -1 for the others. */
+    int ownEngine() {
+        return engine == Engine.DOT ? 1 : engine == Engine.FMA ? 0 : -1;
+    }
+
     /** {@code dnnl}, {@code sbgemm}, {@code fma} or {@code sgemm on bf16 operands widened to fp32}. */
     String kind() {
         return switch (engine) {

@@ -45,7 +45,7 @@ final class CpuNative {
     static final String PROPERTY = "ttpipe.cpu.native";
     /** A libttpipe_cpu.so to load instead of the bundled one, e.g. one built for a single x86-64 level. */
     static final String LIBRARY_PROPERTY = "ttpipe.cpu.native.library";
-    static final int ABI_VERSION = 10;
+    static final int ABI_VERSION = 11;
 
     private static volatile boolean loaded;
     private static volatile String description = "not loaded yet";
@@ -124,6 +124,20 @@ final class CpuNative {
     /** {@link #ttpipe_cpu_softmax_rows}, the probabilities rounded into the bf16 tile {@code pb} in the same pass. */
     static native void ttpipe_cpu_softmax_rows_bf16(long s, long pb, int rows, int keys, int first, int causal, long max,
                                                     long sum);
+
+    /**
+     * FlashAttention's bf16 forward on the fma ({@code dot} 0) or dot ({@code dot} 1) engine for the (batch, head) pairs
+     * [lo, hi), fused: the same products, rows and roundings as the tile path, K and V packed once a pair. Writes o and
+     * each query row's softmax max (float) and sum of exps (double) to {@code max} and {@code sum} [hi - lo, t]. 0, -1
+     * when scratch cannot be allocated, -2 where the engine does not run.
+     */
+    static native int ttpipe_cpu_attention_forward_bf16(int dot, int lo, int hi, long q, long k, long v, long o, long max,
+                                                        long sum, int t, int tk, int hd, float scale, int causal);
+
+    /** FlashAttention's bf16 backward, fused as {@link #ttpipe_cpu_attention_forward_bf16}: dq, dk and dv. */
+    static native int ttpipe_cpu_attention_backward_bf16(int dot, int lo, int hi, long q, long k, long v, long o, long lse,
+                                                         long dO, long dq, long dk, long dv, int t, int tk, int hd,
+                                                         float scale, int causal);
 
     /** {@link #ttpipe_cpu_attention_backward_rows} on bf16 dO and o rows, P and dS rounded into bf16 tiles pb and dsb. */
     static native void ttpipe_cpu_attention_backward_rows_bf16(long p, long ds, long pb, long dsb, int rows, int keys,

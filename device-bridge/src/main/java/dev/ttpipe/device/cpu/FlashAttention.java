@@ -1,5 +1,7 @@
 package dev.ttpipe.device.cpu;
 
+import dev.ttpipe.device.DeviceException;
+
 import java.nio.DoubleBuffer;
 import java.nio.FloatBuffer;
 import java.util.Arrays;
@@ -22,7 +24,7 @@ import java.util.Arrays;
  * thread count and however the leading dimension is split.
  */
 final class FlashAttention {
-    /** Query rows per block. */
+    /** Query rows per block (ATT_BLOCK of ttpipe_cpu.c's fused attention). */
     static final int BLOCK = 64;
 
     private FlashAttention() {
@@ -56,8 +58,49 @@ final class FlashAttention {
      */
     static void forwardBf16(Parallel par, Bf16Gemm gemm, NativeBuffer o, NativeBuffer lse, NativeBuffer q, NativeBuffer k,
                             NativeBuffer v, int n, int t, int tk, int hd, float scale, boolean causal) {
+        forwardBf16(par, gemm, o, lse, q, k, v, n, t, tk, hd, scale, causal, true);
+    }
+
+    /**
+     * {@link #forwardBf16}; with {@code fuse}, on ttpipe's own engines (fma, dot), in one native call per range of
+     * (batch, head) pairs ({@code ttpipe_cpu_attention_forward_bf16}: the same products, rows and roundings, so the same
+     * bits, with each pair's K and V packed once instead of once a block).
+     */
+    static void forwardBf16(Parallel par, Bf16Gemm gemm, NativeBuffer o, NativeBuffer lse, NativeBuffer q, NativeBuffer k,
+                            NativeBuffer v, int n, int t, int tk, int hd, float scale, boolean causal, boolean fuse) {
         if (!gemm.packedOperands()) throw new IllegalStateException("bf16 attention needs a bf16 GEMM on bf16 operands");
-        forward(par, gemm::gemm, true, o, lse, q, k, v, n, t, tk, hd, scale, causal);
+        int dot = fuse && CpuNative.active() ? gemm.ownEngine() : -1;
+        if (dot < 0) {
+            forward(par, gemm::gemm, true, o, lse, q, k, v, n, t, tk, hd, scale, causal);
+            return;
+        }
+        checkAddressable(true, o, lse, q, k, v, n, t, tk, hd);
+        par.range(n, 1, (lo, hi) -> {
+            int rows = (hi - lo) * t;
+            NativeBuffer stats = NativeBuffer.malloc(12 * rows);          // the rows' sums (double), then maxima (float)
+            try {
+                fused("forward", CpuNative.ttpipe_cpu_attention_forward_bf16(dot, lo, hi, q.address, k.address, v.address,
+                        o.address, stats.address + 8L * rows, stats.address, t, tk, hd, scale, causal ? 1 : 0));
+                DoubleBuffer sums = stats.bytes.asDoubleBuffer();
+                for (int bh = lo; bh < hi; bh++) {
+                    for (int i = 0; i < t; i++) {
+                        int at = (bh - lo) * t + i;
+                        lse.floats.put(bh * t + i, seen(i, t, tk, causal) == 0 ? Float.NEGATIVE_INFINITY
+                                : stats.floats.get(2 * rows + at) + (float) Math.log(sums.get(at)));
+                    }
+                }
+            } finally {
+                stats.free();
+            }
+        });
+    }
+
+    /** Throws unless {@code rc}, what a fused native attention pass returned, is 0. */
+    private static void fused(String pass, int rc) {
+        if (rc != 0) {
+            throw new DeviceException("bf16 attention " + pass + " (ttpipe's fused kernel) failed: "
+                    + (rc == -1 ? "its scratch could not be allocated" : "its GEMM engine does not run on this CPU"));
+        }
     }
 
     private static void forward(Parallel par, Product mul, boolean bf16, NativeBuffer o, NativeBuffer lse, NativeBuffer q,
@@ -137,8 +180,25 @@ final class FlashAttention {
     static void backwardBf16(Parallel par, Bf16Gemm gemm, NativeBuffer dq, NativeBuffer dk, NativeBuffer dv, NativeBuffer q,
                              NativeBuffer k, NativeBuffer v, NativeBuffer o, NativeBuffer lse, NativeBuffer dO, int n, int t,
                              int tk, int hd, float scale, boolean causal) {
+        backwardBf16(par, gemm, dq, dk, dv, q, k, v, o, lse, dO, n, t, tk, hd, scale, causal, true);
+    }
+
+    /** {@link #backwardBf16}; with {@code fuse}, fused as {@link #forwardBf16} ({@code ttpipe_cpu_attention_backward_bf16}). */
+    static void backwardBf16(Parallel par, Bf16Gemm gemm, NativeBuffer dq, NativeBuffer dk, NativeBuffer dv, NativeBuffer q,
+                             NativeBuffer k, NativeBuffer v, NativeBuffer o, NativeBuffer lse, NativeBuffer dO, int n, int t,
+                             int tk, int hd, float scale, boolean causal, boolean fuse) {
         if (!gemm.packedOperands()) throw new IllegalStateException("bf16 attention needs a bf16 GEMM on bf16 operands");
-        backward(par, gemm::gemm, true, dq, dk, dv, q, k, v, o, lse, dO, n, t, tk, hd, scale, causal);
+        int dot = fuse && CpuNative.active() ? gemm.ownEngine() : -1;
+        if (dot < 0) {
+            backward(par, gemm::gemm, true, dq, dk, dv, q, k, v, o, lse, dO, n, t, tk, hd, scale, causal);
+            return;
+        }
+        checkAddressable(true, o, lse, q, k, v, n, t, tk, hd);
+        checkAddressable(true, dO, lse, q, k, v, n, t, tk, hd);
+        checkAddressable(true, dq, lse, dq, dk, dv, n, t, tk, hd);
+        par.range(n, 1, (lo, hi) -> fused("backward", CpuNative.ttpipe_cpu_attention_backward_bf16(dot, lo, hi, q.address,
+                k.address, v.address, o.address, lse.address, dO.address, dq.address, dk.address, dv.address, t, tk, hd,
+                scale, causal ? 1 : 0)));
     }
 
     private static void backward(Parallel par, Product mul, boolean bf16, NativeBuffer dq, NativeBuffer dk, NativeBuffer dv,
