@@ -1693,37 +1693,42 @@ static int gb_dispatch(int dot, int ta, int tb, int m, int n, int k, float alpha
     return -2;
 }
 
-/*
- * The panels gb_run would pack from op(B) [k, n] (tb: B stored transposed), for gb_dispatch's pre, into a buffer the caller
- * frees; NULL where no kernel runs or the buffer cannot be allocated.
- */
-static float *gb_panels(int dot, int tb, int n, int k, const uint16_t *b, int ldb) {
-    int nr = 0, pairs = dot;
+/* The sliver width of the engine's panels here: 32 (AVX-512 kernels), 16 (AVX2), 0 where it does not run. */
+static int gb_sliver(int dot) {
+    int nr = 0;
 #if defined(GB_X86)
     int kernel = gb_kernel_here();
     nr = kernel == 2 ? 32 : kernel == 1 ? 16 : 0;
 #endif
     if (dot && !ttpipe_cpu_gemm_bf16dot_available()) nr = 0;
-    if (nr == 0 || n <= 0 || k <= 0) return NULL;
-    float *dst = aligned_alloc(64, (gb_panel_floats(nr, pairs, n, k) * sizeof(float) + 63) / 64 * 64);
-    if (!dst) return NULL;
+    return nr;
+}
+
+/* A buffer for the panels of an op(B) of [k, n] (n, k > 0), which the caller frees; NULL where none can be had. */
+static float *gb_panel_buffer(int dot, int n, int k) {
+    int nr = gb_sliver(dot);
+    if (nr == 0) return NULL;
+    return aligned_alloc(64, (gb_panel_floats(nr, dot, n, k) * sizeof(float) + 63) / 64 * 64);
+}
+
+/* The panels gb_run would pack from op(B) [k, n] (tb: B stored transposed), for gb_dispatch's pre, into dst. */
+static void gb_pack_into(int dot, int tb, int n, int k, const uint16_t *b, int ldb, float *dst) {
 #if defined(GB_DOT)
     if (dot) {
         gb_dot_pack(tb, n, k, b, ldb, dst);
-        return dst;
+        return;
     }
 #endif
 #if defined(GB_X86)
 #if defined(GB_AVX512)
-    if (nr == 32) {
+    if (gb_sliver(0) == 32) {
         gb_avx512_pack(tb, n, k, b, ldb, dst);
-        return dst;
+        return;
     }
 #endif
-    gb_avx2_pack(tb, n, k, b, ldb, dst);
+    if (gb_sliver(0) == 16) gb_avx2_pack(tb, n, k, b, ldb, dst);
 #endif
-    (void) tb; (void) b; (void) ldb;
-    return dst;
+    (void) dot; (void) tb; (void) n; (void) k; (void) b; (void) ldb; (void) dst;
 }
 
 /* ttpipe_cpu_gemm_bf16 or, with dot, ttpipe_cpu_gemm_bf16dot. */
@@ -1821,12 +1826,15 @@ EXPORT int ttpipe_cpu_attention_forward_bf16(int dot, int lo, int hi, const uint
     float *s = malloc((size_t) ATT_BLOCK * width * sizeof(float));
     uint16_t *pb = malloc((size_t) ATT_BLOCK * width * sizeof(uint16_t));
     float *sums = malloc((size_t) ATT_BLOCK * hd * sizeof(float));    /* P V past one block of keys */
-    int rc = s && pb && sums ? 0 : -1;
+    float *kt = tk > 0 ? gb_panel_buffer(dot, tk, hd) : NULL;      /* a pair's K^T as B: [hd, tk] */
+    float *vp = tk > 0 ? gb_panel_buffer(dot, hd, tk) : NULL;      /* its V as B: [tk, hd] */
+    int rc = s && pb && sums && (tk == 0 || (kt && vp)) ? 0 : -1;
     for (int bh = lo; bh < hi && rc == 0; bh++) {
         int64_t qb = (int64_t) bh * t * hd, kb = (int64_t) bh * tk * hd;
-        float *kt = tk > 0 ? gb_panels(dot, 1, tk, hd, k + kb, hd) : NULL;     /* K^T as B: [hd, tk] */
-        float *vp = tk > 0 ? gb_panels(dot, 0, hd, tk, v + kb, hd) : NULL;     /* V as B: [tk, hd] */
-        if (tk > 0 && (!kt || !vp)) rc = -1;
+        if (tk > 0) {
+            gb_pack_into(dot, 1, tk, hd, k + kb, hd, kt);
+            gb_pack_into(dot, 0, hd, tk, v + kb, hd, vp);
+        }
         for (int i0 = 0; i0 < t && rc == 0; i0 += ATT_BLOCK) {
             int rows = t - i0 < ATT_BLOCK ? t - i0 : ATT_BLOCK;
             int keys = att_seen(i0 + rows - 1, t, tk, causal), ld = keys > 0 ? keys : 1;
@@ -1838,9 +1846,9 @@ EXPORT int ttpipe_cpu_attention_forward_bf16(int dot, int lo, int hi, const uint
             rc = att_mul(dot, 0, 0, rows, hd, keys, 1.0f, pb, ld, v + kb, hd, 0.0f, sums, hd, o + qb + (int64_t) i0 * hd,
                          hd, vp, hd, tk);
         }
-        free(kt);
-        free(vp);
     }
+    free(kt);
+    free(vp);
     free(s);
     free(pb);
     free(sums);
@@ -1862,13 +1870,17 @@ EXPORT int ttpipe_cpu_attention_backward_bf16(int dot, int lo, int hi, const uin
     uint16_t *pb = malloc(tile * sizeof(uint16_t)), *dsb = malloc(tile * sizeof(uint16_t));
     float *dkb = malloc(kv * sizeof(float)), *dvb = malloc(kv * sizeof(float));
     float *sums = malloc((size_t) ATT_BLOCK * hd * sizeof(float));    /* dS K past one block of keys */
-    int rc = p && ds && pb && dsb && dkb && dvb && sums ? 0 : -1;
+    float *kt = tk > 0 ? gb_panel_buffer(dot, tk, hd) : NULL;      /* a pair's K^T as B: [hd, tk] */
+    float *vt = tk > 0 ? gb_panel_buffer(dot, tk, hd) : NULL;      /* its V^T as B: [hd, tk] */
+    float *kp = tk > 0 ? gb_panel_buffer(dot, hd, tk) : NULL;      /* its K as B: [tk, hd] */
+    int rc = p && ds && pb && dsb && dkb && dvb && sums && (tk == 0 || (kt && vt && kp)) ? 0 : -1;
     for (int bh = lo; bh < hi && rc == 0; bh++) {
         int64_t qb = (int64_t) bh * t * hd, kb = (int64_t) bh * tk * hd;
-        float *kt = tk > 0 ? gb_panels(dot, 1, tk, hd, k + kb, hd) : NULL;     /* K^T as B: [hd, tk] */
-        float *vt = tk > 0 ? gb_panels(dot, 1, tk, hd, v + kb, hd) : NULL;     /* V^T as B: [hd, tk] */
-        float *kp = tk > 0 ? gb_panels(dot, 0, hd, tk, k + kb, hd) : NULL;     /* K as B: [tk, hd] */
-        if (tk > 0 && (!kt || !vt || !kp)) rc = -1;
+        if (tk > 0) {
+            gb_pack_into(dot, 1, tk, hd, k + kb, hd, kt);
+            gb_pack_into(dot, 1, tk, hd, v + kb, hd, vt);
+            gb_pack_into(dot, 0, hd, tk, k + kb, hd, kp);
+        }
         int first = 1;
         for (int i0 = (t - 1) / ATT_BLOCK * ATT_BLOCK; i0 >= 0 && rc == 0; i0 -= ATT_BLOCK) {
             int rows = t - i0 < ATT_BLOCK ? t - i0 : ATT_BLOCK;
@@ -1893,10 +1905,10 @@ EXPORT int ttpipe_cpu_attention_backward_bf16(int dot, int lo, int hi, const uin
             ttpipe_cpu_float_to_bf16(dk + kb, (const uint32_t *) dkb, (int64_t) tk * hd);
             ttpipe_cpu_float_to_bf16(dv + kb, (const uint32_t *) dvb, (int64_t) tk * hd);
         }
-        free(kt);
-        free(vt);
-        free(kp);
     }
+    free(kt);
+    free(vt);
+    free(kp);
     free(p);
     free(ds);
     free(pb);
