@@ -224,16 +224,16 @@ final class Bf16Gemm {
         return switch (engine) {
             case DNNL -> Dnnl.describe() + ", dnnl_gemm_bf16bf16f32 on bf16 operands (avx512_bf16), fp32 accumulation;"
                     + " single-threaded calls on tiles of C up to " + BlasGemm.TILE_M + "x" + BlasGemm.TILE_N + " over "
-                    + parallel.threads() + " threads";
+                    + parallel.threadsInWords();
             case DOT -> "ttpipe's bf16 dot-product GEMM (vdpbf16ps kernel in " + CpuNative.FILE + "): bf16 operands packed"
                     + " in pairs, fp32 accumulation (avx512_bf16); one single-threaded call per thread on a piece of C"
-                    + " (at most " + OWN_TILE_N + " columns) over " + parallel.threads() + " threads; fused attention in one native"
+                    + " (at most " + OWN_TILE_N + " columns) over " + parallel.threadsInWords() + "; fused attention in one native"
                     + " pass per range of (batch, head) pairs; not oneDNN's (" + whyNot
                     + ")";
             case SBGEMM -> "OpenBLAS cblas_sbgemm on bf16 operands (avx512_bf16), fp32 accumulation";
             case FMA -> "ttpipe's bf16-reading GEMM (" + fmaKernel() + " kernel in " + CpuNative.FILE + "): bf16 operands"
                     + " widened to fp32 as they are packed, fp32 FMAs; one single-threaded call per thread on a piece of C"
-                    + " (at most " + OWN_TILE_N + " columns) over " + parallel.threads() + " threads; fused attention in one native"
+                    + " (at most " + OWN_TILE_N + " columns) over " + parallel.threadsInWords() + "; fused attention in one native"
                     + " pass per range of (batch, head) pairs; no bf16 dot"
                     + " product runs (" + whyNot + ")";
             case SGEMM -> "bf16 operands widened to fp32, then the fp32 sgemm (" + fp32.kind() + " kernel), fp32 accumulation;"

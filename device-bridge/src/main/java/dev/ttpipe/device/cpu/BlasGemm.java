@@ -47,7 +47,7 @@ final class BlasGemm implements Gemm {
         return "OpenBLAS (" + OpenBlas.openblas_get_corename()
                 + (forced == null || forced.isBlank() ? "" : " kernels, as OPENBLAS_CORETYPE=" + forced.trim() + " in the environment asks")
                 + ", single-threaded calls on tiles of C up to "
-                + TILE_M + "x" + TILE_N + " over " + parallel.threads() + " threads; "
+                + TILE_M + "x" + TILE_N + " over " + parallel.threadsInWords() + "; "
                 + OpenBlas.openblas_get_config().trim() + ") from " + OpenBlas.loadedFrom();
     }
 

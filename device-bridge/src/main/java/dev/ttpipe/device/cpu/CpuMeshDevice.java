@@ -173,6 +173,6 @@ public final class CpuMeshDevice extends MeshDeviceBase {
 
     @Override
     public String toString() {
-        return "cpu mesh " + shape() + " (" + gemm.kind() + " matmul, " + parallel.threads() + " threads)";
+        return "cpu mesh " + shape() + " (" + gemm.kind() + " matmul, " + parallel.threadsInWords() + ")";
     }
 }

@@ -26,7 +26,7 @@ final class DnnlGemm implements Gemm {
     @Override
     public String describe() {
         return Dnnl.describe() + ", dnnl_sgemm: single-threaded calls on tiles of C up to " + BlasGemm.TILE_M + "x"
-                + BlasGemm.TILE_N + " over " + parallel.threads() + " threads";
+                + BlasGemm.TILE_N + " over " + parallel.threadsInWords();
     }
 
     @Override

@@ -40,8 +40,8 @@ final class JavaGemm implements Gemm {
 
     @Override
     public String describe() {
-        return "pure-JVM blocked matmul (" + MC + "x" + NC + " tiles, k panels of " + KC + ", " + parallel.threads()
-                + " threads)";
+        return "pure-JVM blocked matmul (" + MC + "x" + NC + " tiles, k panels of " + KC + ", "
+                + parallel.threadsInWords() + ")";
     }
 
     @Override

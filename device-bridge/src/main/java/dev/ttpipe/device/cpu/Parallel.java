@@ -78,6 +78,11 @@ final class Parallel implements AutoCloseable {
         return threads;
     }
 
+    /** "1 thread" or "N threads", for descriptions. */
+    String threadsInWords() {
+        return threads == 1 ? "1 thread" : threads + " threads";
+    }
+
     /** How many worker threads are alive now (for tests). */
     int liveWorkers() {
         int live = 0;
