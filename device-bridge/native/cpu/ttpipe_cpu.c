@@ -1106,6 +1106,15 @@ typedef void (*gb_pack_fn)(float *restrict dst, int w, const uint16_t *src, int 
                            int kc);
 
 /*
+ * Where block p0 (a multiple of GB_KC) of the panels of an op(B) of n columns starts, in floats. The panels hold every
+ * block of GB_KC indices in turn, each as gb_run packs it (slivers of nr columns, each [kc][nr] floats or
+ * [(kc + 1) / 2][nr] words of pairs), so every block before the last is full.
+ */
+static inline size_t gb_panel_block(int nr, int pairs, int n, int p0) {
+    return (size_t) (p0 / GB_KC) * (pairs ? GB_KC / 2 : GB_KC) * nr * ((n + nr - 1) / nr);
+}
+
+/*
  * The blocked loops around a kernel of mr x nr slivers and its packing. With out, the last block's slivers go, plus bias,
  * rounded to bf16 to out instead of C (see ttpipe_cpu_gemm_bf16_out). With pre, B is not packed: its panels are those
  * gb_pack_panels wrote for an op(B) of [pre_k, pre_n] whose first k rows and n columns are this product's (pre_k >= k,
@@ -1130,8 +1139,7 @@ INLINE int gb_run(int mr, int nr, int pairs, gb_kernel_fn kern, gb_pack_fn pack_
         size_t stride = (size_t) depth * nr;            /* from one sliver's panel to the next */
         int packed = pre_k - p0 < GB_KC ? pre_k - p0 : GB_KC;
         if (pre && !(pairs && (kc & 1) && kc < packed)) {
-            size_t below = (size_t) (p0 / GB_KC) * (pairs ? GB_KC / 2 : GB_KC) * nr * ((pre_n + nr - 1) / nr);
-            panels = pre + below;
+            panels = pre + gb_panel_block(nr, pairs, pre_n, p0);
             stride = (size_t) (pairs ? (packed + 1) / 2 : packed) * nr;
         } else {
             for (int s = 0; s < slivers; s++) {
@@ -1157,31 +1165,6 @@ INLINE int gb_run(int mr, int nr, int pairs, gb_kernel_fn kern, gb_pack_fn pack_
         }
     }
     return 0;
-}
-
-/* The floats gb_pack_panels writes for an op(B) of [k, n]. */
-static size_t gb_panel_floats(int nr, int pairs, int n, int k) {
-    size_t slivers = (size_t) (n + nr - 1) / nr, floats = 0;
-    for (int p0 = 0; p0 < k; p0 += GB_KC) {
-        int kc = k - p0 < GB_KC ? k - p0 : GB_KC;
-        floats += (size_t) (pairs ? (kc + 1) / 2 : kc) * nr * slivers;
-    }
-    return floats;
-}
-
-/* The panels of op(B) [k, n] that gb_run reads with pre: block by block, sliver by sliver, each as gb_run packs it. */
-INLINE void gb_pack_panels(int nr, int pairs, gb_pack_fn pack_b, int tb, int n, int k, const uint16_t *b, int ldb,
-                           float *dst) {
-    int slivers = (n + nr - 1) / nr;
-    for (int p0 = 0; p0 < k; p0 += GB_KC) {
-        int kc = k - p0 < GB_KC ? k - p0 : GB_KC;
-        int depth = pairs ? (kc + 1) / 2 : kc;
-        for (int s = 0; s < slivers; s++) {
-            int j0 = s * nr;
-            pack_b(dst, nr, b, ldb, tb, j0, n - j0 < nr ? n - j0 : nr, p0, kc);
-            dst += (size_t) depth * nr;
-        }
-    }
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) \
@@ -1375,10 +1358,6 @@ GB_TARGET512 static int gb_avx512(int ta, int tb, int m, int n, int k, float alp
                   out, ldo, bias, pre, pre_n, pre_k);
 }
 
-GB_TARGET512 static void gb_avx512_pack(int tb, int n, int k, const uint16_t *b, int ldb, float *dst) {
-    gb_pack_panels(32, 0, gb_pack_b_avx512, tb, n, k, b, ldb, dst);
-}
-
 /*
  * The dot engine (ttpipe_cpu_gemm_bf16dot): the loops, blocks and epilogue above around a 12 x 32 kernel of vdpbf16ps,
  * the bf16 dot product (avx512_bf16). Its panels hold pairs: indices p and p + 1 of a row of op(A) or a column of op(B)
@@ -1480,10 +1459,6 @@ GB_TARGETDOT static int gb_dot(int ta, int tb, int m, int n, int k, float alpha,
                                const float *bias, const float *pre, int pre_n, int pre_k) {
     return gb_run(12, 32, 1, gb_kernel_dot, gb_pack_a_dot, gb_pack_b_dot, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                   out, ldo, bias, pre, pre_n, pre_k);
-}
-
-GB_TARGETDOT static void gb_dot_pack(int tb, int n, int k, const uint16_t *b, int ldb, float *dst) {
-    gb_pack_panels(32, 1, gb_pack_b_dot, tb, n, k, b, ldb, dst);
 }
 #endif
 #endif
@@ -1612,10 +1587,6 @@ GB_TARGET256 static int gb_avx2(int ta, int tb, int m, int n, int k, float alpha
     return gb_run(6, 16, 0, gb_kernel_avx2, gb_pack_a_avx2, gb_pack_b_avx2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                   out, ldo, bias, pre, pre_n, pre_k);
 }
-
-GB_TARGET256 static void gb_avx2_pack(int tb, int n, int k, const uint16_t *b, int ldb, float *dst) {
-    gb_pack_panels(16, 0, gb_pack_b_avx2, tb, n, k, b, ldb, dst);
-}
 #endif
 
 /* Which kernel ttpipe_cpu_gemm_bf16 runs here: "avx512", "avx2", or NULL where none (no FMA: the caller uses another engine). */
@@ -1693,42 +1664,57 @@ static int gb_dispatch(int dot, int ta, int tb, int m, int n, int k, float alpha
     return -2;
 }
 
-/* The sliver width of the engine's panels here: 32 (AVX-512 kernels), 16 (AVX2), 0 where it does not run. */
-static int gb_sliver(int dot) {
-    int nr = 0;
-#if defined(GB_X86)
-    int kernel = gb_kernel_here();
-    nr = kernel == 2 ? 32 : kernel == 1 ? 16 : 0;
-#endif
-    if (dot && !ttpipe_cpu_gemm_bf16dot_available()) nr = 0;
-    return nr;
-}
-
-/* A buffer for the panels of an op(B) of [k, n] (n, k > 0), which the caller frees; NULL where none can be had. */
-static float *gb_panel_buffer(int dot, int n, int k) {
-    int nr = gb_sliver(dot);
-    if (nr == 0) return NULL;
-    return aligned_alloc(64, (gb_panel_floats(nr, dot, n, k) * sizeof(float) + 63) / 64 * 64);
-}
-
-/* The panels gb_run would pack from op(B) [k, n] (tb: B stored transposed), for gb_dispatch's pre, into dst. */
-static void gb_pack_into(int dot, int tb, int n, int k, const uint16_t *b, int ldb, float *dst) {
+/* The B packer of the engine gb_dispatch runs here (dot: the dot engine's) and its sliver width; NULL where none runs. */
+static gb_pack_fn gb_packer(int dot, int *nr) {
+    *nr = 0;
 #if defined(GB_DOT)
     if (dot) {
-        gb_dot_pack(tb, n, k, b, ldb, dst);
-        return;
+        *nr = 32;
+        return ttpipe_cpu_gemm_bf16dot_available() ? gb_pack_b_dot : NULL;
     }
 #endif
 #if defined(GB_X86)
+    int kernel = dot ? 0 : gb_kernel_here();
 #if defined(GB_AVX512)
-    if (gb_sliver(0) == 32) {
-        gb_avx512_pack(tb, n, k, b, ldb, dst);
-        return;
+    if (kernel == 2) {
+        *nr = 32;
+        return gb_pack_b_avx512;
     }
 #endif
-    if (gb_sliver(0) == 16) gb_avx2_pack(tb, n, k, b, ldb, dst);
+    if (kernel >= 1) {
+        *nr = 16;
+        return gb_pack_b_avx2;
+    }
 #endif
-    (void) dot; (void) tb; (void) n; (void) k; (void) b; (void) ldb; (void) dst;
+    (void) dot;
+    return NULL;
+}
+
+/*
+ * The panels gb_run would pack from op(B) [k, n] (n, k > 0; tb: B stored transposed), for gb_dispatch's pre, into
+ * *panels; a NULL *panels is first allocated (the caller frees it) to hold those of any op(B) of [k, n]. 0, -1 when it
+ * cannot be allocated, -2 where the engine does not run.
+ */
+static int gb_pack_panels(int dot, int tb, int n, int k, const uint16_t *b, int ldb, float **panels) {
+    int nr;
+    gb_pack_fn pack_b = gb_packer(dot, &nr);
+    if (!pack_b) return -2;
+    if (!*panels) {
+        size_t floats = gb_panel_block(nr, dot, n, (k + GB_KC - 1) / GB_KC * GB_KC);   /* as many full blocks */
+        *panels = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+        if (!*panels) return -1;
+    }
+    int slivers = (n + nr - 1) / nr;
+    for (int p0 = 0; p0 < k; p0 += GB_KC) {
+        int kc = k - p0 < GB_KC ? k - p0 : GB_KC;
+        float *block = *panels + gb_panel_block(nr, dot, n, p0);
+        size_t depth = (size_t) (dot ? (kc + 1) / 2 : kc) * nr;
+        for (int s = 0; s < slivers; s++) {
+            int j0 = s * nr;
+            pack_b(block + s * depth, nr, b, ldb, tb, j0, n - j0 < nr ? n - j0 : nr, p0, kc);
+        }
+    }
+    return 0;
 }
 
 /* ttpipe_cpu_gemm_bf16 or, with dot, ttpipe_cpu_gemm_bf16dot. */
@@ -1826,15 +1812,12 @@ EXPORT int ttpipe_cpu_attention_forward_bf16(int dot, int lo, int hi, const uint
     float *s = malloc((size_t) ATT_BLOCK * width * sizeof(float));
     uint16_t *pb = malloc((size_t) ATT_BLOCK * width * sizeof(uint16_t));
     float *sums = malloc((size_t) ATT_BLOCK * hd * sizeof(float));    /* P V past one block of keys */
-    float *kt = tk > 0 ? gb_panel_buffer(dot, tk, hd) : NULL;      /* a pair's K^T as B: [hd, tk] */
-    float *vp = tk > 0 ? gb_panel_buffer(dot, hd, tk) : NULL;      /* its V as B: [tk, hd] */
-    int rc = s && pb && sums && (tk == 0 || (kt && vp)) ? 0 : -1;
+    float *kt = NULL, *vp = NULL;                                  /* a pair's K^T [hd, tk] and V [tk, hd] as B */
+    int rc = s && pb && sums ? 0 : -1;
     for (int bh = lo; bh < hi && rc == 0; bh++) {
         int64_t qb = (int64_t) bh * t * hd, kb = (int64_t) bh * tk * hd;
-        if (tk > 0) {
-            gb_pack_into(dot, 1, tk, hd, k + kb, hd, kt);
-            gb_pack_into(dot, 0, hd, tk, v + kb, hd, vp);
-        }
+        if (tk > 0) rc = gb_pack_panels(dot, 1, tk, hd, k + kb, hd, &kt);
+        if (tk > 0 && rc == 0) rc = gb_pack_panels(dot, 0, hd, tk, v + kb, hd, &vp);
         for (int i0 = 0; i0 < t && rc == 0; i0 += ATT_BLOCK) {
             int rows = t - i0 < ATT_BLOCK ? t - i0 : ATT_BLOCK;
             int keys = att_seen(i0 + rows - 1, t, tk, causal), ld = keys > 0 ? keys : 1;
@@ -1870,17 +1853,13 @@ EXPORT int ttpipe_cpu_attention_backward_bf16(int dot, int lo, int hi, const uin
     uint16_t *pb = malloc(tile * sizeof(uint16_t)), *dsb = malloc(tile * sizeof(uint16_t));
     float *dkb = malloc(kv * sizeof(float)), *dvb = malloc(kv * sizeof(float));
     float *sums = malloc((size_t) ATT_BLOCK * hd * sizeof(float));    /* dS K past one block of keys */
-    float *kt = tk > 0 ? gb_panel_buffer(dot, tk, hd) : NULL;      /* a pair's K^T as B: [hd, tk] */
-    float *vt = tk > 0 ? gb_panel_buffer(dot, tk, hd) : NULL;      /* its V^T as B: [hd, tk] */
-    float *kp = tk > 0 ? gb_panel_buffer(dot, hd, tk) : NULL;      /* its K as B: [tk, hd] */
-    int rc = p && ds && pb && dsb && dkb && dvb && sums && (tk == 0 || (kt && vt && kp)) ? 0 : -1;
+    float *kt = NULL, *vt = NULL, *kp = NULL;                      /* a pair's K^T, V^T [hd, tk] and K [tk, hd] as B */
+    int rc = p && ds && pb && dsb && dkb && dvb && sums ? 0 : -1;
     for (int bh = lo; bh < hi && rc == 0; bh++) {
         int64_t qb = (int64_t) bh * t * hd, kb = (int64_t) bh * tk * hd;
-        if (tk > 0) {
-            gb_pack_into(dot, 1, tk, hd, k + kb, hd, kt);
-            gb_pack_into(dot, 1, tk, hd, v + kb, hd, vt);
-            gb_pack_into(dot, 0, hd, tk, k + kb, hd, kp);
-        }
+        if (tk > 0) rc = gb_pack_panels(dot, 1, tk, hd, k + kb, hd, &kt);
+        if (tk > 0 && rc == 0) rc = gb_pack_panels(dot, 1, tk, hd, v + kb, hd, &vt);
+        if (tk > 0 && rc == 0) rc = gb_pack_panels(dot, 0, hd, tk, k + kb, hd, &kp);
         int first = 1;
         for (int i0 = (t - 1) / ATT_BLOCK * ATT_BLOCK; i0 >= 0 && rc == 0; i0 -= ATT_BLOCK) {
             int rows = t - i0 < ATT_BLOCK ? t - i0 : ATT_BLOCK;

@@ -200,7 +200,7 @@ final class Bf16Gemm {
 
     /** Whether the engine is one of ttpipe's own kernels ({@code fma}, {@code dot}): bits independent of the tiling. */
     private boolean ownKernel() {
-        return engine == Engine.FMA || engine == Engine.DOT;
+        return ownEngine() >= 0;
     }
 
     /** The {@code dot} argument of the native kernels for ttpipe's own engines: 1 dot, 0 fma; -1 for the others. */
@@ -352,7 +352,7 @@ final class Bf16Gemm {
         ownTiles(m, n, k, (i0, j0, rows, cols) -> {
             NativeBuffer c = sums ? scratch.take(4L * rows * cols) : null;
             try {
-                ownDone(CpuNative.ttpipe_cpu_gemm_bf16_out(engine == Engine.DOT ? 1 : 0, transA ? 1 : 0, transB ? 1 : 0,
+                ownDone(CpuNative.ttpipe_cpu_gemm_bf16_out(ownEngine(), transA ? 1 : 0, transB ? 1 : 0,
                         rows, cols, k, alpha, BlasGemm.tileOfA(aAt, 2, lda, transA, i0), lda,
                         BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb,
                         c == null ? 0 : c.address, cols, out.address + 2L * (outOff + (long) i0 * ldo + j0), ldo,
