@@ -224,7 +224,8 @@ final class Bf16Gemm {
         return switch (engine) {
             case DNNL -> Dnnl.describe() + ", dnnl_gemm_bf16bf16f32 on bf16 operands (avx512_bf16), fp32 accumulation;"
                     + " single-threaded calls on tiles of C up to " + BlasGemm.TILE_M + "x" + BlasGemm.TILE_N + " over "
-                    + parallel.threadsInWords();
+                    + parallel.threadsInWords() + "; a product with a bf16 result through oneDNN's matmul primitive"
+                    + " (bias and rounding in its epilogue) on tiles of " + DnnlMatmul.TILE_M + " rows";
             case DOT -> "ttpipe's bf16 dot-product GEMM (vdpbf16ps kernel in " + CpuNative.FILE + "): bf16 operands packed"
                     + " in pairs, fp32 accumulation (avx512_bf16); one single-threaded call per thread on a piece of C"
                     + " (at most " + OWN_TILE_N + " columns) over " + parallel.threadsInWords() + "; fused attention in one native"
@@ -318,15 +319,26 @@ final class Bf16Gemm {
             MatmulShapes.note(transA, transB, m, n, k);
         }
         checkBf16Bounds("C", out, outOff, m, n, ldo);
+        if (bias != null && bias.capacity < 4L * n) {
+            throw new DeviceException("bf16 gemm: a bias of " + bias.capacity / 4 + " floats for " + n + " columns");
+        }
         long aAt = a.address + (long) bytes * aOff, bAt = b.address + (long) bytes * bOff;
         if (ownKernel() && beta == 0f) {
             ownToBf16(transA, transB, m, n, k, alpha, aAt, lda, bAt, ldb, out, outOff, ldo, bias, scratch);
             return;
         }
-        BlasGemm.eachTile(parallel, m, n, k, (i0, j0, rows, cols) -> {
+        boolean primitive = engine == Engine.DNNL && alpha == 1f && (beta == 0f || beta == 1f);
+        int tm = primitive ? DnnlMatmul.tileRows(m, n, k) : BlasGemm.tileRows(m, n, k);
+        int tn = primitive ? DnnlMatmul.tileCols(m, n, k) : BlasGemm.tileCols(m, n, k);
+        BlasGemm.eachTile(parallel, m, n, tm, tn, (i0, j0, rows, cols) -> {
+            int at = outOff + i0 * ldo + j0;
+            if (primitive && DnnlMatmul.runs(rows) && DnnlMatmul.tileToBf16(transA, transB, rows, cols, k, BlasGemm.tileOfA(aAt, 2, lda, transA, i0),
+                    lda, BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb, out.address + 2L * at, ldo,
+                    bias == null ? 0 : bias.address + 4L * j0, beta != 0f)) {
+                return;
+            }
             NativeBuffer c = scratch.take(4L * rows * cols);
             try {
-                int at = outOff + i0 * ldo + j0;
                 if (beta != 0f) {
                     for (int i = 0; i < rows; i++) Convert.bf16ToFloat(c, i * cols, out, at + i * ldo, cols);
                 }
@@ -345,9 +357,6 @@ final class Bf16Gemm {
      */
     private void ownToBf16(boolean transA, boolean transB, int m, int n, int k, float alpha, long aAt, int lda, long bAt,
                            int ldb, NativeBuffer out, int outOff, int ldo, NativeBuffer bias, NativeAllocator scratch) {
-        if (bias != null && bias.capacity < 4L * n) {
-            throw new DeviceException("bf16 gemm: a bias of " + bias.capacity / 4 + " floats for " + n + " columns");
-        }
         boolean sums = k > CpuNative.ttpipe_cpu_gemm_bf16_block();
         ownTiles(m, n, k, (i0, j0, rows, cols) -> {
             NativeBuffer c = sums ? scratch.take(4L * rows * cols) : null;

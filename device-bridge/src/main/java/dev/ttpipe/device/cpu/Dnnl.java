@@ -44,6 +44,53 @@ final class Dnnl {
     static native int dnnl_gemm_bf16bf16f32(byte transA, byte transB, long m, long n, long k, float alpha, long a, long lda,
                                             long b, long ldb, float beta, long c, long ldc);
 
+    // The matmul primitive's C API (oneDNN 3.x), for DnnlMatmul. Handles are pointers, passed as long; an out
+    // parameter is a long[1]; dnnl_dims_t is a long[] of up to 12.
+
+    static native int dnnl_engine_create(long[] engine, int kind, long index);
+
+    static native int dnnl_stream_create(long[] stream, long engine, int flags);
+
+    static native int dnnl_stream_wait(long stream);
+
+    static native int dnnl_memory_desc_create_with_strides(long[] md, int ndims, long[] dims, int dataType, long[] strides);
+
+    static native int dnnl_memory_desc_destroy(long md);
+
+    static native long dnnl_memory_desc_get_size(long md);
+
+    static native int dnnl_primitive_attr_create(long[] attr);
+
+    static native int dnnl_primitive_attr_destroy(long attr);
+
+    static native int dnnl_primitive_attr_set_scratchpad_mode(long attr, int mode);
+
+    static native int dnnl_primitive_attr_set_post_ops(long attr, long postOps);
+
+    static native int dnnl_post_ops_create(long[] postOps);
+
+    static native int dnnl_post_ops_destroy(long postOps);
+
+    static native int dnnl_post_ops_append_sum(long postOps, float scale, int zeroPoint, int dataType);
+
+    static native int dnnl_matmul_primitive_desc_create(long[] pd, long engine, long src, long weights, long bias, long dst,
+                                                        long attr);
+
+    static native int dnnl_primitive_desc_query(long pd, int what, int index, long[] result);
+
+    static native long dnnl_primitive_desc_query_md(long pd, int what, int index);
+
+    static native int dnnl_primitive_desc_destroy(long pd);
+
+    static native int dnnl_primitive_create(long[] primitive, long pd);
+
+    static native int dnnl_memory_create(long[] memory, long md, long engine, long handle);
+
+    static native int dnnl_memory_set_data_handle(long memory, long handle);
+
+    /** {@code args}: nargs {@code dnnl_exec_arg_t} (int arg, 4 bytes of padding, dnnl_memory_t memory). */
+    static native int dnnl_primitive_execute(long primitive, long stream, int nargs, long args);
+
     /** {@code const dnnl_version_t *}: int major, minor, patch; const char *hash; unsigned cpu_runtime, gpu_runtime. */
     static native Pointer dnnl_version();
 

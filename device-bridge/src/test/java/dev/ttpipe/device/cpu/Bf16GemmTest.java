@@ -17,6 +17,7 @@ import java.util.Random;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -271,6 +272,102 @@ class Bf16GemmTest {
             scratch.close();
             for (NativeBuffer x : new NativeBuffer[]{a16, b16, a32, b32, bias, earlier, c, want, got}) x.free();
         }
+    }
+
+    /**
+     * The dnnl engine's products with a bf16 result go through oneDNN's matmul primitive ({@link DnnlMatmul}), bias and
+     * rounding in its epilogue: the same bits on 1, 2 and 3 threads; each element the exact sum (plus bias, plus the
+     * earlier value) rounded to bf16, to fp32 rounding of the sums; within one bf16 step of the GEMM-then-round path it
+     * replaces; the row padding of the result untouched.
+     * m x n x k, the result's rows padded by {@code pad} (a tile with contiguous rows runs oneDNN's brgemm kernel, a
+     * padded one its GEMM through a scratch); tiles of 256 rows, a shorter last one (m 600, 384), and n over 4096.
+     */
+    @ParameterizedTest(name = "{0}x{1}x{2} transA={3} transB={4} pad={5}")
+    @CsvSource({"2048,384,384,false,true,0", "512,1536,384,false,false,0", "600,384,1536,false,true,0",
+            "600,384,1536,false,true,3", "384,384,768,true,false,0", "256,5000,64,false,true,0"})
+    void aBf16ResultFromThePrimitiveIsTheRoundedSum(int m, int n, int k, boolean ta, boolean tb, int pad) {
+        Assumptions.assumeTrue(MachinePeak.hasBf16Dot() && Dnnl.load(), "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());
+        Random rnd = new Random(m * 17L + n * 3L + k);
+        int lda = ta ? m : k, ldb = tb ? k : n, ldo = n + pad;
+        NativeBuffer a = bf16(rnd, m * k), b = bf16(rnd, n * k), earlier = bf16(rnd, m * ldo);
+        NativeBuffer bias = NativeBuffer.malloc(4 * n);
+        for (int j = 0; j < n; j++) bias.floats.put(j, rnd.nextFloat() - 0.5f);
+        NativeBuffer got = NativeBuffer.malloc(2 * m * ldo), want = NativeBuffer.malloc(2 * m * ldo);
+        NativeBuffer c = NativeBuffer.malloc(4 * m * n);
+        NativeAllocator scratch = new NativeAllocator("test", Long.MAX_VALUE);
+        try {
+            String impl = DnnlMatmul.implementation(ta, tb, DnnlMatmul.TILE_M, Math.min(n, DnnlMatmul.TILE_N), k, lda, ldb,
+                    ldo, false, false);
+            assertNotNull(impl, "oneDNN made no matmul primitive for a tile of " + DnnlMatmul.TILE_M + " rows");
+            for (boolean accumulate : new boolean[]{false, true}) {
+                for (NativeBuffer withBias : accumulate ? new NativeBuffer[]{null} : new NativeBuffer[]{null, bias}) {
+                    String what = (accumulate ? "accumulating" : "beta 0") + (withBias != null ? ", bias" : "") + " (" + impl + ")";
+                    float beta = accumulate ? 1f : 0f;
+                    short[] first = null;
+                    for (int threads : new int[]{1, 2, 3}) {
+                        try (Parallel p = new Parallel(threads)) {
+                            Bf16Gemm g = Bf16Gemm.choose(blas == null ? new JavaGemm(p) : blas, p,
+                                    Map.of("TTPIPE_BF16_GEMM", "dnnl")::get);
+                            copy(earlier, got, m * ldo);
+                            g.gemmToBf16(ta, tb, m, n, k, 1f, a, 0, lda, b, 0, ldb, beta, got, 0, ldo, withBias, scratch);
+                            short[] bits = new short[m * ldo];
+                            for (int i = 0; i < bits.length; i++) bits[i] = got.bytes.getShort(2 * i);
+                            if (first == null) {
+                                first = bits;
+                            } else {
+                                for (int i = 0; i < bits.length; i++) {
+                                    if (bits[i] != first[i]) {
+                                        throw new AssertionError(what + ": element (" + i / ldo + ", " + i % ldo
+                                                + ") differs on " + threads + " threads");
+                                    }
+                                }
+                            }
+                            if (threads > 1) continue;
+                            // the GEMM into fp32, then the one rounding: the path the primitive replaces
+                            copy(earlier, want, m * ldo);
+                            for (int i = 0; i < m; i++) for (int j = 0; j < n; j++) c.floats.put(i * n + j, (float) value(earlier, i * ldo + j));
+                            g.gemm(ta, tb, m, n, k, 1f, a, 0, lda, b, 0, ldb, beta, c, 0, n);
+                            Convert.tileToBf16(want, 0, ldo, c, 0, n, m, n, withBias, 0);
+                            for (int i = 0; i < m; i++) {
+                                for (int j = 0; j < ldo; j++) {
+                                    double x = value(got, i * ldo + j), y = value(want, i * ldo + j);
+                                    if (j >= n) {
+                                        assertEquals(value(earlier, i * ldo + j), x, what + ": the padding is left alone");
+                                        continue;
+                                    }
+                                    double step = Math.ulp((float) Math.max(Math.abs(x), Math.abs(y))) * 65536;
+                                    assertTrue(Math.abs(x - y) <= step + 1e-4, what + ": element (" + i + ", " + j + ") is "
+                                            + x + ", the GEMM then the rounding give " + y);
+                                }
+                            }
+                            for (int i = 0; i < m; i += Math.max(1, m / 5)) {
+                                for (int j = 0; j < n; j += Math.max(1, n / 5)) {
+                                    double s = withBias == null ? 0 : bias.floats.get(j), mag = Math.abs(s);
+                                    if (accumulate) {
+                                        s += value(earlier, i * ldo + j);
+                                        mag += Math.abs(value(earlier, i * ldo + j));
+                                    }
+                                    for (int q = 0; q < k; q++) {
+                                        double p2 = value(a, ta ? q * lda + i : i * lda + q) * value(b, tb ? j * ldb + q : q * ldb + j);
+                                        s += p2;
+                                        mag += Math.abs(p2);
+                                    }
+                                    double x = value(got, i * ldo + j);
+                                    assertEquals(s, x, Math.abs(s) / 256 + 1e-6 * mag * k, what + ": element (" + i + ", " + j + ")");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        } finally {
+            scratch.close();
+            for (NativeBuffer x : new NativeBuffer[]{a, b, earlier, bias, got, want, c}) x.free();
+        }
+    }
+
+    private static void copy(NativeBuffer from, NativeBuffer to, int n) {
+        for (int i = 0; i < n; i++) to.bytes.putShort(2 * i, from.bytes.getShort(2 * i));
     }
 
     /** bf16 values widened into an fp32 buffer, as the sgemm engine takes its operands. */
