@@ -23,7 +23,8 @@ import java.util.function.UnaryOperator;
  *   <li>{@code dnnl}: oneDNN's {@code dnnl_gemm_bf16bf16f32} on bf16 buffers ({@link Dnnl}), on CPUs with
  *   {@code avx512_bf16} (the {@code vdpbf16ps} dot product: twice the fp32 FMA rate) when oneDNN loads.
  *   Threaded as {@link BlasGemm} is: one single-threaded call per tile of C, the tiles a function of the
- *   shape alone.</li>
+ *   shape alone. A product with a bf16 result runs oneDNN's matmul primitive instead ({@link DnnlMatmul}), whose
+ *   epilogue adds the bias and rounds, on tiles of {@value DnnlMatmul#TILE_M} full-width rows.</li>
  *   <li>{@code dot}: ttpipe's own GEMM on the bf16 dot product ({@code ttpipe_cpu_gemm_bf16dot} in the native kernels),
  *   on CPUs with {@code avx512_bf16} where oneDNN does not load: the {@code fma} engine's loops and epilogue around a
  *   {@code vdpbf16ps} kernel, the operands packed in pairs of k. Threaded and rounded as {@code fma}; its bits are a
@@ -277,12 +278,15 @@ final class Bf16Gemm {
 
     /**
      * {@code out = alpha * op(A) @ op(B) + beta * out (+ bias[j] on every row)} for a bf16 {@code out} (row stride
-     * {@code ldo}), rounded once. Where the engine works tile by tile (oneDNN's bf16 GEMM, the fma and dot engines; the
+     * {@code ldo}), rounded once. On the dnnl engine with alpha 1 and beta 0 or 1, each tile of {@value DnnlMatmul#TILE_M}
+     * rows runs oneDNN's matmul primitive, which adds the bias and the earlier value and rounds in its epilogue (its own
+     * order of the sums over k; tiles of fewer rows, and shapes it has no primitive for, run as follows). Where the
+     * engine works tile by tile (oneDNN's bf16 GEMM, the fma and dot engines; the
      * sgemm engine on OpenBLAS or oneDNN), each tile's fp32 sums go to a scratch buffer taken from {@code scratch} by the
      * thread that computes the tile and given back after its rounding, so the sums stay in that thread's cache and no fp32
      * copy of the whole result exists; otherwise (the pure-JVM kernel, or k = 0), fp32 sums of the whole result, then the
-     * rounding. Either way each element is the one fp32 sum of its products rounded once: the bits of {@link #gemm}
-     * into fp32 followed by {@link Convert#sumsToBf16}.
+     * rounding. Either way each element is the one fp32 sum of its products rounded once: off the primitive, the bits
+     * of {@link #gemm} into fp32 followed by {@link Convert#sumsToBf16}.
      */
     void gemmToBf16(boolean transA, boolean transB, int m, int n, int k, float alpha, NativeBuffer a, int aOff, int lda,
                     NativeBuffer b, int bOff, int ldb, float beta, NativeBuffer out, int outOff, int ldo, NativeBuffer bias,
