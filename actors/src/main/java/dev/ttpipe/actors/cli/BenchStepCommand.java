@@ -63,8 +63,13 @@ public final class BenchStepCommand implements Callable<Integer> {
     @Mixin
     DryRunOptions preview = new DryRunOptions();
 
-    @Option(names = "--steps", paramLabel = "N", defaultValue = "6", description = "Timed steps after one warm-up step (default ${DEFAULT-VALUE}).")
+    @Option(names = "--steps", paramLabel = "N", defaultValue = "6", description = "Timed steps after the warm-up steps (default ${DEFAULT-VALUE}).")
     int steps;
+
+    @Option(names = "--warmup", paramLabel = "N", defaultValue = "1", description = "Untimed steps before the timed ones (default"
+            + " ${DEFAULT-VALUE}). The JVM compiles the hot code during the first tens of steps on other threads, which"
+            + " take the compute threads' cores now and then: give 20 or more to time the steady state.")
+    int warmup;
 
     @Option(names = "--json", description = "Print one JSON object.")
     boolean json;
@@ -82,7 +87,7 @@ public final class BenchStepCommand implements Callable<Integer> {
     public Integer call() {
         if (writeTable != null) {
             MatmulTableWriter.checkWritable(writeTable);
-            for (String flag : List.of("--steps", "--json", "--profile")) {
+            for (String flag : List.of("--steps", "--warmup", "--json", "--profile")) {
                 if (spec.commandLine().getParseResult().hasMatchedOption(flag)) {
                     throw new UserInputException(flag + " given with --write-matmul-table, which times product shapes and"
                             + " no steps: expected one of them");
@@ -90,6 +95,7 @@ public final class BenchStepCommand implements Callable<Integer> {
             }
         }
         if (steps < 1) throw new UserInputException("--steps: " + steps + " given, expected a positive integer");
+        if (warmup < 0) throw new UserInputException("--warmup: " + warmup + " given, expected 0 or a positive integer");
         TtpipeConfig cfg = job.resolve(config, null);
         if (cfg.device.backend != Backend.CPU) {
             throw new UserInputException(cfg.origins.where("device_config.backend") + ": '" + cfg.device.backend
@@ -97,7 +103,8 @@ public final class BenchStepCommand implements Callable<Integer> {
         }
         if (preview.preview(cfg, System.out, true, () -> writeTable != null
                 ? "bench step would time every product shape of one step on OpenBLAS and oneDNN and write " + writeTable
-                : "bench step would time one warm-up and " + steps + " steps of the reference trainer"
+                : "bench step would run " + warmup + (warmup == 1 ? " warm-up step" : " warm-up steps") + " and time " + steps
+                + " steps of the reference trainer"
                 + (cfg.pipeline().ranks() > 1 ? ", then of the pipeline" : ""))) {
             return Main.EXIT_OK;
         }
@@ -131,12 +138,13 @@ public final class BenchStepCommand implements Callable<Integer> {
         OpProfile ops = new OpProfile();
         try (MeshDevice mesh = open(plan, threads);
              ReferenceTrainer t = reference(plan, profile ? new ProfiledSubmesh(mesh.asSubmesh(), ops) : mesh.asSubmesh(), 1)) {
-            double loss = t.step(0, training.batches(0)).loss();              // warm-up: JIT, allocator
+            double loss = Double.NaN;
+            for (int w = 0; w < warmup; w++) t.step(w, training.batches(w));                // warm-up: JIT, allocator
             ops.reset();
             for (int s = 0; s < steps; s++) {
-                List<Batch> b = training.batches(s + 1);
+                List<Batch> b = training.batches(warmup + s);
                 long t0 = System.nanoTime();
-                loss = t.step(s + 1, b).loss();
+                loss = t.step(warmup + s, b).loss();
                 ref[s] = (System.nanoTime() - t0) / 1e9;
                 if (!json) System.out.printf(Locale.ROOT, "  step %d: %.1f ms, loss %.4f%n", s + 1, ref[s] * 1e3, loss);
             }
@@ -157,11 +165,11 @@ public final class BenchStepCommand implements Callable<Integer> {
                     + plan.microbatches() + " microbatches, as `ttpipe train` runs it)";
             if (!json) System.out.println(pipeName + ":");
             double[] pipe = new double[steps];
-            double loss;
+            double loss = Double.NaN;
             try (PipelineRuntime runtime = PipelineRuntime.start(plan)) {
-                loss = runtime.step(0, training.batches(0)).loss();
+                for (int w = 0; w < warmup; w++) runtime.step(w, training.batches(w));
                 for (int s = 0; s < steps; s++) {
-                    Coordinator.StepReport r = runtime.step(s + 1, training.batches(s + 1));
+                    Coordinator.StepReport r = runtime.step(warmup + s, training.batches(warmup + s));
                     pipe[s] = r.seconds();
                     loss = r.loss();
                     if (!json) System.out.printf(Locale.ROOT, "  step %d: %.1f ms, loss %.4f%n", s + 1, pipe[s] * 1e3, loss);
@@ -178,7 +186,7 @@ public final class BenchStepCommand implements Callable<Integer> {
             StringBuilder sb = new StringBuilder("{\"config\":" + Json.str(config.toString()) + ",\"model_gflop_per_step\":"
                     + Json.num(flops / 1e9) + ",\"tokens_per_step\":" + tokensPerStep + ",\"peak_gflops\":" + Json.num(peakGflops)
                     + ",\"fp32_peak_gflops\":" + Json.num(peak.gflops())
-                    + ",\"peak\":" + Json.str(peak.how()) + ",\"parameters\":" + parameters(plan) + ",\"steps\":" + steps
+                    + ",\"peak\":" + Json.str(peak.how()) + ",\"parameters\":" + parameters(plan) + ",\"steps\":" + steps + ",\"warmup_steps\":" + warmup
                     + ",\"dtype\":" + Json.str(cfg.device.dtype) + ",\"elementwise_kernels\":" + Json.str(CpuKernels.elementwise())
                     + ",\"matmul_kernel\":" + Json.str(String.valueOf(CpuKernels.matmul()))
                     + ",\"bf16_matmul_kernel\":" + (CpuKernels.bf16Matmul() == null ? "null" : Json.str(CpuKernels.bf16Matmul())));

@@ -49,6 +49,28 @@ class BenchStepProfileTest {
         assertTrue(!r.out().matches("(?s).*MFU [0-9.]+% of the bf16 peak.*"), r.out());
     }
 
+    /** {@code --warmup N}: N untimed steps train before the timed ones, so the third step timed alone has the loss of the third of three. */
+    @Test
+    void warmUpStepsRunBeforeTheTimedOnes(@TempDir Path dir) throws Exception {
+        String cfg = CliTest.config(dir, ONE_RANK).toString();
+        CliTest.Result three = CliTest.run("bench", "step", cfg, "--warmup", "0", "--steps", "3", "--json");
+        CliTest.Result third = CliTest.run("bench", "step", cfg, "--warmup", "2", "--steps", "1", "--json");
+        assertEquals(0, three.code(), three.err());
+        assertEquals(0, third.code(), third.err());
+        assertTrue(third.out().contains("\"steps\":1,\"warmup_steps\":2"), third.out());
+        assertEquals(loss(three.out()), loss(third.out()), "the third step's loss, timed after 0 and after 2 warm-up steps");
+        CliTest.Result first = CliTest.run("bench", "step", cfg, "--warmup", "0", "--steps", "1", "--json");
+        assertTrue(!loss(first.out()).equals(loss(third.out())), "the first step's loss equals the third's: " + first.out());
+        CliTest.assertOneLineBadInput(CliTest.run("bench", "step", cfg, "--warmup", "-1"), "--warmup: -1 given",
+                "expected 0 or a positive integer");
+    }
+
+    private static String loss(String json) {
+        Matcher m = Pattern.compile("\"reference\":\\{.*?\"loss\":([-0-9.eE]+)").matcher(json);
+        assertTrue(m.find(), json);
+        return m.group(1);
+    }
+
     @Test
     void withoutTheFlagThereIsNoTable(@TempDir Path dir) throws Exception {
         CliTest.Result r = CliTest.run("bench", "step", CliTest.config(dir, ONE_RANK).toString(), "--steps", "1");
