@@ -139,7 +139,7 @@ class ConfigWorkflowTest {
         CliTest.Result m = run("tune", cfg.toString(), "--memory-per-device", "3MiB", "--print-config");
         assertTrue(m.out().matches("(?s).*\n  memory_per_device: \\S+ +# --memory-per-device\n.*"), m.out());
         CliTest.Result b = run("bench", "step", cfg.toString(), "--steps", "3", "--dry-run");
-        assertTrue(b.joined().contains("bench step would time one warm-up and 3 steps of the reference trainer, then of the"
+        assertTrue(b.joined().contains("bench step would run 1 warm-up step and time 3 steps of the reference trainer, then of the"
                 + " pipeline"), b.out());
         assertOneLineBadInput(run("tune", cfg.toString(), "--top", "0", "--dry-run"), "--top: 0 given, expected a positive integer");
         assertTrue(noRunDirectory(dir), "nothing ran");
