@@ -336,10 +336,10 @@ final class Bf16Gemm {
         int tn = primitive ? DnnlMatmul.tileCols(m, n, k) : BlasGemm.tileCols(m, n, k);
         BlasGemm.eachTile(parallel, m, n, tm, tn, (i0, j0, rows, cols) -> {
             int at = outOff + i0 * ldo + j0;
-            if (primitive && DnnlMatmul.runs(rows) && DnnlMatmul.tileToBf16(transA, transB, rows, cols, k, BlasGemm.tileOfA(aAt, 2, lda, transA, i0),
-                    lda, BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb, out.address + 2L * at, ldo,
-                    bias == null ? 0 : bias.address + 4L * j0, beta != 0f)) {
-                return;
+            if (primitive && DnnlMatmul.runs(rows) && DnnlMatmul.tileToBf16(transA, transB, rows, cols, k,
+                    BlasGemm.tileOfA(aAt, 2, lda, transA, i0), lda, BlasGemm.tileOfB(bAt, 2, ldb, transB, j0), ldb,
+                    out.address + 2L * at, ldo, bias == null ? 0 : bias.address + 4L * j0, beta != 0f)) {
+                return;                                     // the primitive did it, rounding included
             }
             NativeBuffer c = scratch.take(4L * rows * cols);
             try {

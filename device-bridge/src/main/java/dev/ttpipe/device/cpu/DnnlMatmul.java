@@ -12,9 +12,10 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 /**
  * oneDNN's matmul primitive for one tile of a product with a bf16 result: {@code out = op(A) @ op(B) (+ out)
  * (+ bias[j] on every row)}, A and B bf16, the sums in fp32, then the bias and the earlier {@code out} added in
- * fp32 (in that order) and the result rounded to bf16 once, in the primitive's epilogue. That is the arithmetic of {@code dnnl_gemm_bf16bf16f32}
- * into fp32 followed by {@link Convert#tileToBf16}, without the fp32 tile going through memory and back; the order of
- * the sums over k is the primitive's, so a product may differ from the GEMM's in the last bit of some elements.
+ * fp32 (in that order) and the result rounded to bf16 once, in the primitive's epilogue. That is the arithmetic of
+ * {@code dnnl_gemm_bf16bf16f32} into fp32 followed by {@link Convert#tileToBf16}, without the fp32 tile going through
+ * memory and back; the order of the sums over k is the primitive's, so a product may differ from the GEMM's in the
+ * last bit of some elements.
  *
  * <p>A primitive is made once per tile shape (sizes, strides, bias, accumulation) and reused; it runs on its caller's
  * thread ({@code OMP_NUM_THREADS=1}, {@link Dnnl}), so its bits are a function of the shape. Each run takes an
@@ -31,6 +32,10 @@ final class DnnlMatmul {
     private static final int ARG_SRC = 1, ARG_DST = 17, ARG_WEIGHTS = 33, ARG_BIAS = 41, ARG_SCRATCHPAD = 80;
     private static final int QUERY_IMPL = 8, QUERY_SCRATCHPAD_MD = 136;
     private static final long ALLOCATE = -1L;               // DNNL_MEMORY_ALLOCATE
+    /** Rows of a tile that runs a primitive. */
+    static final int TILE_M = 256;
+    /** The most columns of a tile: a result as wide runs in one tile per row band. */
+    static final int TILE_N = 4096;
 
     /** A tile's shape: what its primitive depends on. */
     private record Shape(boolean ta, boolean tb, int m, int n, int k, int lda, int ldb, int ldo, boolean bias,
@@ -65,9 +70,6 @@ final class DnnlMatmul {
         return rows == TILE_M;
     }
 
-    static final int TILE_M = 256;
-    static final int TILE_N = 4096;
-
     /**
      * One tile into bf16 {@code out} (row stride {@code ldo}): A and B bf16 (addresses of op(A)'s and op(B)'s first
      * element, strides {@code lda}, {@code ldb} as for {@link Dnnl#gemmBf16}), {@code bias} the address of n floats
@@ -76,8 +78,8 @@ final class DnnlMatmul {
      */
     static boolean tileToBf16(boolean ta, boolean tb, int m, int n, int k, long a, int lda, long b, int ldb, long out,
                               int ldo, long bias, boolean accumulate) {
-        Optional<Primitive> p = PRIMITIVES.computeIfAbsent(new Shape(ta, tb, m, n, k, lda, ldb, ldo, bias != 0, accumulate),
-                DnnlMatmul::make);
+        Optional<Primitive> p = PRIMITIVES.computeIfAbsent(
+                new Shape(ta, tb, m, n, k, lda, ldb, ldo, bias != 0, accumulate), DnnlMatmul::make);
         if (p.isEmpty()) return false;
         p.get().run(a, b, out, bias);
         return true;
@@ -112,7 +114,8 @@ final class DnnlMatmul {
             if (s.bias) mds[3] = md(1, s.n, F32, s.n, 1);
             Dnnl.check(Dnnl.dnnl_primitive_attr_create(out), "dnnl_primitive_attr_create");
             attr = out[0];
-            Dnnl.check(Dnnl.dnnl_primitive_attr_set_scratchpad_mode(attr, SCRATCHPAD_USER), "dnnl_primitive_attr_set_scratchpad_mode");
+            Dnnl.check(Dnnl.dnnl_primitive_attr_set_scratchpad_mode(attr, SCRATCHPAD_USER),
+                    "dnnl_primitive_attr_set_scratchpad_mode");
             if (s.accumulate) {
                 Dnnl.check(Dnnl.dnnl_post_ops_create(out), "dnnl_post_ops_create");
                 postOps = out[0];
@@ -125,7 +128,8 @@ final class DnnlMatmul {
             Dnnl.check(Dnnl.dnnl_primitive_desc_query(pd, QUERY_IMPL, 0, out), "dnnl_primitive_desc_query");
             String impl = out[0] == 0 ? "?" : new Pointer(out[0]).getString(0);
             if (impl.startsWith("ref")) {                   // oneDNN's reference loops: far slower than the GEMM
-                LOG.debug("oneDNN's matmul primitive for {} is its reference implementation ({}): the GEMM runs it", s, impl);
+                LOG.debug("oneDNN's matmul primitive for {} is its reference implementation ({}): the GEMM runs it", s,
+                        impl);
                 return Optional.empty();
             }
             Dnnl.check(Dnnl.dnnl_primitive_create(out, pd), "dnnl_primitive_create");
