@@ -225,8 +225,8 @@ final class Bf16Gemm {
         return switch (engine) {
             case DNNL -> Dnnl.describe() + ", dnnl_gemm_bf16bf16f32 on bf16 operands (avx512_bf16), fp32 accumulation;"
                     + " single-threaded calls on tiles of C up to " + BlasGemm.TILE_M + "x" + BlasGemm.TILE_N + " over "
-                    + parallel.threadsInWords() + "; a product with a bf16 result through oneDNN's matmul primitive"
-                    + " (bias and rounding in its epilogue) on tiles of " + DnnlMatmul.TILE_M + " rows";
+                    + parallel.threadsInWords() + "; a product with a bf16 result in tiles of " + DnnlMatmul.TILE_M
+                    + " rows through oneDNN's matmul primitive (bias and rounding in its epilogue), a shorter one as above";
             case DOT -> "ttpipe's bf16 dot-product GEMM (vdpbf16ps kernel in " + CpuNative.FILE + "): bf16 operands packed"
                     + " in pairs, fp32 accumulation (avx512_bf16); one single-threaded call per thread on a piece of C"
                     + " (at most " + OWN_TILE_N + " columns) over " + parallel.threadsInWords() + "; fused attention in one native"
