@@ -24,7 +24,7 @@ import java.util.function.UnaryOperator;
  *   {@code avx512_bf16} (the {@code vdpbf16ps} dot product: twice the fp32 FMA rate) when oneDNN loads.
  *   Threaded as {@link BlasGemm} is: one single-threaded call per tile of C, the tiles a function of the
  *   shape alone. A product with a bf16 result runs oneDNN's matmul primitive instead ({@link DnnlMatmul}), whose
- *   epilogue adds the bias and rounds, on tiles of {@value DnnlMatmul#TILE_M} full-width rows.</li>
+ *   epilogue adds the bias and rounds, on tiles of up to {@value DnnlMatmul#TILE_M} full-width rows.</li>
  *   <li>{@code dot}: ttpipe's own GEMM on the bf16 dot product ({@code ttpipe_cpu_gemm_bf16dot} in the native kernels),
  *   on CPUs with {@code avx512_bf16} where oneDNN does not load: the {@code fma} engine's loops and epilogue around a
  *   {@code vdpbf16ps} kernel, the operands packed in pairs of k. Threaded and rounded as {@code fma}; its bits are a
@@ -226,7 +226,8 @@ final class Bf16Gemm {
             case DNNL -> Dnnl.describe() + ", dnnl_gemm_bf16bf16f32 on bf16 operands (avx512_bf16), fp32 accumulation;"
                     + " single-threaded calls on tiles of C up to " + BlasGemm.TILE_M + "x" + BlasGemm.TILE_N + " over "
                     + parallel.threadsInWords() + "; a product with a bf16 result in tiles of " + DnnlMatmul.TILE_M
-                    + " rows through oneDNN's matmul primitive (bias and rounding in its epilogue), a shorter one as above";
+                    + " rows through oneDNN's matmul primitive (bias and rounding in its epilogue), a shorter tile too when"
+                    + " its rows are a multiple of " + DnnlMatmul.ROW_STEP;
             case DOT -> "ttpipe's bf16 dot-product GEMM (vdpbf16ps kernel in " + CpuNative.FILE + "): bf16 operands packed"
                     + " in pairs, fp32 accumulation (avx512_bf16); one single-threaded call per thread on a piece of C"
                     + " (at most " + OWN_TILE_N + " columns) over " + parallel.threadsInWords() + "; fused attention in one native"
@@ -278,9 +279,10 @@ final class Bf16Gemm {
 
     /**
      * {@code out = alpha * op(A) @ op(B) + beta * out (+ bias[j] on every row)} for a bf16 {@code out} (row stride
-     * {@code ldo}), rounded once. On the dnnl engine with alpha 1 and beta 0 or 1, each tile of {@value DnnlMatmul#TILE_M}
-     * rows runs oneDNN's matmul primitive, which adds the bias and the earlier value and rounds in its epilogue (its own
-     * order of the sums over k; tiles of fewer rows, and shapes it has no primitive for, run as follows). Where the
+     * {@code ldo}), rounded once. On the dnnl engine with alpha 1 and beta 0 or 1, each tile of up to
+     * {@value DnnlMatmul#TILE_M} rows, a multiple of {@value DnnlMatmul#ROW_STEP}, runs oneDNN's matmul primitive, which
+     * adds the bias and the earlier value and rounds in its epilogue (its own order of the sums over k; other tiles, and
+     * shapes it has no primitive for, run as follows). Where the
      * engine works tile by tile (oneDNN's bf16 GEMM, the fma and dot engines; the
      * sgemm engine on OpenBLAS or oneDNN), each tile's fp32 sums go to a scratch buffer taken from {@code scratch} by the
      * thread that computes the tile and given back after its rounding, so the sums stay in that thread's cache and no fp32

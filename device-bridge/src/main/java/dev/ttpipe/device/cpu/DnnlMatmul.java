@@ -32,8 +32,10 @@ final class DnnlMatmul {
     private static final int ARG_SRC = 1, ARG_DST = 17, ARG_WEIGHTS = 33, ARG_BIAS = 41, ARG_SCRATCHPAD = 80;
     private static final int QUERY_IMPL = 8, QUERY_SCRATCHPAD_MD = 136;
     private static final long ALLOCATE = -1L;               // DNNL_MEMORY_ALLOCATE
-    /** Rows of a tile that runs a primitive. */
+    /** Rows of a tile; the most a primitive runs. */
     static final int TILE_M = 256;
+    /** A tile of fewer rows runs a primitive when its rows are a multiple of this (a microbatch of 192 tokens). */
+    static final int ROW_STEP = 64;
     /** The most columns of a tile: a result as wide runs in one tile per row band. */
     static final int TILE_N = 4096;
 
@@ -50,8 +52,8 @@ final class DnnlMatmul {
 
     /**
      * Rows per tile of C: exactly {@value #TILE_M} (the last tile has the rest); all of them for a small product.
-     * Only a tile of exactly {@value #TILE_M} rows goes to a primitive ({@link #runs}), so the primitives made are
-     * bounded by the model's widths, whatever the lengths of its sequences.
+     * Only a tile whose rows are a multiple of {@value #ROW_STEP} goes to a primitive ({@link #runs}), so at most
+     * {@code TILE_M / ROW_STEP} primitives are made per width of the model, whatever the lengths of its sequences.
      */
     static int tileRows(int m, int n, int k) {
         return (long) m * n * k < BlasGemm.SMALL_FLOPS ? m : TILE_M;
@@ -67,7 +69,7 @@ final class DnnlMatmul {
 
     /** Whether a tile of {@code rows} goes to a primitive (a function of the tile's shape, so of the product's). */
     static boolean runs(int rows) {
-        return rows == TILE_M;
+        return rows % ROW_STEP == 0;
     }
 
     /**

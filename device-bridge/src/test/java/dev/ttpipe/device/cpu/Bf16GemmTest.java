@@ -280,11 +280,12 @@ class Bf16GemmTest {
      * earlier value) rounded to bf16, to fp32 rounding of the sums; within one bf16 step of the GEMM-then-round path it
      * replaces; the row padding of the result untouched.
      * m x n x k, the result's rows padded by {@code pad} (a tile with contiguous rows runs oneDNN's brgemm kernel, a
-     * padded one its GEMM through a scratch); tiles of 256 rows, a shorter last one (m 600, 384), and n over 4096.
+     * padded one its GEMM through a scratch); tiles of 256 rows, a shorter last one (m 600: 88 rows, the GEMM; m 384 and
+     * 192: 128 and 192 rows, a primitive), and n over 4096.
      */
     @ParameterizedTest(name = "{0}x{1}x{2} transA={3} transB={4} pad={5}")
     @CsvSource({"2048,384,384,false,true,0", "512,1536,384,false,false,0", "600,384,1536,false,true,0",
-            "600,384,1536,false,true,3", "384,384,768,true,false,0", "256,5000,64,false,true,0"})
+            "600,384,1536,false,true,3", "384,384,768,true,false,0", "192,384,384,false,true,0", "256,5000,64,false,true,0"})
     void aBf16ResultFromThePrimitiveIsTheRoundedSum(int m, int n, int k, boolean ta, boolean tb, int pad) {
         Assumptions.assumeTrue(MachinePeak.hasBf16Dot() && Dnnl.load(), "no avx512_bf16 or no oneDNN here: " + Dnnl.failure());
         Random rnd = new Random(m * 17L + n * 3L + k);
@@ -296,9 +297,10 @@ class Bf16GemmTest {
         NativeBuffer c = NativeBuffer.malloc(4 * m * n);
         NativeAllocator scratch = new NativeAllocator("test", Long.MAX_VALUE);
         try {
-            String impl = DnnlMatmul.implementation(ta, tb, DnnlMatmul.TILE_M, Math.min(n, DnnlMatmul.TILE_N), k, lda, ldb,
-                    ldo, false, false);
-            assertNotNull(impl, "oneDNN made no matmul primitive for a tile of " + DnnlMatmul.TILE_M + " rows");
+            int rows0 = Math.min(m, DnnlMatmul.tileRows(m, n, k));             // the first tile's
+            assertTrue(DnnlMatmul.runs(rows0), "a first tile of " + rows0 + " rows runs the GEMM");
+            String impl = DnnlMatmul.implementation(ta, tb, rows0, DnnlMatmul.tileCols(m, n, k), k, lda, ldb, ldo, false, false);
+            assertNotNull(impl, "oneDNN made no matmul primitive for a tile of " + rows0 + " rows");
             for (boolean accumulate : new boolean[]{false, true}) {
                 for (NativeBuffer withBias : accumulate ? new NativeBuffer[]{null} : new NativeBuffer[]{null, bias}) {
                     String what = (accumulate ? "accumulating" : "beta 0") + (withBias != null ? ", bias" : "") + " (" + impl + ")";
