@@ -8,6 +8,7 @@ import org.slf4j.LoggerFactory;
 import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
  * oneDNN's matmul primitive for one tile of a product with a bf16 result: {@code out = op(A) @ op(B) (+ out)
@@ -40,7 +41,7 @@ final class DnnlMatmul {
     static final int TILE_N = 4096;
 
     /** A tile's shape: what its primitive depends on. */
-    private record Shape(boolean ta, boolean tb, int m, int n, int k, int lda, int ldb, int ldo, boolean bias,
+    record Shape(boolean ta, boolean tb, int m, int n, int k, int lda, int ldb, int ldo, boolean bias,
                          boolean accumulate) {
     }
 
@@ -80,18 +81,25 @@ final class DnnlMatmul {
      */
     static boolean tileToBf16(boolean ta, boolean tb, int m, int n, int k, long a, int lda, long b, int ldb, long out,
                               int ldo, long bias, boolean accumulate) {
-        Optional<Primitive> p = PRIMITIVES.computeIfAbsent(
-                new Shape(ta, tb, m, n, k, lda, ldb, ldo, bias != 0, accumulate), DnnlMatmul::make);
+        Optional<Primitive> p = primitive(new Shape(ta, tb, m, n, k, lda, ldb, ldo, bias != 0, accumulate));
         if (p.isEmpty()) return false;
         p.get().run(a, b, out, bias);
         return true;
     }
 
-    /** oneDNN's name for the implementation that runs a tile of this shape ("brg:avx512_core_bf16"), or null. */
-    static String implementation(boolean ta, boolean tb, int m, int n, int k, int lda, int ldb, int ldo, boolean bias,
-                                 boolean accumulate) {
-        return PRIMITIVES.computeIfAbsent(new Shape(ta, tb, m, n, k, lda, ldb, ldo, bias, accumulate), DnnlMatmul::make)
-                .map(p -> p.implementation).orElse(null);
+    /** The primitive for tiles of shape {@code s}, made on first use; empty where none runs it. */
+    private static Optional<Primitive> primitive(Shape s) {
+        return PRIMITIVES.computeIfAbsent(s, DnnlMatmul::make);
+    }
+
+    /** oneDNN's name for the implementation that runs tiles of shape {@code s} ("brg:avx512_core_bf16"), or null. */
+    static String implementation(Shape s) {
+        return primitive(s).map(p -> p.implementation).orElse(null);
+    }
+
+    /** How many tiles of shape {@code s} have run on its primitive, over the life of the process (for tests). */
+    static long tilesRun(Shape s) {
+        return primitive(s).map(p -> p.tilesRun.sum()).orElse(0L);
     }
 
     private static synchronized long engine() {
@@ -166,6 +174,7 @@ final class DnnlMatmul {
         final long[] mds;
         final String implementation;
         final ConcurrentLinkedQueue<Context> idle = new ConcurrentLinkedQueue<>();
+        final LongAdder tilesRun = new LongAdder();
 
         Primitive(long primitive, long pd, long[] mds, String implementation) {
             this.primitive = primitive;
@@ -185,6 +194,7 @@ final class DnnlMatmul {
                 Dnnl.check(Dnnl.dnnl_primitive_execute(primitive, c.stream, c.nargs, Pointer.nativeValue(c.args)),
                         "dnnl_primitive_execute (matmul)");
                 Dnnl.check(Dnnl.dnnl_stream_wait(c.stream), "dnnl_stream_wait");
+                tilesRun.increment();
             } finally {
                 idle.add(c);
             }

@@ -299,7 +299,7 @@ class Bf16GemmTest {
         try {
             int rows0 = Math.min(m, DnnlMatmul.tileRows(m, n, k));             // the first tile's
             assertTrue(DnnlMatmul.runs(rows0), "a first tile of " + rows0 + " rows runs the GEMM");
-            String impl = DnnlMatmul.implementation(ta, tb, rows0, DnnlMatmul.tileCols(m, n, k), k, lda, ldb, ldo, false, false);
+            String impl = DnnlMatmul.implementation(tile(ta, tb, m, n, k, lda, ldb, ldo, false, false));
             assertNotNull(impl, "oneDNN made no matmul primitive for a tile of " + rows0 + " rows");
             for (boolean accumulate : new boolean[]{false, true}) {
                 for (NativeBuffer withBias : accumulate ? new NativeBuffer[]{null} : new NativeBuffer[]{null, bias}) {
@@ -311,7 +311,10 @@ class Bf16GemmTest {
                             Bf16Gemm g = Bf16Gemm.choose(blas == null ? new JavaGemm(p) : blas, p,
                                     Map.of("TTPIPE_BF16_GEMM", "dnnl")::get);
                             copy(earlier, got, m * ldo);
+                            DnnlMatmul.Shape firstTile = tile(ta, tb, m, n, k, lda, ldb, ldo, withBias != null, accumulate);
+                            long before = DnnlMatmul.tilesRun(firstTile);
                             g.gemmToBf16(ta, tb, m, n, k, 1f, a, 0, lda, b, 0, ldb, beta, got, 0, ldo, withBias, scratch);
+                            assertTrue(DnnlMatmul.tilesRun(firstTile) > before, what + ": the first tile ran no primitive");
                             short[] bits = new short[m * ldo];
                             for (int i = 0; i < bits.length; i++) bits[i] = got.bytes.getShort(2 * i);
                             if (first == null) {
@@ -366,6 +369,13 @@ class Bf16GemmTest {
             scratch.close();
             for (NativeBuffer x : new NativeBuffer[]{a, b, earlier, bias, got, want, c}) x.free();
         }
+    }
+
+    /** The shape of the first tile of an m x n x k product with a bf16 result, as {@link Bf16Gemm#gemmToBf16} cuts it. */
+    private static DnnlMatmul.Shape tile(boolean ta, boolean tb, int m, int n, int k, int lda, int ldb, int ldo, boolean bias,
+                                         boolean accumulate) {
+        return new DnnlMatmul.Shape(ta, tb, Math.min(m, DnnlMatmul.tileRows(m, n, k)), DnnlMatmul.tileCols(m, n, k), k, lda,
+                ldb, ldo, bias, accumulate);
     }
 
     private static void copy(NativeBuffer from, NativeBuffer to, int n) {
