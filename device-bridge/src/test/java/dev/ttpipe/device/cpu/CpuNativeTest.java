@@ -547,10 +547,13 @@ class CpuNativeTest {
         fusedAttentionGivesTheJavaBits(DType.FP32, causal, t, tk, hd);
     }
 
-    /** bf16 attention: the same bf16 GEMM either way; the row kernels and the conversions native or Java. */
+    /**
+     * bf16 attention: the same bf16 GEMM either way; the row kernels and the conversions native or Java. Tk 2100: the
+     * native backward rows take a row's keys in two pieces (of at most 2048).
+     */
     @ParameterizedTest(name = "causal={0} T={1} Tk={2} hd={3}")
     @CsvSource({"true,7,7,5", "false,5,9,4", "true,8,3,4", "true,150,150,24", "false,70,130,8", "true,130,70,33",
-            "true,256,256,64", "true,20,20,260"})
+            "true,256,256,64", "true,20,20,260", "false,3,2100,4", "true,4,2100,4"})
     void fusedBf16AttentionGivesTheJavaBits(boolean causal, int t, int tk, int hd) {
         fusedAttentionGivesTheJavaBits(DType.BF16, causal, t, tk, hd);
     }
